@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,22 +11,13 @@ from host.rules.loader import classify, load_rules
 from host.rules.model import Level
 from host.rules.resolver import RulesIndex, file_name_and_extension
 
-TREE = {
-    "general.cursorrules": "# General\nBe kind.\n## Commits\nSay why.\n",
-    "cross-module/api-contracts.cursorrules": "## Contracts\nVersion every message.\n",
-    "cross-module/logging.cursorrules": "## Logs\nJSON lines.\n",
-    "modules/store.cursorrules": "## SQL\nOnly the store speaks SQL.\n",
-    "modules/server.cursorrules": "## Sockets\nOnly the server touches sockets.\n",
-    "file-specific/py.cursorrules": "## Python\nType hints.\n",
-    "file-specific/setup.py.cursorrules": "## Setup\nNo setup.py logic.\n",
-    "file-specific/Dockerfile.cursorrules": "## Docker\nPin base images.\n",
-    "README.md": "not a rules file\n",
-}
+SAMPLE = Path(__file__).parent / "data" / "rules"  # 8 rules files and a README
 
 
-def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write `files` (relative path -> text or bytes) below `root` and return `root`."""
-    for rel, data in files.items():
+def make_tree(root: Path, extra: dict[str, str | bytes] | None = None) -> Path:
+    """Copy the sample tree to `root`, add `extra` (relative path -> text or bytes), return root."""
+    shutil.copytree(SAMPLE, root)
+    for rel, data in (extra or {}).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, bytes):
@@ -41,7 +33,7 @@ def titles(rules: list) -> list[tuple[str, str]]:
 
 def test_each_level_resolves_most_specific_first(tmp_path: Path) -> None:
     """A path in a module gets file-specific, module, cross-module then general rules."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     assert index.problems == ()
     assert titles(index.resolve("host/store/sqlite.py", module="store")) == [
         ("file-specific", "Python"),
@@ -57,7 +49,7 @@ def test_each_level_resolves_most_specific_first(tmp_path: Path) -> None:
 
 def test_file_name_rule_beats_extension_rule(tmp_path: Path) -> None:
     """`setup.py.cursorrules` comes before `py.cursorrules` for a file named setup.py."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     assert titles(index.resolve("pkg/setup.py"))[:2] == [
         ("file-specific", "Setup"),
         ("file-specific", "Python"),
@@ -68,7 +60,7 @@ def test_file_name_rule_beats_extension_rule(tmp_path: Path) -> None:
 
 def test_dotless_target_matches_file_name_and_extension(tmp_path: Path) -> None:
     """`Dockerfile.cursorrules` applies to `Dockerfile` and to `prod.Dockerfile`, once each."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     for path in ("deploy/Dockerfile", "prod.Dockerfile"):
         docker = [r for r in index.resolve(path) if r.title == "Docker"]
         assert len(docker) == 1
@@ -76,7 +68,7 @@ def test_dotless_target_matches_file_name_and_extension(tmp_path: Path) -> None:
 
 def test_unknown_module_adds_no_rules_and_no_error(tmp_path: Path) -> None:
     """An unknown module resolves to the other levels only."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     rules = index.resolve("x.py", module="nowhere")
     assert Level.MODULE not in {r.level for r in rules}
     assert titles(rules)[0] == ("file-specific", "Python")
@@ -85,13 +77,13 @@ def test_unknown_module_adds_no_rules_and_no_error(tmp_path: Path) -> None:
 
 def test_folders_in_the_path_never_select_a_module(tmp_path: Path) -> None:
     """Without `module`, a path under a folder named like a module gets no module rules."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     assert Level.MODULE not in {r.level for r in index.resolve("store/x.txt")}
 
 
 def test_index_by_module_and_extension(tmp_path: Path) -> None:
     """The index lists modules and extensions and answers for each, extensions in any case."""
-    index = RulesIndex.from_root(make_tree(tmp_path, TREE))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules"))
     assert index.modules() == ["server", "store"]
     assert index.extensions() == ["dockerfile", "py"]
     assert [r.title for r in index.for_module("store")] == ["SQL"]
@@ -101,7 +93,7 @@ def test_index_by_module_and_extension(tmp_path: Path) -> None:
 
 def test_rules_root_under_a_folder_named_modules(tmp_path: Path) -> None:
     """Levels come from the path below the root, not from folder names above it."""
-    root = make_tree(tmp_path / "modules" / "file-specific" / "rules", TREE)
+    root = make_tree(tmp_path / "modules" / "file-specific" / "rules")
     index = RulesIndex.from_root(root)
     assert index.problems == ()
     general = [r for r in index.rules if r.source == "general.cursorrules"]
@@ -118,7 +110,7 @@ def test_malformed_files_are_reported_and_do_not_stop_the_others(tmp_path: Path)
         "file-specific/.cursorrules": "## A\nx\n",
         "stray.cursorrules": "## A\nx\n",
     }
-    index = RulesIndex.from_root(make_tree(tmp_path, {**TREE, **bad}))
+    index = RulesIndex.from_root(make_tree(tmp_path / "rules", bad))
     problems = {p.source: p for p in index.problems}
     assert set(problems) == set(bad)
     assert problems["modules/broken.cursorrules"].line == 3
@@ -132,7 +124,7 @@ def test_malformed_files_are_reported_and_do_not_stop_the_others(tmp_path: Path)
 
 def test_reload_after_a_file_is_deleted(tmp_path: Path) -> None:
     """A reload drops the rules of a deleted file and leaves the old index as it was."""
-    root = make_tree(tmp_path, TREE)
+    root = make_tree(tmp_path / "rules")
     before = RulesIndex.from_root(root)
     (root / "file-specific" / "py.cursorrules").unlink()
     (root / "modules" / "store.cursorrules").write_text("## Migrations\nNumbered.\n")
@@ -145,7 +137,7 @@ def test_reload_after_a_file_is_deleted(tmp_path: Path) -> None:
 
 def test_load_result_lists_files_and_classifies_paths(tmp_path: Path) -> None:
     """load_rules reports the files it loaded; classify maps relative paths to levels."""
-    loaded = load_rules(make_tree(tmp_path, TREE))
+    loaded = load_rules(make_tree(tmp_path / "rules"))
     assert len(loaded.files) == 8 and "README.md" not in loaded.files
     assert classify("modules/api.cursorrules") == (Level.MODULE, "api")
     assert classify("file-specific/setup.py.cursorrules") == (Level.FILE_SPECIFIC, "setup.py")
