@@ -1,0 +1,172 @@
+"""A small async client for the A2E memory protocol, used by tests, scripts and agents.
+
+    async with await MemoryClient.connect("ws://127.0.0.1:8765") as c:
+        await c.init("my-namespace", {"agent": "me"})
+        await c.store([{"key": {"k": 1}, "content": "hello", "tier": "episodic"}])
+        reply = await c.retrieve(query="hello")
+
+Requests may be pipelined (call several methods concurrently); replies are matched to requests
+by `req_id`. An `error` reply raises `RemoteError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from protocol.codec import decode_message, encode, new_id, now
+from protocol.messages import (
+    VERSION,
+    Error,
+    HandshakeRequest,
+    HandshakeResponse,
+    MemoryForgetRequest,
+    MemoryInitRequest,
+    MemoryInitResponse,
+    MemoryRetrieveRequest,
+    MemoryRetrieveResponse,
+    MemoryStoreRequest,
+    MemoryStoreResponse,
+    Ping,
+    Pong,
+)
+
+__all__ = ["MemoryClient", "RemoteError"]
+
+
+class RemoteError(Exception):
+    """The host answered with an `error` reply."""
+
+    def __init__(self, reply: Error) -> None:
+        super().__init__(f"{reply.code}: {reply.message}")
+        self.reply = reply
+        self.code = reply.code
+        self.detail = reply.detail
+        self.retryable = reply.retryable
+
+
+class MemoryClient:
+    """One connection to a host. Create with `await MemoryClient.connect(url)`."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.memory_id: str | None = None
+        self._pending: OrderedDict[str, asyncio.Future[Any]] = OrderedDict()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, url: str, **kwargs: Any) -> MemoryClient:
+        """Open a connection (`kwargs` go to `websockets.connect`, e.g. `additional_headers`)."""
+        kwargs.setdefault("compression", None)
+        kwargs.setdefault("max_size", None)
+        return cls(await connect(url, **kwargs))
+
+    async def __aenter__(self) -> MemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection; pending requests fail with `ConnectionClosed`."""
+        await self.ws.close()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                msg = decode_message(frame)
+                rid = getattr(msg, "req_id", "")
+                fut = self._pending.pop(rid, None) if rid else None
+                if fut is None and self._pending:  # no usable req_id: replies are in order
+                    _, fut = self._pending.popitem(last=False)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except ConnectionClosed as exc:
+            err: BaseException = exc
+        except BaseException as exc:  # noqa: BLE001 - surfaced to every waiter
+            err = exc
+        else:
+            err = ConnectionError("connection closed")
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+
+    async def request(self, msg: Any) -> Any:
+        """Send a request struct and wait for its reply; raises `RemoteError` on `error`."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[msg.id] = fut
+        await self.ws.send(encode(msg), text=True)
+        reply = await fut
+        if isinstance(reply, Error):
+            raise RemoteError(reply)
+        return reply
+
+    def _mid(self, memory_id: str | None) -> str:
+        mid = memory_id or self.memory_id
+        if mid is None:
+            raise RuntimeError("call init() first or pass memory_id")
+        return mid
+
+    async def handshake(
+        self, agent_id: str = "", caps: list[str] | None = None, auth_token: str = ""
+    ) -> HandshakeResponse:
+        """Introduce the agent (and authenticate, when the host requires a token)."""
+        return await self.request(HandshakeRequest(
+            id=new_id(), version=VERSION, ts=now(), agent_id=agent_id,
+            agent_caps=caps if caps is not None else ["memory"], auth_token=auth_token))
+
+    async def init(self, namespace: str, scope: dict[str, Any] | None = None,
+                   metadata: dict[str, Any] | None = None) -> str:
+        """Open a memory session; remembers and returns its `memory_id`."""
+        reply: MemoryInitResponse = await self.request(MemoryInitRequest(
+            id=new_id(), version=VERSION, ts=now(), namespace=namespace, scope=scope or {},
+            metadata=metadata or {}))
+        self.memory_id = reply.memory_id
+        return reply.memory_id
+
+    async def store(self, entries: list[dict[str, Any]],
+                    memory_id: str | None = None) -> MemoryStoreResponse:
+        """Write entries (dicts with key, content, tier, ...)."""
+        return await self.request(MemoryStoreRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            entries=entries))  # type: ignore[arg-type]
+
+    async def retrieve(self, *, keys: list[dict[str, Any]] | None = None, query: str = "",
+                       tags: list[str] | None = None, tier: str = "", limit: int = 10,
+                       min_score: float = 0.0,
+                       memory_id: str | None = None) -> MemoryRetrieveResponse:
+        """Read entries matching every given criterion."""
+        return await self.request(MemoryRetrieveRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            keys=keys or [], query=query, tags=tags or [], tier=tier,  # type: ignore[arg-type]
+            limit=limit, min_score=min_score))
+
+    async def forget(self, *, keys: list[dict[str, Any]] | None = None,
+                     tags: list[str] | None = None, tier: str = "episodic",
+                     memory_id: str | None = None) -> int:
+        """Delete matching entries; the number deleted."""
+        reply = await self.request(MemoryForgetRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            keys=keys or [], tags=tags or [], tier=tier))  # type: ignore[arg-type]
+        return int(reply.deleted)
+
+    async def ping(self) -> Pong:
+        """Liveness check."""
+        return await self.request(Ping(id=new_id(), version=VERSION, ts=now()))
+
+    async def send_raw(self, frame: str | bytes) -> None:
+        """Send a frame as is (tests of bad input). Its reply is not matched: use `recv_raw`."""
+        await self.ws.send(frame)
+
+    async def raw_exchange(self, frame: str | bytes) -> Any:
+        """Send a raw frame and return the next reply, decoded (for bad-input tests)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[f"raw-{new_id()}"] = fut
+        await self.ws.send(frame)
+        return await fut

@@ -1,0 +1,127 @@
+"""One WebSocket connection: read frames, decode, dispatch, write replies in request order.
+
+Replies that are ready go out at once when nothing is queued before them; replies that wait
+for a commit (futures) go through a per-connection sender task that keeps the order. Errors
+become `error` replies; only the frame-size and UTF-8 violations close the connection (the
+`websockets` library does that with 1009 and 1007).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from host.memory.session import ConnectionContext, ConnectionState
+from host.router import Router
+from protocol.codec import decode_request, encode, error_reply
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("a2e_host.connection")
+
+
+def _error_for(exc: BaseException, req_id: str) -> Any:
+    if isinstance(exc, ProtocolError):
+        detail = {"field": exc.field} if exc.field else {}
+        return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
+    log.error("internal error on request %s", req_id, exc_info=exc)
+    return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
+
+
+class Connection:
+    """Serves one WebSocket until it closes. `run()` is the connection handler's body."""
+
+    def __init__(self, ws: ServerConnection, router: Router, conn_id: str) -> None:
+        self.ws = ws
+        self.router = router
+        remote = ws.remote_address
+        self.ctx = ConnectionContext(
+            conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
+        )
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._queued = 0
+        self._busy = False
+        self._sender: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def run(self) -> None:
+        """Read and answer frames until the peer closes or the host drains this connection."""
+        try:
+            async for frame in self.ws:
+                if self.ctx.state is not ConnectionState.OPEN:
+                    break
+                self._busy = True
+                self._idle.clear()
+                try:
+                    await self._answer(frame)
+                finally:
+                    self._busy = False
+                    self._maybe_idle()
+        except ConnectionClosed:
+            pass
+        finally:
+            if self._sender is not None and self.ctx.state is ConnectionState.OPEN:
+                self._sender.cancel()
+            self.ctx.close()
+
+    async def _answer(self, frame: str | bytes) -> None:
+        req_id = ""
+        if isinstance(frame, bytes):
+            reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
+        else:
+            try:
+                msg = decode_request(frame)
+                req_id = msg.id
+                reply = await self.router.dispatch(msg, self.ctx)
+            except Exception as exc:
+                reply = _error_for(exc, req_id)
+        if not isinstance(reply, asyncio.Future) and self._queued == 0:
+            await self.ws.send(encode(reply), text=True)
+            return
+        self._queued += 1
+        self._queue.put_nowait((req_id, reply))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_loop())
+
+    async def _send_loop(self) -> None:
+        while True:
+            req_id, item = await self._queue.get()
+            try:
+                if isinstance(item, asyncio.Future):
+                    try:
+                        item = await item
+                    except Exception as exc:
+                        item = _error_for(exc, req_id)
+                await self.ws.send(encode(item), text=True)
+            except ConnectionClosed:
+                return
+            finally:
+                self._queued -= 1
+                self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        if not self._busy and self._queued == 0:
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> None:
+        """Stop taking requests, wait up to `timeout` s for the in-flight ones to be answered."""
+        self.ctx.state = ConnectionState.DRAINING
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._idle.wait(), remaining)
+            except TimeoutError:
+                return
+            # a frame may have started right after idle was set; wait once more
+            if not self._busy and self._queued == 0:
+                return

@@ -1,0 +1,56 @@
+"""The TTL garbage collector: a task that deletes expired entries every `gc.interval` seconds.
+
+Reads already hide expired entries from the moment they expire; this task reclaims the space.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from host.store.base import EntryStore
+
+__all__ = ["GarbageCollector"]
+
+log = logging.getLogger("a2e_host.gc")
+
+
+class GarbageCollector:
+    """Runs `store.collect_garbage` periodically. `start()` / `stop()`."""
+
+    def __init__(self, store: EntryStore, interval: float) -> None:
+        self.store = store
+        self.interval = interval
+        self.deleted_total = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def collect_once(self) -> int:
+        """One collection now; the number of entries deleted."""
+        n = await self.store.collect_garbage(time.time())
+        self.deleted_total += n
+        if n:
+            log.info("gc deleted %d expired entries", n)
+        return n
+
+    def start(self) -> None:
+        """Start the periodic task."""
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.collect_once()
+            except Exception:
+                log.exception("gc failed; retrying next interval")
+
+    async def stop(self) -> None:
+        """Cancel the task and wait for it."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None

@@ -1,0 +1,271 @@
+"""`MemoryPlugin`: the four `memory/*` requests, tier rules and ranking over every tier.
+
+Sessions are bound to their connection (`ConnectionContext`). The working tier lives in the
+session; episodic and semantic go to the `EntryStore`. A store or forget reply is a future that
+resolves after the commit; reads first wait for the connection's pending writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from host.config import Config
+from host.memory.session import ConnectionContext, Session
+from host.memory.working import WorkingTier
+from host.router import Router
+from host.search.keyword import query_terms
+from host.search.rank import RankWeights, combined_score
+from host.search.text import searchable_text
+from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from protocol.codec import decode_entry, new_id, now
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.keys import canonical_key
+from protocol.messages import (
+    TIERS,
+    VERSION,
+    EntryOut,
+    MemoryForgetRequest,
+    MemoryForgetResponse,
+    MemoryInitRequest,
+    MemoryInitResponse,
+    MemoryRetrieveRequest,
+    MemoryRetrieveResponse,
+    MemoryStoreRequest,
+    MemoryStoreResponse,
+)
+
+__all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
+
+DEFAULT_AGENT = "default"
+_decode = msgspec.json.decode
+
+
+def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
+    out = EntryOut(
+        key=msgspec.Raw(e.key), content=msgspec.Raw(e.content), tier=e.tier, tags=e.tags,
+        source=e.source, score=e.score, ttl=e.ttl, created_at=e.created_at,
+        updated_at=e.updated_at,
+    )
+    if e.relevance is not None:
+        out.relevance = e.relevance
+        out.combined = combined if combined is not None else e.relevance
+    return out
+
+
+def _keys(keys: list[dict[str, Any]], req_id: str) -> tuple[bytes, ...]:
+    try:
+        return tuple(canonical_key(k) for k in keys)
+    except (ValueError, TypeError) as err:
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"keys: {err}", req_id=req_id,
+                            field="keys") from None
+
+
+class MemoryPlugin:
+    """The memory capability. Register its handlers with `register(router)`."""
+
+    capability = "memory"
+
+    def __init__(self, store: EntryStore, config: Config) -> None:
+        self.store = store
+        self.config = config
+        self.weights = RankWeights.from_config(config.ranking)
+
+    def register(self, router: Router) -> None:
+        """Route the four memory requests to this plugin."""
+        router.register(MemoryInitRequest, self.init, self.capability)
+        router.register(MemoryStoreRequest, self.store_entries, self.capability)
+        router.register(MemoryRetrieveRequest, self.retrieve, self.capability)
+        router.register(MemoryForgetRequest, self.forget, self.capability)
+
+    # -- init ---------------------------------------------------------------------------
+
+    def agent_for(self, req: MemoryInitRequest, ctx: ConnectionContext) -> str:
+        """The agent of a new session: the authenticated identity, else scope.agent, else the
+        handshake's agent_id, else "default". A scope.agent that contradicts the identity is
+        `unauthorized`."""
+        claimed = req.scope.get("agent")
+        if claimed is not None and not isinstance(claimed, str):
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, "scope.agent must be a string",
+                                req_id=req.id, field="scope.agent")
+        if ctx.identity is not None:
+            if claimed and claimed != ctx.identity:
+                raise ProtocolError(ErrorCode.UNAUTHORIZED,
+                                    "scope.agent differs from the authenticated agent",
+                                    req_id=req.id, field="scope.agent")
+            return ctx.identity
+        return claimed or ctx.agent_id or DEFAULT_AGENT
+
+    async def init(self, req: MemoryInitRequest, ctx: ConnectionContext) -> MemoryInitResponse:
+        """Open a session bound to this connection."""
+        if not req.namespace:
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE, "namespace must not be empty",
+                                req_id=req.id, field="namespace")
+        limits = self.config.limits
+        if len(ctx.sessions) >= limits.max_sessions_per_connection:
+            raise ProtocolError(ErrorCode.MEMORY_FULL,
+                                f"at most {limits.max_sessions_per_connection} sessions a connection",
+                                req_id=req.id)
+        agent = self.agent_for(req, ctx)
+        memory_id = str(uuid.uuid4())
+        ctx.sessions[memory_id] = Session(
+            memory_id, Scope(req.namespace, agent), WorkingTier(limits.max_working_entries)
+        )
+        return MemoryInitResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
+                                  memory_id=memory_id, namespace=req.namespace)
+
+    # -- store --------------------------------------------------------------------------
+
+    async def store_entries(self, req: MemoryStoreRequest, ctx: ConnectionContext) -> Any:
+        """Validate each entry, write working entries now and persistent ones through the
+        store; the reply (a future) lists stored keys in request order and per-entry errors."""
+        session = ctx.session(req.memory_id, req.id)
+        limits = self.config.limits
+        if len(req.entries) > limits.max_entries_per_request:
+            raise ProtocolError(
+                ErrorCode.INVALID_MESSAGE,
+                f"{len(req.entries)} entries; at most {limits.max_entries_per_request} a request",
+                req_id=req.id, field="entries")
+        t = now()
+        outcomes: list[str | None] = [None] * len(req.entries)
+        keys: list[bytes | None] = [None] * len(req.entries)
+        persistent: list[NewEntry] = []
+        where: list[int] = []
+        for i, raw in enumerate(req.entries):
+            try:
+                e = decode_entry(raw)
+                key = canonical_key(e.key)
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, TypeError) as err:
+                outcomes[i] = f"entries[{i}]: invalid_message: {err}"
+                continue
+            if len(e.content) > limits.max_entry_bytes:
+                outcomes[i] = (f"entries[{i}]: invalid_message: content is {len(e.content)} bytes,"
+                               f" over the limit of {limits.max_entry_bytes}")
+                continue
+            keys[i] = key
+            new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
+                           source=e.source, score=e.score, ttl=e.ttl)
+            if e.tier == "working":
+                text = searchable_text(_decode(new.content), e.tags, e.key)
+                if session.working.put(new, text, t) is not None:
+                    outcomes[i] = f"entries[{i}]: memory_full: working tier of this session is full"
+            else:
+                persistent.append(new)
+                where.append(i)
+        if not persistent:
+            return self._store_reply(req, keys, outcomes)
+        write = asyncio.ensure_future(self.store.put(session.scope, persistent, t))
+        ctx.last_write = write
+
+        async def finish() -> Any:
+            results = await write
+            for i, res in zip(where, results):
+                if res is not None:
+                    outcomes[i] = f"entries[{i}]: {res}: storage quota reached"
+            return self._store_reply(req, keys, outcomes)
+
+        return asyncio.ensure_future(finish())
+
+    def _store_reply(
+        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[str | None]
+    ) -> Any:
+        stored = [msgspec.Raw(k) for k, o in zip(keys, outcomes) if o is None and k is not None]
+        errors = [o for o in outcomes if o is not None]
+        if not stored and errors and all(": memory_full:" in o for o in errors):
+            raise ProtocolError(ErrorCode.MEMORY_FULL, "storage quota reached; nothing was stored",
+                                req_id=req.id)
+        return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
+                                   stored=stored, errors=errors)
+
+    # -- retrieve -----------------------------------------------------------------------
+
+    async def retrieve(
+        self, req: MemoryRetrieveRequest, ctx: ConnectionContext
+    ) -> MemoryRetrieveResponse:
+        """Entries matching keys AND tags AND tier AND query, ranked, at most `limit`."""
+        session = ctx.session(req.memory_id, req.id)
+        keys = _keys(req.keys, req.id)
+        await ctx.writes_done()
+        tiers = (req.tier,) if req.tier else TIERS
+        persistent = tuple(t for t in tiers if t in PERSISTENT_TIERS)
+        limit = min(req.limit, self.config.limits.max_limit)
+        tags = tuple(req.tags)
+        t = now()
+        if req.query:
+            entries, total = await self._search(session, tiers, persistent, keys, tags, req, limit, t)
+        else:
+            entries, total = await self._find(session, tiers, persistent, keys, tags, req, limit, t)
+        return MemoryRetrieveResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
+                                      entries=entries, total=total)  # type: ignore[arg-type]
+
+    async def _find(
+        self, session: Session, tiers: Sequence[str], persistent: tuple[str, ...],
+        keys: tuple[bytes, ...], tags: tuple[str, ...], req: MemoryRetrieveRequest, limit: int,
+        t: float,
+    ) -> tuple[list[EntryOut], int]:
+        found: list[StoredEntry] = []
+        total = 0
+        if persistent:
+            q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
+            found, total = await self.store.find(session.scope, q, t)
+        if "working" in tiers:
+            working = session.working.find(keys, tags, req.min_score, t)
+            if working:
+                total += len(working)
+                found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[:limit]
+        return [_out(e) for e in found], total
+
+    async def _search(
+        self, session: Session, tiers: Sequence[str], persistent: tuple[str, ...],
+        keys: tuple[bytes, ...], tags: tuple[str, ...], req: MemoryRetrieveRequest, limit: int,
+        t: float,
+    ) -> tuple[list[EntryOut], int]:
+        candidates: list[StoredEntry] = []
+        if persistent:
+            q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
+            candidates = await self.store.search(
+                session.scope, q, req.query, t, self.config.ranking.search_candidates)
+        if "working" in tiers:
+            candidates += session.working.search(query_terms(req.query), keys, tags, t)
+        w = self.weights
+        ranked = [
+            (combined_score(e.relevance, e.score, e.updated_at, t, w), e)
+            for e in candidates
+            if e.relevance is not None and e.relevance > 0 and e.relevance >= req.min_score
+        ]
+        ranked.sort(key=lambda p: -p[0])
+        return [_out(e, c) for c, e in ranked[:limit]], len(ranked)
+
+    # -- forget -------------------------------------------------------------------------
+
+    async def forget(self, req: MemoryForgetRequest, ctx: ConnectionContext) -> Any:
+        """Delete entries matching keys AND tags in the tier(s); reply after the commit."""
+        session = ctx.session(req.memory_id, req.id)
+        keys = _keys(req.keys, req.id)
+        if not keys and not req.tags:
+            raise ProtocolError(ErrorCode.INVALID_MESSAGE,
+                                "forget needs keys or tags (no accidental wipe)",
+                                req_id=req.id, field="keys")
+        tiers = (req.tier,) if req.tier else TIERS
+        t = now()
+        deleted = session.working.forget(keys, req.tags, t) if "working" in tiers else 0
+        persistent = [x for x in tiers if x in PERSISTENT_TIERS]
+
+        def reply(n: int) -> MemoryForgetResponse:
+            return MemoryForgetResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
+                                        deleted=n)
+
+        if not persistent:
+            return reply(deleted)
+        write = asyncio.ensure_future(
+            self.store.forget(session.scope, persistent, keys, req.tags, t))
+        ctx.last_write = write
+
+        async def finish() -> MemoryForgetResponse:
+            return reply(deleted + await write)
+
+        return asyncio.ensure_future(finish())

@@ -1,0 +1,71 @@
+"""Memory sessions and the per-connection context that owns them."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+
+from host.memory.working import WorkingTier
+from host.store.base import Scope
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = ["ConnectionContext", "ConnectionState", "Session"]
+
+
+class ConnectionState(enum.Enum):
+    """Life of one connection: OPEN serves requests, DRAINING finishes them, CLOSED is gone."""
+
+    OPEN = "open"
+    DRAINING = "draining"
+    CLOSED = "closed"
+
+
+@dataclass(slots=True)
+class Session:
+    """One `memory/init`: a namespace, an agent, and the session's own working tier."""
+
+    memory_id: str
+    scope: Scope
+    working: WorkingTier
+
+
+@dataclass(slots=True)
+class ConnectionContext:
+    """What the host knows about one connection. Sessions die with it.
+
+    `identity` is the authenticated agent (None when authentication is off); `agent_id` the
+    handshake's claim. `last_write` is the newest pending write of this connection: a read
+    waits for it first, so a connection always reads its own writes.
+    """
+
+    conn_id: str
+    remote: str = ""
+    agent_id: str = ""
+    identity: str | None = None
+    state: ConnectionState = ConnectionState.OPEN
+    sessions: dict[str, Session] = field(default_factory=dict)
+    last_write: asyncio.Future | None = None
+
+    def session(self, memory_id: str, req_id: str) -> Session:
+        """The session `memory_id` of this connection, else `memory_not_found`."""
+        s = self.sessions.get(memory_id)
+        if s is None:
+            raise ProtocolError(
+                ErrorCode.MEMORY_NOT_FOUND,
+                "unknown memory_id on this connection (call memory/init first)",
+                req_id=req_id,
+                field="memory_id",
+            )
+        return s
+
+    async def writes_done(self) -> None:
+        """Wait until this connection's pending writes have committed (errors ignored)."""
+        w = self.last_write
+        if w is not None and not w.done():
+            await asyncio.wait((w,))
+
+    def close(self) -> None:
+        """Drop every session (and so its working tier)."""
+        self.state = ConnectionState.CLOSED
+        self.sessions.clear()

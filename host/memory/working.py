@@ -1,0 +1,103 @@
+"""The working tier: one session's scratch pad, in process memory, gone with the session.
+
+It answers the same reads as a persistent store (`find`, `search`, `forget`) with the same
+semantics: keys and tags ANDed, TTL from `updated_at`, keyword relevance from
+`host.search.keyword`, so results from every tier can be merged and ranked together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from host.search.keyword import coverage
+from host.store.base import NewEntry, StoredEntry
+
+__all__ = ["WorkingTier"]
+
+
+@dataclass(slots=True)
+class _Item:
+    entry: StoredEntry
+    text: str
+    expires_at: float | None
+
+
+class WorkingTier:
+    """Entries of one session, keyed by canonical key bytes. Not thread-safe (event loop only)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._items: dict[bytes, _Item] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _live(self, item: _Item, now: float) -> bool:
+        return item.expires_at is None or item.expires_at > now
+
+    def put(self, e: NewEntry, text: str, now: float) -> str | None:
+        """Upsert one entry; None when stored, "memory_full" past the session's limit."""
+        old = self._items.get(e.key)
+        if old is not None and not self._live(old, now):
+            del self._items[e.key]
+            old = None
+        if old is None and len(self._items) >= self.max_entries:
+            self._purge(now)
+            if len(self._items) >= self.max_entries:
+                return "memory_full"
+        created = old.entry.created_at if old is not None else now
+        entry = StoredEntry(
+            tier="working", owner="", key=e.key, content=e.content, tags=list(dict.fromkeys(e.tags)),
+            source=e.source, score=e.score, ttl=e.ttl, created_at=created, updated_at=now,
+        )
+        self._items[e.key] = _Item(entry, text, now + e.ttl if e.ttl > 0 else None)
+        return None
+
+    def _purge(self, now: float) -> None:
+        for k in [k for k, it in self._items.items() if not self._live(it, now)]:
+            del self._items[k]
+
+    def _matching(
+        self, keys: Sequence[bytes], tags: Sequence[str], now: float
+    ) -> list[_Item]:
+        if keys:
+            items = [self._items[k] for k in dict.fromkeys(keys) if k in self._items]
+        else:
+            items = list(self._items.values())
+        want = set(tags)
+        return [
+            it for it in items
+            if self._live(it, now) and (not want or want.issubset(it.entry.tags))
+        ]
+
+    def find(
+        self, keys: Sequence[bytes], tags: Sequence[str], min_score: float, now: float
+    ) -> list[StoredEntry]:
+        """Live entries matching keys AND tags with score >= min_score (unordered)."""
+        return [
+            it.entry for it in self._matching(keys, tags, now) if it.entry.score >= min_score
+        ]
+
+    def search(
+        self, terms: tuple[str, ...], keys: Sequence[bytes], tags: Sequence[str], now: float
+    ) -> list[StoredEntry]:
+        """Live entries sharing a term with `terms`, as copies with `relevance` set."""
+        out = []
+        for it in self._matching(keys, tags, now):
+            rel = coverage(terms, it.text)
+            if rel > 0:
+                e = it.entry
+                out.append(StoredEntry(
+                    tier=e.tier, owner=e.owner, key=e.key, content=e.content, tags=e.tags,
+                    source=e.source, score=e.score, ttl=e.ttl, created_at=e.created_at,
+                    updated_at=e.updated_at, relevance=rel,
+                ))
+        return out
+
+    def forget(self, keys: Sequence[bytes], tags: Sequence[str], now: float) -> int:
+        """Delete live entries matching keys AND tags; the number deleted."""
+        doomed = [it.entry.key for it in self._matching(keys, tags, now)]
+        for k in doomed:
+            del self._items[k]
+        return len(doomed)

@@ -1,0 +1,53 @@
+"""The router: message type -> handler. Capabilities register their handlers like plugins.
+
+A handler is `async def handler(msg, ctx) -> Reply`, where a `Reply` is a reply message or a
+future of one (a write whose reply comes after its commit; the connection keeps reply order).
+It raises `ProtocolError` for a request it refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from host.memory.session import ConnectionContext
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = ["Router", "Handler", "Reply"]
+
+Reply = Any  # a protocol message, or an asyncio.Future resolving to one
+Handler = Callable[[Any, ConnectionContext], Awaitable[Reply]]
+
+
+class Router:
+    """Maps message classes to handlers; `capabilities` lists what the host offers."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[type, Handler] = {}
+        self.capabilities: set[str] = set()
+
+    def register(self, msg_type: type, handler: Handler, capability: str | None = None) -> None:
+        """Route messages of `msg_type` to `handler`. Raises `ValueError` if already routed."""
+        if msg_type in self._handlers:
+            raise ValueError(f"{msg_type.__name__} already has a handler")
+        self._handlers[msg_type] = handler
+        if capability:
+            self.capabilities.add(capability)
+
+    async def dispatch(self, msg: Any, ctx: ConnectionContext) -> Reply:
+        """Run the handler of `msg`; `invalid_message` for a type nobody handles."""
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            raise ProtocolError(
+                ErrorCode.INVALID_MESSAGE,
+                f"{type(msg).__name__} is not a request this host serves",
+                req_id=getattr(msg, "id", ""),
+                field="type",
+            )
+        return await handler(msg, ctx)
+
+
+def is_pending(reply: Reply) -> bool:
+    """True for a reply that is still a future."""
+    return isinstance(reply, asyncio.Future)

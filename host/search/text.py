@@ -1,0 +1,38 @@
+"""What of an entry is searchable: its content's text, plus its tags and key values.
+
+For a string content, the string; for JSON content, every string and number in it and the
+object member names (a `{"language": "python"}` entry is found by "language" and "python").
+Tags and the key's values are appended so that an entry tagged `preferences` matches the query
+"preferences".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["searchable_text"]
+
+
+def _walk(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.append(str(k))
+            _walk(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _walk(v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def searchable_text(content: Any, tags: list[str] | tuple[str, ...] = (), key: Any = None) -> str:
+    """The text indexed for keyword (and vector) search of one entry."""
+    parts: list[str] = []
+    _walk(content, parts)
+    parts.extend(tags)
+    if isinstance(key, dict):
+        for v in key.values():
+            _walk(v, parts)
+    return "\n".join(parts)

@@ -1,0 +1,109 @@
+"""The WebSocket server: accept, upgrade, HTTP health endpoints, graceful drain.
+
+Plain HTTP GETs on the same port answer `/healthz` (the process is up) and `/readyz` (the store
+answers); every other path is upgraded to WebSocket. Each connection runs a `Connection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from host.config import Config
+from host.connection import Connection
+from host.router import Router
+
+__all__ = ["HostServer"]
+
+log = logging.getLogger("a2e_host.server")
+
+HttpHandler = Callable[[ServerConnection, Request], Awaitable[Response | None] | Response | None]
+
+
+class HostServer:
+    """Listens for agents. `start()`, then `stop()` drains and closes."""
+
+    def __init__(
+        self,
+        config: Config,
+        router: Router,
+        ready: Callable[[], Awaitable[bool]],
+    ) -> None:
+        self.config = config
+        self.router = router
+        self._ready = ready
+        self._server: Server | None = None
+        self._ids = itertools.count(1)
+        self.connections: set[Connection] = set()
+        self.http_routes: dict[str, HttpHandler] = {
+            "/healthz": self._healthz,
+            "/readyz": self._readyz,
+        }
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        """Bind and start accepting connections."""
+        srv = self.config.server
+        self._server = await serve(
+            self._handle,
+            srv.host,
+            srv.port,
+            max_size=self.config.limits.max_frame_bytes,
+            compression="deflate" if srv.compression else None,
+            process_request=self._process_request,
+            ping_interval=20,
+            ping_timeout=20,
+        )
+
+    async def _process_request(self, conn: ServerConnection, request: Request) -> Any:
+        route = self.http_routes.get(request.path.split("?", 1)[0])
+        if route is None:
+            return None
+        result = route(conn, request)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+    def _healthz(self, conn: ServerConnection, request: Request) -> Response:
+        return conn.respond(HTTPStatus.OK, "ok\n")
+
+    async def _readyz(self, conn: ServerConnection, request: Request) -> Response:
+        if await self._ready():
+            return conn.respond(HTTPStatus.OK, "ready\n")
+        return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "store not ready\n")
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        conn = Connection(ws, self.router, f"c{next(self._ids)}")
+        self.connections.add(conn)
+        log.debug("connection %s opened from %s", conn.ctx.conn_id, conn.ctx.remote)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+            log.debug("connection %s closed", conn.ctx.conn_id)
+
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting, let in-flight requests finish (up to the drain timeout), close."""
+        if self._server is None:
+            return
+        timeout = self.config.server.drain_timeout if drain_timeout is None else drain_timeout
+        self._server.close(close_connections=False)
+        conns = list(self.connections)
+        if conns:
+            await asyncio.gather(*(c.drain(timeout) for c in conns))
+        for c in conns:
+            await c.ws.close(1001, "host shutting down")
+        await self._server.wait_closed()
+        self._server = None

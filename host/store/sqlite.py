@@ -1,0 +1,117 @@
+"""`SQLiteEntryStore`: the default persistent backend (episodic and semantic tiers).
+
+Writes go through one `Writer` thread that commits in groups (WAL, `synchronous=FULL`); a
+write's coroutine returns only after its group committed. Reads run on the event-loop thread
+with their own connection (a WAL snapshot; point reads cost ~20 us here, less than a thread hop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from host.search.keyword import query_terms
+from host.store import sqlite_ops as ops
+from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
+from host.store.sqlite_schema import connect, migrate
+from host.store.writer import CommitObserver, Writer
+
+__all__ = ["SQLiteEntryStore"]
+
+
+class SQLiteEntryStore:
+    """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        quotas: ops.Quotas | None = None,
+        batch_max: int = 512,
+        observer: CommitObserver | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.quotas = quotas or ops.Quotas()
+        self._batch_max = batch_max
+        self._observer = observer
+        self._writer: Writer | None = None
+        self._read: sqlite3.Connection | None = None
+
+    async def __aenter__(self) -> SQLiteEntryStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Create or migrate the schema, start the writer, open the read connection."""
+        def _open() -> None:
+            conn = connect(self.path)
+            try:
+                migrate(conn)
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(_open)
+        self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer)
+        await asyncio.to_thread(self._writer.start)
+        self._read = connect(self.path)
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the writer, close the connections. Idempotent."""
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.stop)
+            self._writer = None
+        if self._read is not None:
+            self._read.close()
+            self._read = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._read is None:
+            raise RuntimeError("store is not open")
+        return self._read
+
+    def _submit(self, fn, *args):  # type: ignore[no-untyped-def]
+        if self._writer is None:
+            raise RuntimeError("store is not open")
+        return self._writer.submit(fn, *args)
+
+    async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
+        """Upsert entries in one group-committed transaction; returns after the commit."""
+        return await self._submit(ops.put_entries, scope, list(entries), now, self.quotas)
+
+    async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
+        """Entries matching `q`, best stored score first; (page, total)."""
+        return ops.find_entries(self._conn(), scope, q, now)
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]:
+        """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
+        return ops.search_entries(self._conn(), scope, q, query_terms(text), now, candidates)
+
+    async def forget(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
+        now: float,
+    ) -> int:
+        """Delete matching live entries; returns after the commit."""
+        return await self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now)
+
+    async def collect_garbage(self, now: float) -> int:
+        """Delete every expired entry, in batches so other writes interleave."""
+        total = 0
+        while True:
+            n = await self._submit(ops.collect_expired, now)
+            total += n
+            if n < 1000:
+                return total
+
+    async def ready(self) -> bool:
+        """True when the database answers."""
+        try:
+            self._conn().execute("SELECT 1").fetchone()
+        except Exception:
+            return False
+        return self._writer is not None

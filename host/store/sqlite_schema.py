@@ -1,0 +1,126 @@
+"""The SQLite schema, as numbered migrations applied at open.
+
+`PRAGMA user_version` records the last migration applied. A migration is only ever appended;
+existing ones never change (schema evolution is written down, as for the wire).
+
+Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" for semantic;
+`agent` the writer, for quotas), `entry_tags` (tag -> entry, for AND-ed tag filters),
+`entries_fts` (FTS5: a per-namespace `scope` token and the searchable `body`), `usage`
+(entries and bytes per (namespace, agent), agent "" holding the namespace total, kept by
+triggers so every writer process sees the same counts). Deleting an entry row removes its tags,
+FTS row and usage through triggers, whoever deletes it (forget, TTL collection, another tool).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["MIGRATIONS", "connect", "migrate"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, tags, keyword index, usage counters
+    """
+    CREATE TABLE entries (
+        id INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        source TEXT NOT NULL,
+        score REAL NOT NULL,
+        ttl INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        size INTEGER NOT NULL,
+        UNIQUE (namespace, tier, owner, key)
+    );
+    CREATE INDEX entries_rank ON entries (namespace, tier, owner, score DESC, updated_at DESC);
+    CREATE INDEX entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE entry_tags (
+        tag TEXT NOT NULL,
+        entry_id INTEGER NOT NULL,
+        PRIMARY KEY (tag, entry_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX entry_tags_entry ON entry_tags (entry_id);
+    CREATE VIRTUAL TABLE entries_fts USING fts5(scope, body, tokenize='unicode61 remove_diacritics 2');
+    CREATE TABLE usage (
+        namespace TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (namespace, agent)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER entries_ai AFTER INSERT ON entries BEGIN
+        INSERT INTO usage (namespace, agent, entries, bytes)
+        VALUES (new.namespace, new.agent, 1, new.size), (new.namespace, '', 1, new.size)
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = entries + 1, bytes = bytes + excluded.bytes;
+    END;
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        DELETE FROM entries_fts WHERE rowid = old.id;
+    END;
+    CREATE TRIGGER entries_au AFTER UPDATE OF size, agent ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        INSERT INTO usage (namespace, agent, entries, bytes)
+        VALUES (new.namespace, new.agent, 1, new.size), (new.namespace, '', 1, new.size)
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = entries + 1, bytes = bytes + excluded.bytes;
+    END;
+    """,
+)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open `path` in WAL mode with full durability; autocommit (explicit BEGIN by callers)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations not yet applied, each in its own transaction; the version reached."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, script in enumerate(MIGRATIONS, start=1):
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # re-check under the write lock: another process may have migrated meanwhile
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= number:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _split(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements: list[str] = []
+    buf: list[str] = []
+    for line in script.splitlines():
+        if not line.strip():
+            continue
+        buf.append(line)
+        text = "\n".join(buf)
+        if sqlite3.complete_statement(text):
+            statements.append(text.strip())
+            buf = []
+    if buf and "\n".join(buf).strip():
+        statements.append("\n".join(buf).strip())
+    return statements

@@ -1,0 +1,131 @@
+"""One writer thread per database: a queue of write operations, committed in groups.
+
+Callers submit a function `fn(conn, *args)`; the writer gathers everything queued while the
+previous commit ran (up to `batch_max`), runs each in its own SAVEPOINT inside one
+`BEGIN IMMEDIATE ... COMMIT`, and only then resolves the callers' futures on their event loop.
+An operation that raises rolls back alone; a failed COMMIT fails the whole group. So a future
+that resolves without an exception means its writes are durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Writer", "CommitObserver"]
+
+CommitObserver = Callable[[int, float], None]  # (operations in the group, seconds)
+_STOP = object()
+
+
+def _resolve(results: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+    for fut, value, exc in results:
+        if fut.done():
+            continue
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+
+
+class Writer:
+    """The single writer of one SQLite file. Start with `start()`, stop with `stop()`."""
+
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        batch_max: int = 512,
+        observer: CommitObserver | None = None,
+    ) -> None:
+        self._connect = connect
+        self._batch_max = batch_max
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="a2e-sqlite-writer", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.observer = observer
+
+    def start(self) -> None:
+        """Start the thread and wait until its connection is open. Re-raises an open error."""
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Queue `fn(conn, *args)`; the future resolves after the group holding it committed."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.put((fn, args, fut, loop))
+        return fut
+
+    def stop(self) -> None:
+        """Commit everything queued so far, then end the thread (blocking)."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        stopping = False
+        try:
+            while not stopping:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                batch = [item]
+                while len(batch) < self._batch_max:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stopping = True
+                        break
+                    batch.append(nxt)
+                self._commit(conn, batch)
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
+        started = time.perf_counter()
+        results: list[tuple[Any, Any, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, args, fut, loop in batch:
+                conn.execute("SAVEPOINT op")
+                try:
+                    value = fn(conn, *args)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    results.append((fut, loop, None, exc))
+                else:
+                    conn.execute("RELEASE op")
+                    results.append((fut, loop, value, None))
+            conn.execute("COMMIT")
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            results = [(fut, loop, None, exc) for _fn, _args, fut, loop in batch]
+        if self.observer is not None:
+            self.observer(len(batch), time.perf_counter() - started)
+        by_loop: dict[Any, list[tuple[asyncio.Future, Any, BaseException | None]]] = {}
+        for fut, loop, value, exc in results:
+            by_loop.setdefault(loop, []).append((fut, value, exc))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, items)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+                pass

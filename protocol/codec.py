@@ -1,0 +1,133 @@
+"""Bytes <-> typed messages. Decoders and the encoder are built once and reused.
+
+`decode_request(data)` is the host's entry point: it returns a typed request or raises
+`ProtocolError` with the right code (semantics.md, "Envelope" and "Errors"):
+`parse_error` (not JSON, not an object), `invalid_message` (unknown `type`, missing or mistyped
+field; `field` names it), `version_mismatch` (a `version` that is not `1.x`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+import msgspec
+
+from protocol.errors import RETRYABLE, ErrorCode, ProtocolError
+from protocol.messages import VERSION, Error, MemoryEntry, Message, Request
+
+__all__ = [
+    "decode_request",
+    "decode_message",
+    "decode_entry",
+    "encode",
+    "error_reply",
+    "new_id",
+    "now",
+    "version_ok",
+]
+
+_request_decoder = msgspec.json.Decoder(Request)
+_message_decoder = msgspec.json.Decoder(Message)
+_entry_decoder = msgspec.json.Decoder(MemoryEntry)
+_any_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+
+encode = _encoder.encode
+now = time.time
+_VERSION_RE = re.compile(r"1(\.\d+)*")
+_AT_RE = re.compile(r"at `\$\.?([^`]*)`")
+_MISSING_RE = re.compile(r"missing required field `([^`]+)`")
+
+
+def new_id() -> str:
+    """A fresh message id (UUID4 text)."""
+    return str(uuid.uuid4())
+
+
+def version_ok(version: str) -> bool:
+    """True for a protocol version this host speaks (`1`, `1.0`, `1.x`)."""
+    return _VERSION_RE.fullmatch(version) is not None
+
+
+def _field_of(err: msgspec.ValidationError) -> str | None:
+    text = str(err)
+    m = _MISSING_RE.search(text)
+    if m:
+        prefix = _AT_RE.search(text)
+        base = prefix.group(1) if prefix and prefix.group(1) else ""
+        return f"{base}.{m.group(1)}" if base else m.group(1)
+    m = _AT_RE.search(text)
+    return m.group(1) if m and m.group(1) else None
+
+
+def _diagnose(data: bytes | str, err: msgspec.ValidationError) -> ProtocolError:
+    """Classify a failed typed decode by looking at the untyped value (error path only)."""
+    raw = _any_decoder.decode(data)  # succeeds: the JSON parsed, only the types failed
+    if not isinstance(raw, dict):
+        return ProtocolError(ErrorCode.PARSE_ERROR, "message is not a JSON object")
+    rid = raw.get("id")
+    req_id = rid if isinstance(rid, str) else ""
+    version = raw.get("version")
+    if isinstance(version, str) and not version_ok(version):
+        return ProtocolError(
+            ErrorCode.VERSION_MISMATCH,
+            f"unsupported protocol version {version!r}; this host speaks 1.x",
+            req_id=req_id,
+        )
+    mtype = raw.get("type")
+    if not isinstance(mtype, str):
+        return ProtocolError(
+            ErrorCode.INVALID_MESSAGE, "missing or non-string `type`", req_id=req_id, field="type"
+        )
+    field = _field_of(err)
+    if field == "type":
+        return ProtocolError(
+            ErrorCode.INVALID_MESSAGE, f"unknown message type {mtype!r}", req_id=req_id, field="type"
+        )
+    return ProtocolError(ErrorCode.INVALID_MESSAGE, str(err), req_id=req_id, field=field)
+
+
+def decode_request(data: bytes | str) -> Request:
+    """Decode one frame into a typed request. Raises `ProtocolError` (see module docstring)."""
+    try:
+        msg = _request_decoder.decode(data)
+    except msgspec.ValidationError as err:
+        raise _diagnose(data, err) from None
+    except msgspec.DecodeError:
+        raise ProtocolError(ErrorCode.PARSE_ERROR, "frame is not valid JSON") from None
+    if not version_ok(msg.version):
+        raise ProtocolError(
+            ErrorCode.VERSION_MISMATCH,
+            f"unsupported protocol version {msg.version!r}; this host speaks 1.x",
+            req_id=msg.id,
+        )
+    return msg
+
+
+def decode_message(data: bytes | str) -> Message:
+    """Decode any message (a client reading replies). Raises `msgspec.DecodeError`."""
+    return _message_decoder.decode(data)
+
+
+def decode_entry(raw: bytes) -> MemoryEntry:
+    """Decode one store entry. Raises `msgspec.ValidationError`/`DecodeError` if malformed."""
+    return _entry_decoder.decode(raw)
+
+
+def error_reply(
+    code: ErrorCode, message: str, req_id: str = "", detail: dict[str, Any] | None = None
+) -> Error:
+    """The `error` reply for `code`, with `retryable` set from the code."""
+    return Error(
+        id=new_id(),
+        version=VERSION,
+        ts=now(),
+        req_id=req_id,
+        code=code.value,
+        message=message,
+        detail=detail or {},
+        retryable=code in RETRYABLE,
+    )
