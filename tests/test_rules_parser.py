@@ -98,6 +98,15 @@ def test_headings_inside_a_code_fence_are_body_text() -> None:
     assert "## not a section" in doc.sections[0].body
 
 
+def test_a_fence_closes_only_with_as_many_of_its_own_character() -> None:
+    """A shorter run or the other fence character does not close a fence."""
+    text = "## A\n````\n```\n~~~~\n## inside\n````\n## B\nx\n"
+    assert [s.title for s in parse(text).sections] == ["A", "B"]
+    with pytest.raises(RulesSyntaxError) as caught:
+        parse("## A\n    ```\n## B\n~~~\n## C\n```x\n")
+    assert caught.value.line == 4  # the indented line was body text; ~~~ opens, never closes
+
+
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
