@@ -1,14 +1,17 @@
 """The `a2e-host` command line. Sub-commands register in `build_parser()`.
 
     a2e-host serve [--host H] [--port P] [--db PATH] [--config FILE]
+
+Each sub-command lives in its own module under `host/commands/` with a `register(subparsers)`
+function, listed in `COMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +20,10 @@ from pydantic import ValidationError
 
 from host.config import Config, load_config
 
-__all__ = ["main", "build_parser", "config_from_args", "run_loop"]
+__all__ = ["COMMANDS", "add_db_args", "build_parser", "config_from_args", "main", "run_loop"]
+
+# Sub-command modules under host/commands/; each has `register(subparsers)`.
+COMMANDS: tuple[str, ...] = ("serve",)
 
 log = logging.getLogger("a2e_host")
 
@@ -43,46 +49,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return load_config(getattr(args, "config", None), overrides)
 
 
-async def _serve(config: Config) -> int:
-    from host.app import Host
-
-    host = Host(config)
-    await host.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-        log.info("signal received; draining")
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await host.stop()
-    return 0
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the host until SIGTERM or SIGINT, then drain, commit and exit 0."""
-    return int(run_loop(_serve(config_from_args(args))))
-
-
-def _add_db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="SQLite database file (default ./a2e-host.db)")
-    p.add_argument("--config", help="TOML configuration file")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="a2e-host", description="The memory host for A2E agents.")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("serve", help="run the WebSocket host")
-    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port to bind (default 8765; 0 = any free port)")
-    _add_db_args(p)
-    p.set_defaults(func=cmd_serve)
+    for module in COMMANDS:
+        importlib.import_module(f"host.commands.{module}").register(sub)
     return parser
 
 
