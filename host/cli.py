@@ -49,6 +49,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return load_config(getattr(args, "config", None), overrides)
 
 
+def add_db_args(p: argparse.ArgumentParser) -> None:
+    """The `--db` and `--config` options every sub-command takes."""
+    p.add_argument("--db", help="SQLite database file (default ./a2e-host.db)")
+    p.add_argument("--config", help="TOML configuration file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="a2e-host", description="The memory host for A2E agents.")

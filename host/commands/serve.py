@@ -40,11 +40,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return int(run_loop(_serve(config_from_args(args))))
 
 
-def _add_db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="SQLite database file (default ./a2e-host.db)")
-    p.add_argument("--config", help="TOML configuration file")
-
-
 def register(sub: Any) -> None:
     """Add the `serve` sub-command."""
     p = sub.add_parser("serve", help="run the WebSocket host")
