@@ -65,6 +65,15 @@ async def connect(url: str) -> AsyncIterator[Callable[..., Any]]:
 
 
 @pytest.fixture
+async def raw_ws(url: str) -> AsyncIterator[Any]:
+    """A plain `websockets` connection to the `host` fixture, for raw frames."""
+    from websockets.asyncio.client import connect as ws_connect
+
+    async with ws_connect(url, compression=None, max_size=None) as ws:
+        yield ws
+
+
+@pytest.fixture
 async def client(connect: Callable[..., Any]) -> MemoryClient:
     """One client with a session open in namespace "ns" as agent "a1"."""
     c = await connect()
