@@ -1,6 +1,7 @@
 """The `a2e-host` command line. Sub-commands register in `build_parser()`.
 
     a2e-host serve [--host H] [--port P] [--db PATH] [--config FILE]
+    a2e-host rules load DIR --namespace NS [--db PATH] [--config FILE]
 
 Each sub-command lives in its own module under `host/commands/` with a `register(subparsers)`
 function, listed in `COMMANDS`.
@@ -23,7 +24,7 @@ from host.config import Config, load_config
 __all__ = ["COMMANDS", "add_db_args", "build_parser", "config_from_args", "main", "run_loop"]
 
 # Sub-command modules under host/commands/; each has `register(subparsers)`.
-COMMANDS: tuple[str, ...] = ("serve",)
+COMMANDS: tuple[str, ...] = ("serve", "rules")
 
 log = logging.getLogger("a2e_host")
 

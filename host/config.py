@@ -17,6 +17,7 @@ __all__ = [
     "GcConfig",
     "LimitsConfig",
     "RankingConfig",
+    "RulesConfig",
     "ServerConfig",
     "StoreConfig",
     "load_config",
@@ -94,6 +95,26 @@ class GcConfig(_Section):
     interval: float = Field(30.0, gt=0, description="Seconds between collections.")
 
 
+class RulesConfig(_Section):
+    """The `.cursorrules` subsystem (docs/rules.md): how loaded rules are stored.
+
+    The stored `score` of a rule follows its level, so a retrieve by tag without a query lists
+    the more specific rules first.
+    """
+
+    file_specific_score: float = Field(
+        1.0, ge=0, le=1, description="Stored score of file-specific rules."
+    )
+    module_score: float = Field(0.9, ge=0, le=1, description="Stored score of module rules.")
+    cross_module_score: float = Field(
+        0.8, ge=0, le=1, description="Stored score of cross-module rules."
+    )
+    general_score: float = Field(0.7, ge=0, le=1, description="Stored score of general rules.")
+    agent: str = Field(
+        "a2e-host-rules", min_length=1, description="The agent recorded as writer of loaded rules."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -102,6 +123,7 @@ class Config(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     ranking: RankingConfig = Field(default_factory=RankingConfig)
     gc: GcConfig = Field(default_factory=GcConfig)
+    rules: RulesConfig = Field(default_factory=RulesConfig)
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
