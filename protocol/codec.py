@@ -65,7 +65,10 @@ def _field_of(err: msgspec.ValidationError) -> str | None:
 
 def _diagnose(data: bytes | str, err: msgspec.ValidationError) -> ProtocolError:
     """Classify a failed typed decode by looking at the untyped value (error path only)."""
-    raw = _any_decoder.decode(data)  # succeeds: the JSON parsed, only the types failed
+    try:
+        raw = _any_decoder.decode(data)
+    except msgspec.DecodeError:  # the typed decoder stopped before the bad JSON
+        return ProtocolError(ErrorCode.PARSE_ERROR, "frame is not valid JSON")
     if not isinstance(raw, dict):
         return ProtocolError(ErrorCode.PARSE_ERROR, "message is not a JSON object")
     rid = raw.get("id")
