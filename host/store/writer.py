@@ -115,15 +115,15 @@ class Writer:
                     conn.execute("RELEASE op")
                     results.append((fut, loop, value, None))
             conn.execute("COMMIT")
-        except Exception as exc:
+        except Exception as commit_error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            results = [(fut, loop, None, exc) for _fn, _args, fut, loop in batch]
+            results = [(fut, loop, None, commit_error) for _fn, _args, fut, loop in batch]
         if self.observer is not None:
             self.observer(len(batch), time.perf_counter() - started)
         by_loop: dict[Any, list[tuple[asyncio.Future, Any, BaseException | None]]] = {}
-        for fut, loop, value, exc in results:
-            by_loop.setdefault(loop, []).append((fut, value, exc))
+        for fut, loop, value, error in results:
+            by_loop.setdefault(loop, []).append((fut, value, error))
         for loop, items in by_loop.items():
             try:
                 loop.call_soon_threadsafe(_resolve, items)
