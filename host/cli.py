@@ -2,6 +2,13 @@
 
     a2e-host serve [--host H] [--port P] [--db PATH] [--config FILE]
     a2e-host rules load DIR --namespace NS [--db PATH] [--config FILE]
+    a2e-host config check|show      a2e-host stats      a2e-host gc      a2e-host vacuum
+    a2e-host export [--namespace NS] [--output FILE]    a2e-host import FILE|-
+    a2e-host backup DEST
+
+docs/cli.md has every command's help (generated from this parser). Settings come from, in
+rising precedence: defaults, the `--config` file (or `$A2E_HOST_CONFIG`), `A2E_HOST_*`
+environment variables, flags.
 
 Each sub-command lives in its own module under `host/commands/` with a `register(subparsers)`
 function, listed in `COMMANDS`.
@@ -13,18 +20,30 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from host.config import Config, load_config
+from host.config import ENV_FILE, Config, load_config
 
-__all__ = ["COMMANDS", "add_db_args", "build_parser", "config_from_args", "main", "run_loop"]
+__all__ = [
+    "COMMANDS",
+    "add_db_args",
+    "build_parser",
+    "config_from_args",
+    "config_path",
+    "flag_overrides",
+    "main",
+    "run_loop",
+]
 
 # Sub-command modules under host/commands/; each has `register(subparsers)`.
-COMMANDS: tuple[str, ...] = ("serve", "rules")
+COMMANDS: tuple[str, ...] = (
+    "serve", "rules", "config", "stats", "gc", "export", "import_", "backup", "vacuum",
+)
 
 log = logging.getLogger("a2e_host")
 
@@ -38,28 +57,45 @@ def run_loop(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
+def config_path(args: argparse.Namespace) -> str | None:
+    """The configuration file: `--config`, else the `A2E_HOST_CONFIG` variable, else none."""
+    return getattr(args, "config", None) or os.environ.get(ENV_FILE) or None
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
-    """The effective config: the file (if `--config`), then the CLI flags given."""
+    """The effective config: defaults < the file < `A2E_HOST_*` variables < the CLI flags given.
+
+    Raises `ConfigError` naming a bad setting and where it came from.
+    """
+    return load_config(config_path(args), flag_overrides(args), os.environ)
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The settings the CLI flags of `args` set (only those given)."""
     overrides: dict[str, dict[str, Any]] = {}
+    if getattr(args, "log_level", None) is not None:
+        overrides.setdefault("log", {})["level"] = args.log_level
     if getattr(args, "host", None) is not None:
         overrides.setdefault("server", {})["host"] = args.host
     if getattr(args, "port", None) is not None:
         overrides.setdefault("server", {})["port"] = args.port
     if getattr(args, "db", None) is not None:
         overrides.setdefault("store", {})["db"] = args.db
-    return load_config(getattr(args, "config", None), overrides)
+    return overrides
 
 
 def add_db_args(p: argparse.ArgumentParser) -> None:
     """The `--db` and `--config` options every sub-command takes."""
-    p.add_argument("--db", help="SQLite database file (default ./a2e-host.db)")
-    p.add_argument("--config", help="TOML configuration file")
+    p.add_argument("--db", help="database: a SQLite file path (default: store.db of the config)")
+    p.add_argument("--config", help=f"TOML configuration file (default: ${ENV_FILE} if set)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="a2e-host", description="The memory host for A2E agents.")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-level", help="DEBUG, INFO, WARNING or ERROR (default: log.level of the config)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         importlib.import_module(f"host.commands.{module}").register(sub)
@@ -71,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, str(args.log_level or "INFO").upper(), logging.INFO),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )

@@ -1,26 +1,39 @@
 """The host's configuration: one pydantic model, every default and limit in one place.
 
 Each setting has a default here and only here; other modules read the values from a
-`Config` instance. `load_config()` builds one from an optional TOML file and overrides.
+`Config` instance. `load_config()` builds one from, in rising precedence: the defaults, a TOML
+file, environment variables `A2E_HOST_<SECTION>_<FIELD>` and overrides (the CLI flags). A wrong
+setting raises `ConfigError`, whose message names the setting and where its value came from.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
+    "ENV_FILE",
+    "ENV_PREFIX",
     "Config",
+    "ConfigError",
+    "LogConfig",
     "GcConfig",
     "LimitsConfig",
     "RankingConfig",
     "RulesConfig",
     "ServerConfig",
     "StoreConfig",
+    "env_settings",
+    "is_secret",
     "load_config",
+    "load_config_with_origins",
+    "mask_value",
 ]
 
 MIB = 1024 * 1024
@@ -115,6 +128,26 @@ class RulesConfig(_Section):
     )
 
 
+class LogConfig(_Section):
+    """The daemon's log: one JSON object a line on stderr (plain text on a terminal).
+
+    Entry content never goes to the log. Each request is logged at DEBUG; at INFO only a
+    sampled fraction of requests is, so the hot path does not write a line per request.
+    """
+
+    level: str = Field(
+        "INFO", pattern=r"(?i)^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$",
+        description="DEBUG, INFO, WARNING, ERROR or CRITICAL.",
+    )
+    format: str = Field(
+        "auto", pattern=r"^(auto|json|text)$",
+        description="json, text, or auto (text on a terminal, else json).",
+    )
+    request_sample: float = Field(
+        0.0, ge=0, le=1, description="Fraction of requests also logged at INFO (0 = none)."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -124,19 +157,163 @@ class Config(_Section):
     ranking: RankingConfig = Field(default_factory=RankingConfig)
     gc: GcConfig = Field(default_factory=GcConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Build a `Config` from a TOML file (if given) and then `overrides`.
+ENV_PREFIX = "A2E_HOST_"
+ENV_FILE = "A2E_HOST_CONFIG"  # the config file when no --config flag is given
 
-    `overrides` maps section names to dicts of settings (`{"server": {"port": 0}}`).
-    Raises `pydantic.ValidationError` naming the bad setting, or `OSError`/`tomllib.TOMLDecodeError`
-    for an unreadable file.
+_SECRET = re.compile(r"token|secret|password|passwd|hash|credential|private|api_key")
+_DSN_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@]*:)(?P<pw>[^@]*)(?P<tail>@)")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names each bad setting and its origin."""
+
+
+def is_secret(section: str, field: str) -> bool:
+    """True for a setting whose value must not be shown (tokens, hashes, passwords).
+
+    A field is secret when its name says so or its `json_schema_extra` has `secret: True`.
     """
+    model = Config.model_fields.get(section)
+    sub = model.annotation if model is not None else None
+    info = sub.model_fields.get(field) if isinstance(sub, type) and issubclass(sub, BaseModel) else None
+    extra = info.json_schema_extra if info is not None else None
+    if isinstance(extra, dict) and extra.get("secret"):
+        return True
+    return bool(_SECRET.search(field))
+
+
+def mask_value(value: Any) -> Any:
+    """`value` with any password inside a URL (`postgresql://u:pw@h/db`) replaced by `***`."""
+    if isinstance(value, str):
+        return _DSN_PASSWORD.sub(r"\g<head>***\g<tail>", value)
+    return value
+
+
+def _sections() -> dict[str, type[BaseModel]]:
+    out: dict[str, type[BaseModel]] = {}
+    for name, info in Config.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            out[name] = info.annotation
+    return out
+
+
+def _env_value(model: type[BaseModel], field: str, raw: str) -> Any:
+    """An environment string as the field expects it: JSON for lists and tables."""
+    info = model.model_fields[field]
+    if get_origin(info.annotation) in (list, dict, tuple, set) or info.annotation in (
+        list, dict, tuple, set
+    ):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def env_settings(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
+    """The settings named by `A2E_HOST_<SECTION>_<FIELD>` variables of `env`, and their origins.
+
+    Raises `ConfigError` for an `A2E_HOST_` variable that names no setting (a typo would
+    otherwise be ignored silently).
+    """
+    sections = sorted(_sections().items(), key=lambda kv: -len(kv[0]))
+    data: dict[str, dict[str, Any]] = {}
+    origins: dict[tuple[str, str], str] = {}
+    unknown: list[str] = []
+    for var, raw in env.items():
+        if not var.startswith(ENV_PREFIX) or var == ENV_FILE:
+            continue
+        rest = var[len(ENV_PREFIX):].lower()
+        for name, model in sections:
+            if rest.startswith(name + "_") and rest[len(name) + 1:] in model.model_fields:
+                field = rest[len(name) + 1:]
+                data.setdefault(name, {})[field] = _env_value(model, field, raw)
+                origins[(name, field)] = f"environment {var}"
+                break
+        else:
+            unknown.append(var)
+    if unknown:
+        raise ConfigError(
+            "invalid configuration: unknown environment variable(s) "
+            + ", ".join(sorted(unknown))
+            + f" (settings are {ENV_PREFIX}<SECTION>_<FIELD>, e.g. {ENV_PREFIX}SERVER_PORT)"
+        )
+    return data, origins
+
+
+def _merge(
+    data: dict[str, Any], layer: Mapping[str, Any], origin: str,
+    origins: dict[tuple[str, str], str],
+) -> None:
+    for section, values in layer.items():
+        if not isinstance(values, Mapping):
+            data[section] = values
+            origins[(section, "")] = origin
+            continue
+        target = data.setdefault(section, {})
+        if not isinstance(target, dict):
+            data[section] = target = {}
+        for field, value in values.items():
+            target[field] = value
+            origins[(section, field)] = origin
+
+
+def _explain(err: ValidationError, data: Mapping[str, Any], origins: Mapping[tuple[str, str], str]) -> str:
+    lines = ["invalid configuration:"]
+    for e in err.errors():
+        loc = tuple(str(p) for p in e["loc"])
+        name = ".".join(loc) or "(top level)"
+        section, field = (loc + ("", ""))[:2]
+        origin = origins.get((section, field)) or origins.get((section, ""), "")
+        value = e.get("input")
+        shown = "" if e["type"] == "missing" or isinstance(value, Mapping) else f" = {value!r}"
+        if section and field and is_secret(section, field):
+            shown = " = ***"
+        where = f" (from {origin})" if origin else ""
+        lines.append(f"  {name}{shown}{where}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Build a `Config`: defaults < the TOML file `path` < `env` variables < `overrides`.
+
+    `env` is a mapping like `os.environ` (None reads no variables); `overrides` maps section
+    names to dicts of settings (`{"server": {"port": 0}}`), as the CLI flags do.
+    Raises `ConfigError` naming each bad setting and its origin (file, variable or flag), or
+    for an unreadable or malformed file.
+    """
+    return load_config_with_origins(path, overrides, env)[0]
+
+
+def load_config_with_origins(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Config, dict[tuple[str, str], str]]:
+    """As `load_config`, also returning where each non-default setting came from."""
     data: dict[str, Any] = {}
+    origins: dict[tuple[str, str], str] = {}
     if path is not None:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    for section, values in (overrides or {}).items():
-        data.setdefault(section, {}).update(values)
-    return Config.model_validate(data)
+        try:
+            with open(path, "rb") as fh:
+                _merge(data, tomllib.load(fh), f"file {path}", origins)
+        except OSError as err:
+            raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from err
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from err
+    if env is not None:
+        env_data, env_origins = env_settings(env)
+        _merge(data, env_data, "", origins)
+        origins.update(env_origins)
+    _merge(data, overrides or {}, "command-line flag", origins)
+    try:
+        return Config.model_validate(data), origins
+    except ValidationError as err:
+        raise ConfigError(_explain(err, data, origins)) from None

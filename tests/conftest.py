@@ -135,3 +135,16 @@ def host_process(tmp_path: Path) -> Iterator[Callable[..., HostProcess]]:
         if p.proc.poll() is None:
             p.proc.kill()
             p.proc.wait()
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, input: bytes | None = None,
+    cwd: Path | None = None, timeout: float = 60.0,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `python -m host.cli ARGS` in a subprocess (A2E_HOST_* of this process removed,
+    `env` added); the completed process with stdout and stderr captured."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("A2E_HOST_")}
+    return subprocess.run(
+        [sys.executable, "-m", "host.cli", *args],
+        env={**base, **(env or {})}, input=input, capture_output=True, cwd=cwd, timeout=timeout,
+    )

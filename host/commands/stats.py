@@ -1,0 +1,51 @@
+"""`a2e-host stats`: entries by namespace and tier, and the database's size on disk."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from host.cli import add_db_args, config_from_args
+from host.commands._store import sqlite_path
+from host.store.sqlite_admin import database_bytes, open_store_file, stats
+
+__all__ = ["register"]
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print live entries and content bytes by namespace and tier, and the file size."""
+    path = sqlite_path(config_from_args(args), "stats")
+    conn = open_store_file(path)
+    try:
+        rows = stats(conn, time.time())
+    finally:
+        conn.close()
+    size = database_bytes(path)
+    if args.json:
+        print(json.dumps({
+            "database": path,
+            "database_bytes": size,
+            "entries": sum(r.entries for r in rows),
+            "namespaces": [
+                {"namespace": r.namespace, "tier": r.tier, "entries": r.entries,
+                 "bytes": r.bytes} for r in rows
+            ],
+        }, indent=2))
+        return 0
+    width = max([len("namespace")] + [len(r.namespace) for r in rows])
+    print(f"{'namespace':<{width}}  {'tier':<9} {'entries':>10} {'bytes':>12}")
+    for r in rows:
+        print(f"{r.namespace:<{width}}  {r.tier:<9} {r.entries:>10} {r.bytes:>12}")
+    print(f"total entries: {sum(r.entries for r in rows)}")
+    print(f"database: {path} ({size} bytes on disk)")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the `stats` sub-command."""
+    p = sub.add_parser("stats", help="entries by namespace and tier, database size")
+    add_db_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)

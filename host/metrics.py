@@ -1,0 +1,151 @@
+"""Prometheus metrics of one host, served as text at `GET /metrics`.
+
+The per-message path pays for one counter increment and one histogram observation (about
+1.5 us together, see docs/benchmarks.md); their label children are bound once per message type.
+Everything that can be read at scrape time instead (open connections, in-flight requests,
+entries by tier, GC deletions) is read then, by a collector, and costs the hot path nothing.
+
+Each `Metrics` has its own registry, so several hosts in one process do not mix figures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "Metrics", "HostGauges"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+_COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class HostGauges:
+    """What the collector reads at scrape time; each callable is cheap or cached by its owner.
+
+    `connections_open`, `connections_total`, `in_flight`, `gc_deleted` return numbers;
+    `entries` returns {tier: count} (may be cached: counting a big table is not free).
+    """
+
+    def __init__(
+        self,
+        connections_open: Callable[[], int],
+        connections_total: Callable[[], int],
+        in_flight: Callable[[], int],
+        gc_deleted: Callable[[], int],
+        entries: Callable[[], dict[str, int]],
+    ) -> None:
+        self.connections_open = connections_open
+        self.connections_total = connections_total
+        self.in_flight = in_flight
+        self.gc_deleted = gc_deleted
+        self.entries = entries
+
+
+class _ScrapeCollector(Collector):
+    def __init__(self, gauges: HostGauges) -> None:
+        self.gauges = gauges
+
+    def collect(self) -> Iterable[Metric]:
+        g = self.gauges
+        yield GaugeMetricFamily(
+            "a2e_connections_open", "WebSocket connections open now.", value=g.connections_open()
+        )
+        yield CounterMetricFamily(
+            "a2e_connections", "WebSocket connections accepted since start.",
+            value=g.connections_total(),
+        )
+        yield GaugeMetricFamily(
+            "a2e_requests_in_flight", "Requests read but not yet answered.", value=g.in_flight()
+        )
+        yield CounterMetricFamily(
+            "a2e_gc_deleted_entries", "Expired entries deleted by the garbage collector.",
+            value=g.gc_deleted(),
+        )
+        entries = GaugeMetricFamily("a2e_entries", "Entries stored, by tier.", labels=["tier"])
+        for tier, n in sorted(g.entries().items()):
+            entries.add_metric([tier], n)
+        yield entries
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # no describe: the registry must not collect at registration time
+
+
+class Metrics:
+    """The host's metric families. Call `request()` per answered request, `commit()` per commit."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._requests = Counter(
+            "a2e_requests", "Requests answered, by message type.", ["type"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "a2e_errors", "Error replies, by message type and error code.", ["type", "code"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "a2e_request_duration_seconds",
+            "Seconds from reading a request to sending its reply (writes include the commit).",
+            ["type"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )
+        self._batch = Histogram(
+            "a2e_store_commit_batch_size", "Write operations in one group commit.",
+            buckets=_BATCH_BUCKETS, registry=self.registry,
+        )
+        self._commit = Histogram(
+            "a2e_store_commit_duration_seconds", "Seconds one group commit took.",
+            buckets=_COMMIT_BUCKETS, registry=self.registry,
+        )
+        self._children: dict[str, tuple[Any, Any]] = {}
+
+    def request(self, msg_type: str, code: str, seconds: float) -> None:
+        """Count one answered request: `code` is "ok" or the error code of its reply."""
+        child = self._children.get(msg_type)
+        if child is None:
+            child = self._children[msg_type] = (
+                self._requests.labels(msg_type), self._latency.labels(msg_type)
+            )
+        child[0].inc()
+        child[1].observe(seconds)
+        if code != "ok":
+            self._errors.labels(msg_type, code).inc()
+
+    def commit(self, operations: int, seconds: float) -> None:
+        """Record one group commit (the `Writer` observer; runs on the writer thread)."""
+        self._batch.observe(operations)
+        self._commit.observe(seconds)
+
+    def add_gauges(self, gauges: HostGauges) -> None:
+        """Read `gauges` at each scrape."""
+        self.registry.register(_ScrapeCollector(gauges))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class CachedCounts:
+    """A function's result kept for `max_age` seconds (counting a big table costs a scan)."""
+
+    def __init__(self, fetch: Callable[[], dict[str, int]], max_age: float) -> None:
+        self._fetch = fetch
+        self._max_age = max_age
+        self._value: dict[str, int] = {}
+        self._at = float("-inf")
+
+    def __call__(self) -> dict[str, int]:
+        t = time.monotonic()
+        if t - self._at >= self._max_age:
+            self._value = self._fetch()
+            self._at = t
+        return self._value
