@@ -13,13 +13,15 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
     "ENV_FILE",
     "ENV_PREFIX",
+    "RIGHTS",
+    "AuthConfig",
     "Config",
     "ConfigError",
     "LogConfig",
@@ -29,6 +31,7 @@ __all__ = [
     "RulesConfig",
     "ServerConfig",
     "StoreConfig",
+    "TokenConfig",
     "env_settings",
     "is_secret",
     "load_config",
@@ -54,6 +57,19 @@ class ServerConfig(_Section):
     drain_timeout: float = Field(
         10.0, ge=0, description="Seconds to let in-flight requests finish on shutdown."
     )
+    tls_cert: str = Field("", description="PEM certificate chain; with `tls_key`, serve wss://.")
+    tls_key: str = Field("", description="PEM private key of `tls_cert`.")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser Origins allowed to connect (empty: any); requests without an"
+        " Origin header (non-browser agents) are always allowed.",
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerConfig:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("server.tls_cert and server.tls_key go together")
+        return self
 
 
 class StoreConfig(_Section):
@@ -86,6 +102,29 @@ class LimitsConfig(_Section):
     max_sessions_per_connection: int = Field(
         64, ge=1, description="Memory sessions one connection may open."
     )
+    max_bytes_per_namespace: int = Field(
+        1024 * MIB, ge=1, description="Persisted `content` bytes in one namespace."
+    )
+    max_bytes_per_agent: int = Field(
+        256 * MIB, ge=1, description="Persisted `content` bytes written by one agent in a namespace."
+    )
+    max_connections: int = Field(
+        10_000, ge=1, description="Open WebSocket connections; more are refused with HTTP 503."
+    )
+    max_connections_per_ip: int = Field(
+        1_000, ge=1, description="Open connections from one IP; more are refused with HTTP 429."
+    )
+    requests_per_second: float = Field(
+        5_000.0, ge=0, description="Sustained frames a second on one connection (0: no limit);"
+        " beyond it a frame is answered `rate_limited`."
+    )
+    request_burst: int = Field(
+        10_000, ge=1, description="Frames one connection may send at once above the rate."
+    )
+    request_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request may take before it is answered"
+        " `internal_error` (retryable)."
+    )
 
 
 class RankingConfig(_Section):
@@ -100,6 +139,42 @@ class RankingConfig(_Section):
     search_candidates: int = Field(
         500, ge=1, description="Most keyword candidates ranked for one query and tier."
     )
+
+
+Right = Literal["read_semantic", "write_semantic", "forget", "admin"]
+RIGHTS: tuple[str, ...] = ("read_semantic", "write_semantic", "forget", "admin")
+DEFAULT_RIGHTS: tuple[Right, ...] = ("read_semantic", "write_semantic", "forget")
+
+
+class TokenConfig(_Section):
+    """One bearer token: only its SHA-256 is kept. `a2e-host token new` prints these lines."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Hex SHA-256 of the token.")
+    agent: str = Field(min_length=1, description="The agent identity the token proves.")
+    namespaces: list[str] = Field(
+        min_length=1, description='Namespaces the token may open; "*" stands for every one.'
+    )
+    rights: list[Right] = Field(
+        default_factory=lambda: list(DEFAULT_RIGHTS),
+        description="Beyond its own working and episodic memory: read_semantic, write_semantic,"
+        " forget (persisted entries), admin (all of them).",
+    )
+
+
+class AuthConfig(_Section):
+    """Authentication: on when `tokens` is not empty."""
+
+    tokens: list[TokenConfig] = Field(default_factory=list, description="The accepted tokens.")
+    allow_anonymous_remote: bool = Field(
+        False, description="Serve without tokens on a non-loopback address (else refuse to start)."
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> AuthConfig:
+        hashes = [t.sha256 for t in self.tokens]
+        if len(set(hashes)) != len(hashes):
+            raise ValueError("auth.tokens: the same sha256 is listed twice")
+        return self
 
 
 class GcConfig(_Section):
@@ -158,6 +233,7 @@ class Config(_Section):
     gc: GcConfig = Field(default_factory=GcConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

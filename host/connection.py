@@ -4,6 +4,11 @@ Replies that are ready go out at once when nothing is queued before them; replie
 for a commit (futures) go through a per-connection sender task that keeps the order. Errors
 become `error` replies; only the frame-size and UTF-8 violations close the connection (the
 `websockets` library does that with 1009 and 1007).
+
+Limits kept here: a frame beyond the connection's `TokenBucket` is answered `rate_limited`; a
+request not answered within `timeout` seconds of its arrival is answered `internal_error`
+(retryable, `detail.reason` "deadline") — a write it started may still commit, and stores and
+forgets are idempotent, so a retry is safe.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from host.limits import TokenBucket
 from host.memory.session import ConnectionContext, ConnectionState
 from host.router import Router
 from protocol.codec import decode_request, encode, error_reply
@@ -34,17 +40,34 @@ def _error_for(exc: BaseException, req_id: str) -> Any:
     return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
 
 
+def _past_deadline(req_id: str, timeout: float | None) -> Any:
+    log.warning("request %s exceeded the deadline of %s s", req_id, timeout)
+    return error_reply(ErrorCode.INTERNAL_ERROR,
+                       f"request deadline of {timeout} s exceeded; it may still take effect;"
+                       " retry", req_id, {"reason": "deadline"})
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # an abandoned write's error is not "never retrieved"
+
+
 class Connection:
     """Serves one WebSocket until it closes. `run()` is the connection handler's body."""
 
-    def __init__(self, ws: ServerConnection, router: Router, conn_id: str) -> None:
+    def __init__(
+        self, ws: ServerConnection, router: Router, conn_id: str, *,
+        bucket: TokenBucket | None = None, timeout: float | None = None,
+    ) -> None:
         self.ws = ws
         self.router = router
+        self.bucket = bucket
+        self.timeout = timeout
         remote = ws.remote_address
         self.ctx = ConnectionContext(
             conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
         )
-        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Any, float | None]] = asyncio.Queue()
         self._queued = 0
         self._busy = False
         self._sender: asyncio.Task[None] | None = None
@@ -73,30 +96,44 @@ class Connection:
 
     async def _answer(self, frame: str | bytes) -> None:
         req_id = ""
+        allowed = self.bucket is None or self.bucket.take()
+        deadline = None if self.timeout is None else asyncio.get_running_loop().time() + self.timeout
         if isinstance(frame, bytes):
             reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
         else:
             try:
                 msg = decode_request(frame)
                 req_id = msg.id
-                reply = await self.router.dispatch(msg, self.ctx)
+                if not allowed:
+                    raise ProtocolError(ErrorCode.RATE_LIMITED,
+                                        "too many requests on this connection; retry later",
+                                        req_id=req_id)
+                async with asyncio.timeout_at(deadline):
+                    reply = await self.router.dispatch(msg, self.ctx)
+            except TimeoutError:
+                reply = _past_deadline(req_id, self.timeout)
             except Exception as exc:
                 reply = _error_for(exc, req_id)
         if not isinstance(reply, asyncio.Future) and self._queued == 0:
             await self.ws.send(encode(reply), text=True)
             return
         self._queued += 1
-        self._queue.put_nowait((req_id, reply))
+        self._queue.put_nowait((req_id, reply, deadline))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
 
     async def _send_loop(self) -> None:
         while True:
-            req_id, item = await self._queue.get()
+            req_id, item, deadline = await self._queue.get()
             try:
                 if isinstance(item, asyncio.Future):
+                    fut = item
                     try:
-                        item = await item
+                        async with asyncio.timeout_at(deadline):
+                            item = await asyncio.shield(fut)
+                    except TimeoutError:
+                        fut.add_done_callback(_consume)
+                        item = _past_deadline(req_id, self.timeout)
                     except Exception as exc:
                         item = _error_for(exc, req_id)
                 await self.ws.send(encode(item), text=True)

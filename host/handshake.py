@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from host.auth import Authenticator
 from host.memory.session import ConnectionContext
 from host.router import Router
 from protocol.codec import new_id, now
@@ -18,8 +19,9 @@ MAX_PARALLEL = 64  # pipelining depth the host suggests to agents
 class CoreHandlers:
     """Handshake and liveness. `register(router)` routes them."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, auth: Authenticator | None = None) -> None:
         self.router = router
+        self.auth = auth
         self.started = time.monotonic()
 
     def register(self, router: Router) -> None:
@@ -28,7 +30,11 @@ class CoreHandlers:
         router.register(Ping, self.ping)
 
     async def handshake(self, req: HandshakeRequest, ctx: ConnectionContext) -> HandshakeResponse:
-        """Record the agent's claimed id; accept each requested capability the host offers."""
+        """Authenticate `auth_token` (when authentication is on; `unauthorized` if the connection
+        is left without a valid token), record the agent's claimed id, accept each requested
+        capability the host offers."""
+        if self.auth is not None:
+            self.auth.authenticate(ctx, req.auth_token, req.id)
         if req.agent_id:
             ctx.agent_id = req.agent_id
         accepted = [

@@ -1,7 +1,9 @@
 """The WebSocket server: accept, upgrade, HTTP health endpoints, graceful drain.
 
 Plain HTTP GETs on the same port answer `/healthz` (the process is up) and `/readyz` (the store
-answers); every other path is upgraded to WebSocket. Each connection runs a `Connection`.
+answers); every other path is upgraded to WebSocket, after the `gates` (authentication, connection
+limits) let it through. Each connection runs a `Connection`; `on_open` hooks see it first.
+TLS and the Origin allow-list come from `config.server` (see `host.tls`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from websockets.http11 import Request, Response
 
 from host.config import Config
 from host.connection import Connection
+from host.limits import TokenBucket
 from host.router import Router
+from host.tls import origins_for, ssl_context
 
 __all__ = ["HostServer"]
 
 log = logging.getLogger("a2e_host.server")
 
 HttpHandler = Callable[[ServerConnection, Request], Awaitable[Response | None] | Response | None]
+Gate = Callable[[ServerConnection, Request], Response | None]
 
 
 class HostServer:
@@ -46,6 +51,9 @@ class HostServer:
             "/healthz": self._healthz,
             "/readyz": self._readyz,
         }
+        # checks of an upgrade request, in order; the first response (a refusal) is sent
+        self.gates: list[Gate] = []
+        self.on_open: list[Callable[[Connection], None]] = []
 
     @property
     def port(self) -> int:
@@ -63,6 +71,8 @@ class HostServer:
             max_size=self.config.limits.max_frame_bytes,
             compression="deflate" if srv.compression else None,
             process_request=self._process_request,
+            ssl=ssl_context(srv),
+            origins=origins_for(srv),
             ping_interval=20,
             ping_timeout=20,
         )
@@ -70,6 +80,10 @@ class HostServer:
     async def _process_request(self, conn: ServerConnection, request: Request) -> Any:
         route = self.http_routes.get(request.path.split("?", 1)[0])
         if route is None:
+            for gate in self.gates:
+                refusal = gate(conn, request)
+                if refusal is not None:
+                    return refusal
             return None
         result = route(conn, request)
         if asyncio.iscoroutine(result):
@@ -85,7 +99,11 @@ class HostServer:
         return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "store not ready\n")
 
     async def _handle(self, ws: ServerConnection) -> None:
-        conn = Connection(ws, self.router, f"c{next(self._ids)}")
+        limits = self.config.limits
+        conn = Connection(ws, self.router, f"c{next(self._ids)}",
+                          bucket=TokenBucket.for_limits(limits), timeout=limits.request_timeout)
+        for hook in self.on_open:
+            hook(conn)
         self.connections.add(conn)
         log.debug("connection %s opened from %s", conn.ctx.conn_id, conn.ctx.remote)
         try:

@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import Any
 
-from host.cli import add_db_args, config_from_args, run_loop
+from host.cli import add_db_args, config_from_args, config_path, run_loop
 from host.config import Config
 
 __all__ = ["register"]
@@ -16,10 +16,10 @@ __all__ = ["register"]
 log = logging.getLogger("a2e_host")
 
 
-async def _serve(config: Config) -> int:
+async def _serve(config: Config, config_path: str | None = None) -> int:
     from host.app import Host
 
-    host = Host(config)
+    host = Host(config, config_path=config_path)
     await host.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -37,7 +37,7 @@ async def _serve(config: Config) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the host until SIGTERM or SIGINT, then drain, commit and exit 0."""
-    return int(run_loop(_serve(config_from_args(args))))
+    return int(run_loop(_serve(config_from_args(args), config_path(args))))
 
 
 def register(sub: Any) -> None:

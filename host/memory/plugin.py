@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from host.config import Config
+from host.memory.access import Access
 from host.memory.session import ConnectionContext, Session
 from host.memory.working import WorkingTier
 from host.router import Router
@@ -26,7 +27,6 @@ from protocol.codec import decode_entry, new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
 from protocol.messages import (
-    TIERS,
     VERSION,
     EntryOut,
     MemoryForgetRequest,
@@ -70,9 +70,10 @@ class MemoryPlugin:
 
     capability = "memory"
 
-    def __init__(self, store: EntryStore, config: Config) -> None:
+    def __init__(self, store: EntryStore, config: Config, access: Access | None = None) -> None:
         self.store = store
         self.config = config
+        self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
 
     def register(self, router: Router) -> None:
@@ -102,6 +103,7 @@ class MemoryPlugin:
 
     async def init(self, req: MemoryInitRequest, ctx: ConnectionContext) -> MemoryInitResponse:
         """Open a session bound to this connection."""
+        self.access.grant(ctx, req.namespace, req.id)
         if not req.namespace:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "namespace must not be empty",
                                 req_id=req.id, field="namespace")
@@ -123,7 +125,7 @@ class MemoryPlugin:
     async def store_entries(self, req: MemoryStoreRequest, ctx: ConnectionContext) -> Any:
         """Validate each entry, write working entries now and persistent ones through the
         store; the reply (a future) lists stored keys in request order and per-entry errors."""
-        session = ctx.session(req.memory_id, req.id)
+        session, grant = self.access.session(ctx, req.memory_id, req.id)
         limits = self.config.limits
         if len(req.entries) > limits.max_entries_per_request:
             raise ProtocolError(
@@ -145,6 +147,9 @@ class MemoryPlugin:
             if len(e.content) > limits.max_entry_bytes:
                 outcomes[i] = (f"entries[{i}]: invalid_message: content is {len(e.content)} bytes,"
                                f" over the limit of {limits.max_entry_bytes}")
+                continue
+            if not self.access.may_write(grant, e.tier):
+                outcomes[i] = f"entries[{i}]: unauthorized: the token may not write {e.tier}"
                 continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
@@ -178,6 +183,9 @@ class MemoryPlugin:
         if not stored and errors and all(": memory_full:" in o for o in errors):
             raise ProtocolError(ErrorCode.MEMORY_FULL, "storage quota reached; nothing was stored",
                                 req_id=req.id)
+        if not stored and errors and all(": unauthorized:" in o for o in errors):
+            raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token may not write these tiers",
+                                req_id=req.id, field="entries")
         return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                    stored=stored, errors=errors)
 
@@ -187,10 +195,10 @@ class MemoryPlugin:
         self, req: MemoryRetrieveRequest, ctx: ConnectionContext
     ) -> MemoryRetrieveResponse:
         """Entries matching keys AND tags AND tier AND query, ranked, at most `limit`."""
-        session = ctx.session(req.memory_id, req.id)
+        session, grant = self.access.session(ctx, req.memory_id, req.id)
         keys = _keys(req.keys, req.id)
+        tiers = self.access.read_tiers(grant, req.tier, req.id)
         await ctx.writes_done()
-        tiers = (req.tier,) if req.tier else TIERS
         persistent = tuple(t for t in tiers if t in PERSISTENT_TIERS)
         limit = min(req.limit, self.config.limits.max_limit)
         tags = tuple(req.tags)
@@ -244,13 +252,13 @@ class MemoryPlugin:
 
     async def forget(self, req: MemoryForgetRequest, ctx: ConnectionContext) -> Any:
         """Delete entries matching keys AND tags in the tier(s); reply after the commit."""
-        session = ctx.session(req.memory_id, req.id)
+        session, grant = self.access.session(ctx, req.memory_id, req.id)
         keys = _keys(req.keys, req.id)
         if not keys and not req.tags:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                 "forget needs keys or tags (no accidental wipe)",
                                 req_id=req.id, field="keys")
-        tiers = (req.tier,) if req.tier else TIERS
+        tiers = self.access.forget_tiers(grant, req.tier, req.id)
         t = now()
         deleted = session.working.forget(keys, req.tags, t) if "working" in tiers else 0
         persistent = [x for x in tiers if x in PERSISTENT_TIERS]

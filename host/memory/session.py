@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from host.memory.working import WorkingTier
 from host.store.base import Scope
 from protocol.errors import ErrorCode, ProtocolError
+
+if TYPE_CHECKING:
+    from host.auth import Grant
 
 __all__ = ["ConnectionContext", "ConnectionState", "Session"]
 
@@ -34,7 +38,8 @@ class Session:
 class ConnectionContext:
     """What the host knows about one connection. Sessions die with it.
 
-    `identity` is the authenticated agent (None when authentication is off); `agent_id` the
+    `identity` is the authenticated agent (None when authentication is off) and `grant` what
+    its token allows (None until a valid token; see `host.auth`); `agent_id` the
     handshake's claim. `last_write` is the newest pending write of this connection: a read
     waits for it first, so a connection always reads its own writes.
     """
@@ -43,6 +48,7 @@ class ConnectionContext:
     remote: str = ""
     agent_id: str = ""
     identity: str | None = None
+    grant: Grant | None = None
     state: ConnectionState = ConnectionState.OPEN
     sessions: dict[str, Session] = field(default_factory=dict)
     last_write: asyncio.Future | None = None

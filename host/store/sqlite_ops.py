@@ -37,10 +37,43 @@ _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
 
 @dataclass(frozen=True, slots=True)
 class Quotas:
-    """Persisted-entry limits; a new entry beyond one is refused with `memory_full`."""
+    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
+
+    Entry counts limit new entries; byte limits (the `content` bytes, as `usage.bytes` counts
+    them) limit new entries and updates that grow. "Per agent" is per (namespace, writer).
+    """
 
     max_entries_per_namespace: int = 1_000_000
     max_entries_per_agent: int = 100_000
+    max_bytes_per_namespace: int = 1 << 30
+    max_bytes_per_agent: int = 1 << 28
+
+
+@dataclass(slots=True)
+class _Usage:
+    """Entries and bytes of one namespace and of one agent in it, kept up to date in a put."""
+
+    ns_entries: int
+    ns_bytes: int
+    agent_entries: int
+    agent_bytes: int
+
+    def over(self, q: Quotas, ns: tuple[int, int], agent: tuple[int, int]) -> bool:
+        """True when growing by (entries, bytes) in the namespace and for the agent would pass
+        a quota (shrinking never does)."""
+        return (
+            (ns[0] > 0 and self.ns_entries + ns[0] > q.max_entries_per_namespace)
+            or (agent[0] > 0 and self.agent_entries + agent[0] > q.max_entries_per_agent)
+            or (ns[1] > 0 and self.ns_bytes + ns[1] > q.max_bytes_per_namespace)
+            or (agent[1] > 0 and self.agent_bytes + agent[1] > q.max_bytes_per_agent)
+        )
+
+    def add(self, ns: tuple[int, int], agent: tuple[int, int]) -> None:
+        """Count (entries, bytes) more in the namespace and for the agent."""
+        self.ns_entries += ns[0]
+        self.ns_bytes += ns[1]
+        self.agent_entries += agent[0]
+        self.agent_bytes += agent[1]
 
 
 def scope_token(namespace: str) -> str:
@@ -155,11 +188,16 @@ def collect_expired(conn: sqlite3.Connection, now: float, batch: int = 1000) -> 
     return cur.rowcount
 
 
-def _usage(conn: sqlite3.Connection, namespace: str, agent: str) -> int:
-    row = conn.execute(
-        "SELECT entries FROM usage WHERE namespace = ? AND agent = ?", (namespace, agent)
-    ).fetchone()
-    return row[0] if row else 0
+def _usage(conn: sqlite3.Connection, namespace: str, agent: str) -> _Usage:
+    rows = {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(
+            "SELECT agent, entries, bytes FROM usage WHERE namespace = ? AND agent IN ('', ?)",
+            (namespace, agent),
+        )
+    }
+    ns, own = rows.get("", (0, 0)), rows.get(agent, (0, 0))
+    return _Usage(ns[0], ns[1], own[0], own[1])
 
 
 def put_entries(
@@ -172,13 +210,12 @@ def put_entries(
     """Upsert `entries` (inside the caller's transaction); one outcome per entry.
 
     An existing live key keeps its `created_at`; an expired one is replaced by a new entry.
-    A new entry past a quota is `memory_full` (expired rows of the namespace are collected
-    first, once, to make room).
+    A write past a quota is `memory_full` and leaves the entry as it was (expired rows of the
+    namespace are collected first, once, to make room).
     """
     ns, agent = scope.namespace, scope.agent
     token = scope_token(ns)
-    ns_count = _usage(conn, ns, "")
-    agent_count = _usage(conn, ns, agent)
+    usage = _usage(conn, ns, agent)
     collected = False
     outcomes: list[StoreOutcome] = []
     for e in entries:
@@ -190,53 +227,48 @@ def put_entries(
         content = e.content.decode()
         text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
         tags = list(dict.fromkeys(e.tags))
+        size = len(e.content)
         row = conn.execute(
-            "SELECT id, expires_at, agent FROM entries"
+            "SELECT id, expires_at, agent, size FROM entries"
             " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
             (ns, e.tier, owner, key),
         ).fetchone()
         if row is not None and row[1] is not None and row[1] <= now:
             conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
-            ns_count -= 1
-            if row[2] == agent:
-                agent_count -= 1
+            usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
             row = None
+        growth: tuple[tuple[int, int], tuple[int, int]]
         if row is None:
-            if (
-                ns_count >= quotas.max_entries_per_namespace
-                or agent_count >= quotas.max_entries_per_agent
-            ) and not collected:
-                collected = True
-                conn.execute(
-                    "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
-                    " AND expires_at <= ?",
-                    (ns, now),
-                )
-                ns_count, agent_count = _usage(conn, ns, ""), _usage(conn, ns, agent)
-            if (
-                ns_count >= quotas.max_entries_per_namespace
-                or agent_count >= quotas.max_entries_per_agent
-            ):
-                outcomes.append("memory_full")
-                continue
+            growth = (1, size), (1, size)
+        else:  # an update: the namespace grows by the size change, a new writer by the size
+            growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
+        if usage.over(quotas, *growth) and not collected:
+            collected = True
+            conn.execute(
+                "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
+                " AND expires_at <= ?",
+                (ns, now),
+            )
+            usage = _usage(conn, ns, agent)
+        if usage.over(quotas, *growth):
+            outcomes.append("memory_full")
+            continue
+        usage.add(*growth)
+        if row is None:
             entry_id = conn.execute(
                 "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
                 " score, ttl, created_at, updated_at, expires_at, size)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (ns, e.tier, owner, key, agent, content, _encode_tags(tags).decode(), e.source,
-                 e.score, e.ttl, created, updated, expires, len(e.content)),
+                 e.score, e.ttl, created, updated, expires, size),
             ).fetchone()[0]
-            ns_count += 1
-            agent_count += 1
         else:
             entry_id = row[0]
-            if row[2] != agent:
-                agent_count += 1
             conn.execute(
                 "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
                 " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
                 (agent, content, _encode_tags(tags).decode(), e.source, e.score, e.ttl, updated,
-                 expires, len(e.content), entry_id),
+                 expires, size, entry_id),
             )
             conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
             conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))

@@ -1,0 +1,163 @@
+"""The isolation matrix over real sockets: two agents, two namespaces, three tiers, every read
+and forget path; each session sees exactly what its tier rules allow, never another's data.
+
+Five sessions write one entry per tier: (a1, n1) on two connections, (a2, n1), (a1, n2),
+(a2, n2). An entry of session W in tier T is visible to session O when
+working: O is W; episodic: same agent and namespace; semantic: same namespace.
+The matrix runs with authentication on (identity from tokens) and off (identity from scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from authkit import connect, issue, running
+from host.client import MemoryClient, RemoteError
+
+TIERS = ("working", "episodic", "semantic")
+LAYOUT = (("s1", "a1", "n1"), ("s2", "a1", "n1"), ("s3", "a2", "n1"), ("s4", "a1", "n2"),
+          ("s5", "a2", "n2"))
+
+
+@dataclass
+class Session:
+    """One memory session of the matrix and the client it lives on."""
+
+    name: str
+    agent: str
+    ns: str
+    client: MemoryClient
+    memory_id: str = ""
+
+
+def key(s: Session, tier: str) -> dict[str, str]:
+    """The key of the entry session `s` writes into `tier`."""
+    return {"by": s.name, "tier": tier}
+
+
+def visible(o: Session, w: Session, tier: str) -> bool:
+    """The tier rule: may observer `o` see what `w` wrote into `tier`?"""
+    if tier == "working":
+        return o.name == w.name
+    if tier == "episodic":
+        return o.agent == w.agent and o.ns == w.ns
+    return o.ns == w.ns
+
+
+@pytest.fixture(params=["tokens", "open"])
+async def world(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[list[Session]]:
+    """The five sessions, each having written its three entries."""
+    tokens = {a: issue(a) for a in ("a1", "a2")}
+    specs = [spec for _, spec in tokens.values()] if request.param == "tokens" else []
+    async with running(db_path, specs) as host:
+        sessions = []
+        for name, agent, ns in LAYOUT:
+            token = tokens[agent][0] if specs else ""
+            c = await connect(host, token)
+            s = Session(name, agent, ns, c)
+            s.memory_id = await c.init(ns, {"agent": agent})
+            reply = await c.store([
+                {"key": key(s, t), "content": f"zebra {name} {t}", "tier": t,
+                 "tags": ["shared", f"by-{name}"]} for t in TIERS])
+            assert reply.errors == []
+            sessions.append(s)
+        yield sessions
+        for s in sessions:
+            await s.client.close()
+
+
+def expected(o: Session, world: list[Session], tiers: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(writer, tier) of every entry `o` may see in `tiers`."""
+    return {(w.name, t) for w in world for t in tiers if visible(o, w, t)}
+
+
+def seen(entries: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(writer, tier) of the entries of a reply; checks each content belongs to its key."""
+    out = set()
+    for e in entries:
+        assert e["content"] == f"zebra {e['key']['by']} {e['key']['tier']}"
+        assert e["tier"] == e["key"]["tier"]
+        out.add((e["key"]["by"], e["key"]["tier"]))
+    return out
+
+
+@pytest.mark.parametrize("tier", ["", *TIERS])
+async def test_every_read_path_shows_exactly_the_visible_entries(
+    world: list[Session], tier: str
+) -> None:
+    """Retrieve by key, by tag, by query and with no criteria returns the visible cells only."""
+    all_keys = [key(w, t) for w in world for t in TIERS]
+    for o in world:
+        want = expected(o, world, (tier,) if tier else TIERS)
+        reads: dict[str, dict[str, Any]] = {
+            "key": {"keys": all_keys}, "tag": {"tags": ["shared"]}, "query": {"query": "zebra"},
+            "none": {},
+        }
+        for how, criteria in reads.items():
+            reply = await o.client.retrieve(**criteria, tier=tier, limit=100)
+            assert seen(reply.entries) == want, (o.name, how, tier)
+            assert reply.total == len(want), (o.name, how, tier)
+
+
+async def test_a_writers_own_tag_reaches_only_visible_entries(world: list[Session]) -> None:
+    """Filtering by another session's tag returns only what that session shares with the reader."""
+    for o in world:
+        for w in world:
+            reply = await o.client.retrieve(tags=[f"by-{w.name}"], limit=100)
+            assert seen(reply.entries) == {(w.name, t) for t in TIERS if visible(o, w, t)}
+
+
+async def test_forget_cannot_reach_invisible_entries(world: list[Session]) -> None:
+    """Forgetting another's keys or tags deletes nothing it cannot see; the owners keep them."""
+    for o in world:
+        hidden = [key(w, t) for w in world for t in TIERS if not visible(o, w, t)]
+        assert await o.client.forget(keys=hidden, tier="") == 0
+        for w in world:
+            if w.ns != o.ns:
+                assert await o.client.forget(tags=[f"by-{w.name}"], tier="") == 0
+    for w in world:  # every entry is still where it was
+        assert {e["key"]["by"] for e in (await w.client.retrieve(
+            keys=[key(w, t) for t in TIERS])).entries} == {w.name}
+
+
+async def test_forget_removes_visible_entries(world: list[Session]) -> None:
+    """A session forgets what it may see: its working entry, its agent's episodic entries in
+    the namespace (written on another connection too) and the namespace's semantic entries."""
+    s1, s2 = world[0], world[1]  # a1 in n1 on two connections
+    assert await s1.client.forget(keys=[key(s2, "working")], tier="working") == 0
+    assert await s1.client.forget(keys=[key(s1, "working")], tier="working") == 1
+    assert await s1.client.forget(keys=[key(s2, "episodic")], tier="episodic") == 1
+    assert await s1.client.forget(tags=["shared"], tier="semantic") == 3  # s1, s2, s3 in n1
+    assert seen((await world[3].client.retrieve(tier="semantic", limit=100)).entries) == {
+        ("s4", "semantic"), ("s5", "semantic")}  # n2 untouched
+
+
+async def test_another_connections_memory_id_is_not_found(world: list[Session]) -> None:
+    """Using a memory_id opened on another connection is memory_not_found for every request."""
+    for o in world:
+        for w in world:
+            if w.client is o.client:
+                continue
+            for call in (
+                lambda: o.client.retrieve(keys=[key(w, "working")], memory_id=w.memory_id),
+                lambda: o.client.store([{"key": {"x": 1}, "content": 1, "tier": "episodic"}],
+                                       memory_id=w.memory_id),
+                lambda: o.client.forget(keys=[key(w, "episodic")], memory_id=w.memory_id),
+            ):
+                with pytest.raises(RemoteError) as err:
+                    await call()
+                assert err.value.code == "memory_not_found"
+
+
+async def test_closed_sessions_memory_id_is_not_found(world: list[Session], db_path: Path) -> None:
+    """After its connection closes, a session's memory_id is unknown (even to its agent)."""
+    s1, s2 = world[0], world[1]
+    await s1.client.close()
+    with pytest.raises(RemoteError) as err:
+        await s2.client.retrieve(memory_id=s1.memory_id)
+    assert err.value.code == "memory_not_found"
