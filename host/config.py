@@ -164,7 +164,11 @@ class TokenConfig(_Section):
 class AuthConfig(_Section):
     """Authentication: on when `tokens` is not empty."""
 
-    tokens: list[TokenConfig] = Field(default_factory=list, description="The accepted tokens.")
+    tokens: list[TokenConfig] = Field(
+        default_factory=list,
+        description="The accepted tokens: [[auth.tokens]] tables of sha256, agent, namespaces,"
+        " rights, as `a2e-host token new` prints them (see docs/security.md).",
+    )
     allow_anonymous_remote: bool = Field(
         False, description="Serve without tokens on a non-loopback address (else refuse to start)."
     )
