@@ -1,0 +1,85 @@
+"""Connection and request limits over real sockets: the per-connection rate, the connection
+caps at the upgrade, and the request deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from authkit import connect, running
+from host.client import RemoteError
+from host.limits import TokenBucket
+
+
+def test_token_bucket_spends_and_refills() -> None:
+    """A bucket lets `burst` through at once, then one per 1/rate seconds."""
+    b = TokenBucket(rate=2.0, burst=3)
+    t = b.stamp
+    assert [b.take(t) for _ in range(4)] == [True, True, True, False]
+    assert b.take(t + 0.5) and not b.take(t + 0.5)
+    assert [b.take(t + 100) for _ in range(4)] == [True, True, True, False]  # capped at burst
+
+
+async def test_frames_past_the_rate_are_rate_limited(db_path: Path) -> None:
+    """Pipelined requests beyond the burst are answered rate_limited (retryable), in order,
+    while another connection is served."""
+    async with running(db_path, limits={"requests_per_second": 0.001, "request_burst": 3}) as host:
+        c = await connect(host)
+        replies = await asyncio.gather(*(c.ping() for _ in range(6)), return_exceptions=True)
+        assert [type(r).__name__ for r in replies[:3]] == ["Pong"] * 3
+        for r in replies[3:]:
+            assert isinstance(r, RemoteError) and r.code == "rate_limited" and r.retryable
+        other = await connect(host)
+        await other.ping()
+        for x in (c, other):
+            await x.close()
+
+
+async def test_connections_past_the_cap_get_503(db_path: Path) -> None:
+    """Past max_connections an upgrade is refused with HTTP 503; a closed connection frees
+    its place."""
+    async with running(db_path, limits={"max_connections": 2}) as host:
+        first, second = await connect(host), await connect(host)
+        with pytest.raises(InvalidStatus) as err:
+            await connect(host)
+        assert err.value.response.status_code == 503
+        await first.close()
+        third = None
+        for _ in range(200):  # the server sees the close a moment after the client
+            try:
+                third = await connect(host)
+                break
+            except InvalidStatus:
+                await asyncio.sleep(0.01)
+        assert third is not None
+        await third.ping()
+        for c in (second, third):
+            await c.close()
+
+
+async def test_connections_past_the_per_ip_cap_get_429(db_path: Path) -> None:
+    """Past max_connections_per_ip from one address an upgrade is refused with HTTP 429."""
+    async with running(db_path, limits={"max_connections_per_ip": 1}) as host:
+        first = await connect(host)
+        with pytest.raises(InvalidStatus) as err:
+            await connect(host)
+        assert err.value.response.status_code == 429
+        await first.ping()
+        await first.close()
+
+
+async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path) -> None:
+    """A store whose commit outlasts request_timeout is answered internal_error, retryable,
+    with detail.reason "deadline"; the connection stays open."""
+    async with running(db_path, limits={"request_timeout": 1e-6}) as host:
+        c = await connect(host)
+        await c.init("ns", {"agent": "a1"})
+        with pytest.raises(RemoteError) as err:
+            await c.store([{"key": {"k": 1}, "content": 1, "tier": "episodic"}])
+        assert err.value.code == "internal_error" and err.value.retryable
+        assert err.value.detail == {"reason": "deadline"}
+        await c.ping()  # a request that needs no wait is still answered
+        await c.close()

@@ -1,0 +1,136 @@
+"""Storage quotas over real sockets: entries and bytes per agent and per namespace, working
+entries per session. At the limit a store answers memory_full for each entry that does not fit
+(the whole request when none fits), stores nothing beyond it, and reports the rest of the batch."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from authkit import connect, running
+from host.client import MemoryClient, RemoteError
+
+
+def entry(k: int, content: Any = "x", tier: str = "episodic") -> dict[str, Any]:
+    """A store entry with key {"k": k}."""
+    return {"key": {"k": k}, "content": content, "tier": tier}
+
+
+def text_of(size: int) -> str:
+    """A JSON string content whose encoded form is `size` bytes (quotes included)."""
+    return "x" * (size - 2)
+
+
+@asynccontextmanager
+async def sessions(db: Path, **limits: Any) -> AsyncIterator[Callable[..., Any]]:
+    """A host with `limits`, and a factory of clients with a session open on it:
+    `await open_session(agent, namespace)`."""
+    clients: list[MemoryClient] = []
+    async with running(db, limits=limits) as host:
+
+        async def _open(agent: str = "a1", ns: str = "ns") -> MemoryClient:
+            c = await connect(host)
+            await c.init(ns, {"agent": agent})
+            clients.append(c)
+            return c
+
+        try:
+            yield _open
+        finally:
+            for c in clients:
+                await c.close()
+
+
+async def _full(call: Any) -> None:
+    with pytest.raises(RemoteError) as err:
+        await call
+    assert err.value.code == "memory_full"
+
+
+async def test_entries_per_agent(db_path: Path) -> None:
+    """Past the agent's entry quota the extra entries are memory_full and not stored."""
+    async with sessions(db_path, max_entries_per_agent=3) as session:
+        c = await session()
+        reply = await c.store([entry(i) for i in range(5)])
+        assert reply.stored == [{"k": 0}, {"k": 1}, {"k": 2}]
+        assert [e.split(":")[:2] for e in reply.errors] == [
+            ["entries[3]", " memory_full"], ["entries[4]", " memory_full"]]
+        assert (await c.retrieve(limit=100)).total == 3
+        await _full(c.store([entry(9)]))
+        assert (await c.store([entry(1, "updated")])).stored == [{"k": 1}]  # upserts still fit
+        other = await session("a2")
+        assert (await other.store([entry(9)])).stored == [{"k": 9}]  # a quota per agent
+
+
+async def test_entries_per_namespace(db_path: Path) -> None:
+    """Two agents share the namespace quota; another namespace has its own."""
+    async with sessions(db_path, max_entries_per_namespace=4) as session:
+        a1, a2 = await session("a1"), await session("a2")
+        assert len((await a1.store([entry(i) for i in range(3)])).stored) == 3
+        reply = await a2.store([entry(i, tier="semantic") for i in range(3)])
+        assert reply.stored == [{"k": 0}]
+        assert len(reply.errors) == 2
+        assert (await a2.retrieve(limit=100)).total == 1  # its semantic entry; a1's are private
+        elsewhere = await session("a1", "ns2")
+        assert len((await elsewhere.store([entry(i) for i in range(3)])).stored) == 3
+
+
+async def test_bytes_per_agent(db_path: Path) -> None:
+    """Content bytes count against the agent: a new entry or a growing update past the quota is
+    memory_full and the old content stays; shrinking and forgetting make room."""
+    async with sessions(db_path, max_bytes_per_agent=100) as session:
+        c = await session()
+        reply = await c.store([entry(1, text_of(40)), entry(2, text_of(40)), entry(3, text_of(40))])
+        assert reply.stored == [{"k": 1}, {"k": 2}] and len(reply.errors) == 1
+        await _full(c.store([entry(1, text_of(61))]))  # 80 - 40 + 61 > 100
+        got = await c.retrieve(keys=[{"k": 1}])
+        assert got.entries[0]["content"] == text_of(40)
+        assert (await c.store([entry(1, text_of(60))])).stored == [{"k": 1}]  # exactly 100
+        assert (await c.store([entry(2, text_of(10))])).stored == [{"k": 2}]  # shrinks to 70
+        assert (await c.store([entry(3, text_of(30))])).stored == [{"k": 3}]  # 100 again
+        await _full(c.store([entry(4, text_of(2))]))
+        assert await c.forget(keys=[{"k": 1}]) == 1
+        assert (await c.store([entry(4, text_of(60))])).stored == [{"k": 4}]
+
+
+async def test_bytes_per_namespace(db_path: Path) -> None:
+    """Content bytes of every agent add up in the namespace quota."""
+    async with sessions(db_path, max_bytes_per_namespace=100) as session:
+        a1, a2 = await session("a1"), await session("a2")
+        assert (await a1.store([entry(1, text_of(70))])).stored == [{"k": 1}]
+        await _full(a2.store([entry(1, text_of(31), "semantic")]))
+        assert (await a2.store([entry(1, text_of(30), "semantic")])).stored == [{"k": 1}]
+
+
+async def test_working_entries_per_session(db_path: Path) -> None:
+    """The working tier of a session holds at most its quota; another session has its own."""
+    async with sessions(db_path, max_working_entries=2) as session:
+        c = await session()
+        reply = await c.store([entry(i, tier="working") for i in range(3)])
+        assert reply.stored == [{"k": 0}, {"k": 1}]
+        assert reply.errors == ["entries[2]: memory_full: working tier of this session is full"]
+        await c.init("ns", {"agent": "a1"})  # a second session on the same connection
+        assert len((await c.store([entry(i, tier="working") for i in range(2)])).stored) == 2
+
+
+async def test_the_rest_of_the_batch_is_reported(db_path: Path) -> None:
+    """A batch mixing a malformed entry, an oversized one, fitting ones and one over quota
+    stores the fitting ones and reports each other one with its code, in request order."""
+    async with sessions(db_path, max_entries_per_agent=2, max_entry_bytes=100) as session:
+        c = await session()
+        reply = await c.store([
+            {"key": {}, "content": 1, "tier": "episodic"},
+            entry(1),
+            entry(2, text_of(200)),
+            entry(3),
+            entry(4),
+            entry(5, tier="working"),
+        ])
+        assert reply.stored == [{"k": 1}, {"k": 3}, {"k": 5}]
+        assert [e.split(":")[0:2] for e in reply.errors] == [
+            ["entries[0]", " invalid_message"], ["entries[2]", " invalid_message"],
+            ["entries[4]", " memory_full"]]
