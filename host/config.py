@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "LogConfig",
     "GcConfig",
+    "LibraryConfig",
     "LimitsConfig",
     "RankingConfig",
     "RulesConfig",
@@ -227,6 +228,20 @@ class LogConfig(_Section):
     )
 
 
+class LibraryConfig(_Section):
+    """Defaults of the embeddable library's stores (`host.library`)."""
+
+    json_flush_delay: float = Field(
+        0.02, ge=0, description="Seconds a JSON file store's writer waits to gather a burst."
+    )
+    json_retry_delay: float = Field(
+        1.0, gt=0, description="Seconds before a JSON file store retries a failed write."
+    )
+    json_lock_timeout: float = Field(
+        10.0, gt=0, description="Seconds a JSON file store waits for another process's lock."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -238,6 +253,7 @@ class Config(_Section):
     rules: RulesConfig = Field(default_factory=RulesConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    library: LibraryConfig = Field(default_factory=LibraryConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

@@ -1,0 +1,115 @@
+"""`InMemoryStore`: the volatile backend (FR-3), and the in-process table other backends build on.
+
+get/set/delete are O(1) dict operations (plus copying the memory and tokenising its content on
+set); search is O(n) (see `host.library.search`). Every method is thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import Self
+
+from host.library.models import Memory, RetrievalResult, utc_now
+from host.library.protocol import StoreClosedError
+from host.library.search import Row, make_row, search_rows, touched_row
+from host.search.rank import RankWeights
+
+__all__ = ["InMemoryStore", "default_weights"]
+
+
+def default_weights() -> RankWeights:
+    """The ranking weights of the default configuration (`host.config.RankingConfig`)."""
+    from host.config import RankingConfig
+
+    return RankWeights.from_config(RankingConfig())
+
+
+class InMemoryStore:
+    """A `Store` held in this process only; its contents are gone when it is.
+
+    `weights` are the ranking weights (default: the configuration's defaults).
+    """
+
+    def __init__(self, *, weights: RankWeights | None = None) -> None:
+        self.weights = weights if weights is not None else default_weights()
+        self._rows: dict[str, Row] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # The hooks a persistent subclass uses; both are called with `_lock` held.
+    def _changed(self, key: str, row: Row | None) -> None:
+        """`key` was set to `row`, or deleted (None)."""
+
+    def _accessed(self, key: str, row: Row) -> None:
+        """`key` was read by `get`; `row` carries the new `last_accessed`."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{type(self).__name__} is closed")
+
+    def get(self, key: str) -> Memory | None:
+        """The memory under `key` (a copy whose `last_accessed` is now), or None."""
+        with self._lock:
+            self._check_open()
+            row = self._rows.get(key)
+            if row is None:
+                return None
+            touched = touched_row(row, utc_now())
+            self._rows[key] = touched
+            self._accessed(key, touched)
+        return touched.memory.copy_for_store()
+
+    def set(self, key: str, memory: Memory) -> None:
+        """Store a copy of `memory` under `key` (an upsert)."""
+        row = make_row(memory.copy_for_store())
+        with self._lock:
+            self._check_open()
+            self._rows[key] = row
+            self._changed(key, row)
+
+    def delete(self, key: str) -> bool:
+        """Remove the memory under `key`; True when there was one."""
+        with self._lock:
+            self._check_open()
+            found = self._rows.pop(key, None) is not None
+            if found:
+                self._changed(key, None)
+            return found
+
+    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
+        with self._lock:
+            self._check_open()
+            rows = self._rows.copy()  # one allocation, not n tuples (the GC would walk them)
+        return search_rows(rows.items(), query, k, self.weights, time.time())
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> list[str]:
+        """The keys stored now, in no particular order."""
+        with self._lock:
+            return list(self._rows)
+
+    def close(self) -> None:
+        """Close the store; later calls raise `StoreClosedError`. Closing twice is harmless."""
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

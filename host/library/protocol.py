@@ -1,0 +1,103 @@
+"""The `Store` protocol (FR-3) and its async variant; every backend implements one of them.
+
+The contract, for every backend (checked by `tests/test_library_contract.py`):
+- `set(key, memory)` stores a copy of `memory` under `key` (an upsert); later changes to the
+  caller's object do not reach the store.
+- `get(key)` returns a copy of the stored memory, or None. It records the access: the returned
+  memory's `last_accessed` (and the stored one's) is the time of this call. Nothing else changes.
+- `delete(key)` removes the memory; True when there was one.
+- `search(query, k)` returns at most `k` `RetrievalResult`s, best first (see
+  `host.library.search`); `k` < 1 raises `ValueError`. It changes nothing.
+- A closed store raises `StoreClosedError` from every method.
+
+A new backend is a class with these four methods; nothing needs to inherit from anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol, runtime_checkable
+
+from host.library.models import Memory, RetrievalResult
+
+__all__ = ["AsyncStore", "AsyncStoreAdapter", "Store", "StoreClosedError"]
+
+
+class StoreClosedError(RuntimeError):
+    """The store was closed; open a new one."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A synchronous memory store (see the module docstring for the contract)."""
+
+    def get(self, key: str) -> Memory | None:
+        """The memory stored under `key` (a copy, its access recorded), or None."""
+        ...
+
+    def set(self, key: str, memory: Memory) -> None:
+        """Store a copy of `memory` under `key`, replacing what was there."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """Remove the memory under `key`; True when there was one."""
+        ...
+
+    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first."""
+        ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    """The same contract as `Store`, as coroutines (for the host's event loop)."""
+
+    async def get(self, key: str) -> Memory | None:
+        """The memory stored under `key` (a copy, its access recorded), or None."""
+        ...
+
+    async def set(self, key: str, memory: Memory) -> None:
+        """Store a copy of `memory` under `key`, replacing what was there."""
+        ...
+
+    async def delete(self, key: str) -> bool:
+        """Remove the memory under `key`; True when there was one."""
+        ...
+
+    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first."""
+        ...
+
+
+class AsyncStoreAdapter:
+    """An `AsyncStore` over a `Store` whose methods do not block on I/O.
+
+    `InMemoryStore` and `JSONFileStore` qualify (the file store writes in its own thread), so the
+    calls run inline on the event loop, without a thread hop. `aclose()` closes the wrapped store
+    in a worker thread, as closing a file store waits for its last write.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def get(self, key: str) -> Memory | None:
+        """See `Store.get`."""
+        return self.store.get(key)
+
+    async def set(self, key: str, memory: Memory) -> None:
+        """See `Store.set`."""
+        self.store.set(key, memory)
+
+    async def delete(self, key: str) -> bool:
+        """See `Store.delete`."""
+        return self.store.delete(key)
+
+    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """See `Store.search`."""
+        return self.store.search(query, k)
+
+    async def aclose(self) -> None:
+        """Close the wrapped store (if it has `close`) without blocking the event loop."""
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)

@@ -1,0 +1,92 @@
+"""Search over memories held in process: keyword relevance, then the host's ranking formula.
+
+    relevance = (query terms found in the memory's content) / (query terms)   (host.search.keyword)
+    combined  = host.search.rank.combined_score(relevance, importance score, last_accessed, now)
+
+The importance score is the level's wire score (`host.library.mapping.IMPORTANCE_SCORE`), the
+recency is that of `last_accessed`. A memory matches only when it shares at least one term with
+the query (relevance > 0), as on the wire. Results come best first: by combined score, then by
+relevance, then fresher first, then by key, so equal inputs always give the same order.
+
+Each memory's tokens are computed once, when it is stored (`make_row`), so a search costs one
+set intersection per stored memory: O(n) in the number of memories, O(n log k) with the top k.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from host.library.mapping import IMPORTANCE_SCORE
+from host.library.models import Memory, RetrievalResult
+from host.search.keyword import query_terms, tokens
+from host.search.rank import RankWeights, combined_score
+
+__all__ = ["Row", "make_row", "search_rows", "touched_row"]
+
+
+@dataclass(slots=True)
+class Row:
+    """One stored memory with what search needs precomputed. Never mutated once made,
+    except `fragment`, a cache of the memory's JSON text that a file store fills in."""
+
+    memory: Memory
+    tokens: frozenset[str]
+    importance: float
+    accessed: float  # last_accessed as Unix seconds
+    fragment: str | None = field(default=None)
+
+
+def make_row(memory: Memory) -> Row:
+    """A row for `memory` (which the caller hands over: it must not be changed afterwards)."""
+    return Row(
+        memory=memory,
+        tokens=frozenset(tokens(memory.content)),
+        importance=IMPORTANCE_SCORE[memory.importance],
+        accessed=memory.last_accessed.timestamp(),
+    )
+
+
+def touched_row(row: Row, when: datetime) -> Row:
+    """A copy of `row` whose memory was last accessed at `when` (tokens reused)."""
+    return Row(
+        memory=row.memory.model_copy(update={"last_accessed": when}),
+        tokens=row.tokens,
+        importance=row.importance,
+        accessed=when.timestamp(),
+    )
+
+
+def search_rows(
+    rows: Iterable[tuple[str, Row]], query: str, k: int, weights: RankWeights, now: float
+) -> list[RetrievalResult]:
+    """The best `k` matches of `query` among `(key, row)` pairs, best first.
+
+    Raises `ValueError` when `k` < 1. A query without terms matches nothing.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    terms = query_terms(query)
+    if not terms:
+        return []
+    wanted = frozenset(terms)
+    n_terms = len(terms)
+    scored = []
+    for key, row in rows:
+        found = len(wanted & row.tokens)
+        if not found:
+            continue
+        relevance = found / n_terms
+        combined = combined_score(relevance, row.importance, row.accessed, now, weights)
+        scored.append((combined, relevance, row.accessed, key, row))
+    best = heapq.nsmallest(k, scored, key=lambda s: (-s[0], -s[1], -s[2], s[3]))
+    return [
+        RetrievalResult(
+            memory=row.memory.copy_for_store(),
+            relevance_score=relevance,
+            combined_score=min(1.0, max(0.0, combined)),
+        )
+        for combined, relevance, _, _, row in best
+    ]
