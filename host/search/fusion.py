@@ -1,0 +1,62 @@
+"""Fusion of keyword relevance (BM25) and vector similarity into one relevance in [0, 1].
+
+The candidates of one query are the best keyword matches and the nearest vectors (each list cut
+to `SearchConfig.fusion_pool`), with both signals known exactly for every candidate: its BM25
+(0 when it shares no term with the query) and its cosine similarity (from the exact index; NaN
+when its vector is not written yet). Each signal becomes a z-score over the candidates, the
+z-scores are summed with weights, and a logistic maps the sum into (0, 1):
+
+    z_kw  = (bm25 - mean) / std            z_vec = (cosine - mean) / std
+    fused = (w_kw * z_kw + w_vec * z_vec) / (w_kw + w_vec)     (z_kw alone without a vector)
+    relevance = 1 / (1 + exp(-fused))
+
+So relevance says how far a candidate stands out among this query's candidates: 0.5 is an
+average candidate, 0.73 one standard deviation above. Measured on LoCoMo (docs/benchmarks.md),
+this z-score sum beat reciprocal-rank fusion by 4 to 8 points of recall@10 and min-max
+normalisation by about 1 point. A signal with no spread (one candidate, or all equal) adds 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["fuse", "zscores"]
+
+
+def zscores(values: np.ndarray) -> np.ndarray:
+    """z-scores of the finite `values` (NaN stays NaN); all 0 when they have no spread."""
+    out = np.full(values.shape, np.nan, dtype=np.float64)
+    present = np.isfinite(values)
+    if not present.any():
+        return out
+    v = values[present].astype(np.float64)
+    sd = float(v.std())
+    out[present] = (v - v.mean()) / sd if sd > 1e-12 else 0.0
+    return out
+
+
+def fuse(
+    keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
+    vector_weight: float = 1.0,
+) -> np.ndarray:
+    """Relevance in (0, 1) of each candidate, same order.
+
+    `keyword`: BM25 of each candidate, higher is better, 0 for no shared term.
+    `vector`: cosine similarity of each candidate, NaN when it has no vector (yet).
+    A candidate without a vector is ranked on its keyword z-score alone; with both weights 0
+    every candidate gets 0.5.
+    """
+    kw = np.asarray(keyword, dtype=np.float64)
+    vec = np.asarray(vector, dtype=np.float64)
+    if kw.shape != vec.shape:
+        raise ValueError(f"keyword and vector differ in length: {kw.shape} vs {vec.shape}")
+    zk = np.nan_to_num(zscores(kw))
+    zv = zscores(vec)
+    has_vec = np.isfinite(zv)
+    fused = np.zeros(kw.shape, dtype=np.float64)
+    both = keyword_weight + vector_weight
+    if both > 0:
+        fused[has_vec] = (keyword_weight * zk[has_vec] + vector_weight * zv[has_vec]) / both
+    if keyword_weight > 0:
+        fused[~has_vec] = zk[~has_vec]
+    return 1.0 / (1.0 + np.exp(-fused))

