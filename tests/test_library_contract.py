@@ -17,6 +17,7 @@ from host.library import (
     Memory,
     MemoryImportance,
     MemoryType,
+    SQLiteStore,
     Store,
     StoreClosedError,
 )
@@ -32,12 +33,17 @@ def _json_backend(tmp_path: Path) -> Factory:
     return lambda: JSONFileStore(tmp_path / "memories.json", flush_delay=0)
 
 
+def _sqlite_backend(tmp_path: Path) -> Factory:
+    return lambda: SQLiteStore(tmp_path / "memories.db")
+
+
 BACKENDS: dict[str, Callable[[Path], Factory]] = {
     "memory": _memory_backend,
     "json": _json_backend,
+    "sqlite": _sqlite_backend,
 }
 # Backends whose contents survive closing the store and opening it again.
-PERSISTENT = ("json",)
+PERSISTENT = ("json", "sqlite")
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -268,9 +274,10 @@ def test_context_manager_closes(make_store: Factory) -> None:
         s.get("k")
 
 
-async def test_async_adapter(make_store: Factory) -> None:
-    """The async adapter serves the same contract as coroutines and closes the store."""
-    adapter = AsyncStoreAdapter(make_store())
+@pytest.mark.parametrize("in_thread", [False, True])
+async def test_async_adapter(make_store: Factory, in_thread: bool) -> None:
+    """The async adapter serves the same contract as coroutines (inline or in a thread)."""
+    adapter = AsyncStoreAdapter(make_store(), in_thread=in_thread)
     assert isinstance(adapter, AsyncStore)
     m = Memory(content="async python memory")
     await adapter.set(m.id, m)

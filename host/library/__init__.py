@@ -24,6 +24,7 @@ from host.library.mapping import (
 from host.library.memory_store import InMemoryStore
 from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalResult
 from host.library.protocol import AsyncStore, AsyncStoreAdapter, Store, StoreClosedError
+from host.library.sqlite_store import SQLiteStore, StoreFullError
 
 __all__ = [
     "IMPORTANCE_SCORE",
@@ -36,9 +37,11 @@ __all__ = [
     "MemoryImportance",
     "MemoryType",
     "RetrievalResult",
+    "SQLiteStore",
     "Store",
     "StoreClosedError",
     "StoreFormatError",
+    "StoreFullError",
     "StoreLockedError",
     "entry_to_memory",
     "importance_to_score",

@@ -37,7 +37,6 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 
 from host.config import LibraryConfig
 from host.library.files import FileLock, atomic_write
@@ -218,7 +217,7 @@ class JSONFileStore(InMemoryStore):
                 snapshot = dict(self._rows)
             try:
                 self._write(pending, touched, snapshot)
-            except BaseException as exc:  # noqa: BLE001 - flush() raises it; changes are retried
+            except BaseException as exc:  # flush() raises it; the changes are retried
                 with self._cond:
                     for key, row in pending.items():
                         self._pending.setdefault(key, row)
@@ -286,7 +285,7 @@ class JSONFileStore(InMemoryStore):
             self._closed = True
             try:
                 self._flush_locked()
-            except BaseException as exc:  # noqa: BLE001 - raised after releasing everything
+            except BaseException as exc:  # raised after releasing everything
                 error = exc
             self._closing = True
             self._cond.notify_all()
@@ -300,20 +299,11 @@ class JSONFileStore(InMemoryStore):
         """`flush()` without blocking the event loop."""
         await asyncio.to_thread(self.flush)
 
-    async def aclose(self) -> None:
-        """`close()` without blocking the event loop."""
-        await asyncio.to_thread(self.close)
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
 
 @atexit.register
 def _close_open_stores() -> None:
     for store in list(_OPEN):
         try:
             store.close()
-        except Exception:  # noqa: BLE001, S110 - nothing to report to at exit
+        except Exception:  # nothing to report to at exit
             pass

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
-from typing import Self
 
 from host.library.models import Memory, RetrievalResult, utc_now
-from host.library.protocol import StoreClosedError
+from host.library.protocol import Closing, StoreClosedError
 from host.library.search import Row, make_row, search_rows, touched_row
 from host.search.rank import RankWeights
 
@@ -26,7 +24,7 @@ def default_weights() -> RankWeights:
     return RankWeights.from_config(RankingConfig())
 
 
-class InMemoryStore:
+class InMemoryStore(Closing):
     """A `Store` held in this process only; its contents are gone when it is.
 
     `weights` are the ranking weights (default: the configuration's defaults).
@@ -97,19 +95,3 @@ class InMemoryStore:
         """Close the store; later calls raise `StoreClosedError`. Closing twice is harmless."""
         with self._lock:
             self._closed = True
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -16,11 +16,15 @@ A new backend is a class with these four methods; nothing needs to inherit from 
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 from host.library.models import Memory, RetrievalResult
 
-__all__ = ["AsyncStore", "AsyncStoreAdapter", "Store", "StoreClosedError"]
+__all__ = ["AsyncStore", "AsyncStoreAdapter", "Closing", "Store", "StoreClosedError"]
+
+T = TypeVar("T")
 
 
 class StoreClosedError(RuntimeError):
@@ -70,34 +74,73 @@ class AsyncStore(Protocol):
 
 
 class AsyncStoreAdapter:
-    """An `AsyncStore` over a `Store` whose methods do not block on I/O.
+    """An `AsyncStore` over a `Store`.
 
-    `InMemoryStore` and `JSONFileStore` qualify (the file store writes in its own thread), so the
-    calls run inline on the event loop, without a thread hop. `aclose()` closes the wrapped store
-    in a worker thread, as closing a file store waits for its last write.
+    By default the calls run inline on the event loop, without a thread hop: right for stores
+    whose methods do not block on I/O (`InMemoryStore`, and `JSONFileStore`, which writes in
+    its own thread). With `in_thread=True` each call runs in a worker thread
+    (`asyncio.to_thread`): right for `SQLiteStore`, whose writes wait for a commit.
+    `aclose()` always closes the wrapped store in a worker thread.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, in_thread: bool = False) -> None:
         self.store = store
+        self.in_thread = in_thread
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.in_thread:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
 
     async def get(self, key: str) -> Memory | None:
         """See `Store.get`."""
-        return self.store.get(key)
+        return await self._call(self.store.get, key)
 
     async def set(self, key: str, memory: Memory) -> None:
         """See `Store.set`."""
-        self.store.set(key, memory)
+        await self._call(self.store.set, key, memory)
 
     async def delete(self, key: str) -> bool:
         """See `Store.delete`."""
-        return self.store.delete(key)
+        return await self._call(self.store.delete, key)
 
     async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
         """See `Store.search`."""
-        return self.store.search(query, k)
+        return await self._call(self.store.search, query, k)
 
     async def aclose(self) -> None:
         """Close the wrapped store (if it has `close`) without blocking the event loop."""
         close = getattr(self.store, "close", None)
         if close is not None:
             await asyncio.to_thread(close)
+
+
+class Closing:
+    """`with`, `async with` and `aclose()` for a backend that defines `close()`.
+
+    `async with` and `aclose()` run `close()` in a worker thread: closing may wait for a write.
+    """
+
+    def close(self) -> None:
+        """Release the backend's resources (each backend defines it)."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """`close()` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

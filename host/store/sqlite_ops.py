@@ -26,6 +26,7 @@ __all__ = [
     "put_entries",
     "scope_token",
     "search_entries",
+    "touch_entries",
 ]
 
 _decode = msgspec.json.decode
@@ -176,6 +177,28 @@ def forget_entries(
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)), now)
     cur = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params)
     return cur.rowcount
+
+
+def touch_entries(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    tiers: Sequence[str],
+    touches: Sequence[tuple[bytes, float]],
+) -> int:
+    """Record reads: move `updated_at` of each live (key, when) forward to `when`, if later.
+
+    The library's `SQLiteStore` keeps `Memory.last_accessed` there. Expiry, tags, content and
+    the keyword index are unchanged. The number of rows updated.
+    """
+    n = 0
+    for key, when in touches:
+        where, params = _where(scope, Query(tiers=tuple(tiers), keys=(key,)), when)
+        cur = conn.execute(
+            f"UPDATE entries AS e SET updated_at = ? WHERE {where} AND e.updated_at < ?",
+            [when, *params, when],
+        )
+        n += cur.rowcount
+    return n
 
 
 def collect_expired(conn: sqlite3.Connection, now: float, batch: int = 1000) -> int:

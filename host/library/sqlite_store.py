@@ -1,0 +1,234 @@
+"""`SQLiteStore`: the library's `Store` on the host's SQLite engine (same file, schema and SQL).
+
+A memory is written as the wire entry `host.library.mapping.memory_to_entry` makes, through the
+host's own functions (`host.store.sqlite_ops`), into one namespace as one agent. So a host
+serving the same file shows these memories to that agent over WebSocket (episodic ones) and to
+every agent of the namespace (semantic and procedural ones), and what wire clients store there
+is found by `get` and `search` here.
+
+- The wire's `working` tier lives only inside a session, so a persistent store keeps working
+  memories in the agent's episodic tier; their `type:working` tag keeps their type.
+- A key names one memory across the agent's tiers: `set` replaces the key wherever it is (and
+  keeps the memory's own `created_at`, as every backend does).
+- Every `set` and `delete` is one durable transaction (WAL, `synchronous=FULL`). Accesses
+  recorded by `get` are kept in memory and written with the next write, `flush()` or `close()`,
+  as in `JSONFileStore`; until then this store shows them itself.
+- `search` asks the keyword index for the best `candidates` matches (BM25), then ranks them as
+  every backend does (`host.library.search`).
+- Other processes (a host, the CLI, another store) may use the file at the same time: SQLite
+  serialises the writers (busy timeout 30 s) and readers see committed data.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from host.config import LimitsConfig, RankingConfig
+from host.library.mapping import entry_to_memory, key_to_id, memory_to_entry
+from host.library.memory_store import default_weights
+from host.library.models import Memory, RetrievalResult, utc_now
+from host.library.protocol import Closing, StoreClosedError
+from host.library.search import make_row, search_rows
+from host.search.keyword import query_terms
+from host.search.rank import RankWeights
+from host.store import sqlite_ops as ops
+from host.store.base import PERSISTENT_TIERS, NewEntry, Query, Scope, StoredEntry
+from host.store.sqlite_schema import connect, migrate
+from protocol.keys import canonical_key
+
+__all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_AGENT = "default"  # the wire's agent when a client names none
+
+
+class StoreFullError(RuntimeError):
+    """The write would pass a quota of the namespace or agent (`memory_full` on the wire)."""
+
+
+def _key(key: str) -> bytes:
+    return canonical_key({"id": key})
+
+
+def _new_entry(key: str, memory: Memory) -> NewEntry:
+    e = memory_to_entry(memory, key)
+    tier = "episodic" if e["tier"] == "working" else e["tier"]
+    return NewEntry(
+        tier=tier,
+        key=_key(key),
+        content=json.dumps(e["content"], ensure_ascii=False, separators=(",", ":")).encode(),
+        tags=e["tags"],
+        source=e["source"],
+        score=e["score"],
+        ttl=e["ttl"],
+        text=memory.content,
+        created_at=e["created_at"],
+        updated_at=e["updated_at"],
+    )
+
+
+def _memory(row: StoredEntry) -> Memory:
+    return entry_to_memory({
+        "key": json.loads(row.key), "content": json.loads(row.content), "tier": row.tier,
+        "tags": row.tags, "score": row.score, "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    })
+
+
+class SQLiteStore(Closing):
+    """A `Store` in the SQLite file `path`, as agent `agent` of namespace `namespace`.
+
+    Opening creates or migrates the schema. Unset quotas and the candidate count come from the
+    configuration's defaults (`LimitsConfig`, `RankingConfig`). Close it (`close()`, `with`,
+    `async with`) to write pending accesses and release the file.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        agent: str = DEFAULT_AGENT,
+        weights: RankWeights | None = None,
+        quotas: ops.Quotas | None = None,
+        candidates: int | None = None,
+    ) -> None:
+        limits = LimitsConfig()
+        self.path = str(path)
+        self.scope = Scope(namespace=namespace, agent=agent)
+        self.weights = weights if weights is not None else default_weights()
+        self.quotas = quotas or ops.Quotas(
+            max_entries_per_namespace=limits.max_entries_per_namespace,
+            max_entries_per_agent=limits.max_entries_per_agent,
+        )
+        self.candidates = candidates or RankingConfig().search_candidates
+        self._lock = threading.Lock()
+        self._touched: dict[str, float] = {}
+        self._conn = connect(self.path)
+        try:
+            migrate(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("SQLiteStore is closed")
+
+    def _write(self, fn: Callable[..., Any] | None, *args: Any) -> Any:
+        """Run `fn(conn, *args)` with the pending accesses in one durable transaction."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn, *args) if fn is not None else None
+            if self._touched:
+                touches = [(_key(k), when) for k, when in self._touched.items()]
+                ops.touch_entries(conn, self.scope, PERSISTENT_TIERS, touches)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._touched.clear()
+        return result
+
+    def _row(self, key: str, now: float) -> StoredEntry | None:
+        q = Query(tiers=PERSISTENT_TIERS, keys=(_key(key),), limit=1)
+        rows, _total = ops.find_entries(self._conn, self.scope, q, now)
+        return rows[0] if rows else None
+
+    def get(self, key: str) -> Memory | None:
+        """The memory under `key` (its access recorded), or None."""
+        with self._lock:
+            self._check_open()
+            row = self._row(key, time.time())
+            if row is None:
+                return None
+            when = utc_now()
+            self._touched[key] = when.timestamp()
+        return _memory(row).model_copy(update={"last_accessed": when})
+
+    def _replace(self, conn: sqlite3.Connection, key: str, memory: Memory, now: float) -> None:
+        ops.forget_entries(conn, self.scope, PERSISTENT_TIERS, [_key(key)], [], now)
+        outcome = ops.put_entries(conn, self.scope, [_new_entry(key, memory)], now, self.quotas)
+        if outcome[0] is not None:
+            raise StoreFullError(f"{outcome[0]}: no room for {key!r} in {self.scope.namespace!r}")
+
+    def set(self, key: str, memory: Memory) -> None:
+        """Store `memory` under `key`, replacing what was there, durably.
+
+        Raises `StoreFullError` past a quota (nothing is changed then)."""
+        with self._lock:
+            self._check_open()
+            self._touched.pop(key, None)
+            self._write(self._replace, key, memory, time.time())
+
+    def set_many(self, items: Iterable[tuple[str, Memory]]) -> None:
+        """`set` each (key, memory) in one durable transaction: all or none (a bulk load).
+
+        Raises `StoreFullError` past a quota; then nothing is changed."""
+        now = time.time()
+
+        def replace_all(conn: sqlite3.Connection) -> None:
+            for key, memory in items:
+                self._touched.pop(key, None)
+                self._replace(conn, key, memory, now)
+
+        with self._lock:
+            self._check_open()
+            self._write(replace_all)
+
+    def delete(self, key: str) -> bool:
+        """Remove the memory under `key`, durably; True when there was one."""
+        with self._lock:
+            self._check_open()
+            self._touched.pop(key, None)
+            n = self._write(ops.forget_entries, self.scope, PERSISTENT_TIERS, [_key(key)], [],
+                            time.time())
+        return bool(n)
+
+    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, not {k}")
+        now = time.time()
+        with self._lock:
+            self._check_open()
+            q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
+            found = ops.search_entries(
+                self._conn, self.scope, q, query_terms(query), now, self.candidates
+            )
+            touched = dict(self._touched)
+        rows = []
+        for entry in found:
+            key = key_to_id(json.loads(entry.key))
+            if key in touched:
+                entry.updated_at = max(entry.updated_at, touched[key])
+            rows.append((key, make_row(_memory(entry))))
+        return search_rows(rows, query, k, self.weights, now)
+
+    def flush(self) -> None:
+        """Write the pending accesses now (sets and deletes are durable already)."""
+        with self._lock:
+            self._check_open()
+            if self._touched:
+                self._write(None)
+
+    def close(self) -> None:
+        """Write pending accesses and close the connection; later calls raise
+        `StoreClosedError`. Closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._touched:
+                    self._write(None)
+            finally:
+                self._conn.close()

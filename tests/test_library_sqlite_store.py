@@ -1,0 +1,88 @@
+"""SQLiteStore beyond the contract: one engine with the host, tiers, scopes and quotas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host.app import Host
+from host.library import Memory, MemoryImportance, MemoryType, SQLiteStore, StoreFullError
+from host.library.mapping import memory_to_entry
+from host.store.sqlite_ops import Quotas
+
+
+async def test_host_serves_library_memories(host: Host, db_path: Path,
+                                            connect: Callable[..., Any]) -> None:
+    """What the library stores, a host on the same file returns over WebSocket, and back."""
+    with SQLiteStore(db_path, namespace="ns", agent="a1") as store:
+        fact = Memory(content="the staging database is on port 5433",
+                      memory_type=MemoryType.SEMANTIC, importance=MemoryImportance.HIGH)
+        howto = Memory(content="deploy with make release", memory_type=MemoryType.PROCEDURAL)
+        store.set(fact.id, fact)
+        store.set(howto.id, howto)
+
+        client = await connect()
+        await client.init("ns", {"agent": "a1"})
+        got = await client.retrieve(keys=[{"id": fact.id}])
+        assert got.entries[0]["content"] == memory_to_entry(fact)["content"]
+        assert got.entries[0]["score"] == 0.75
+        procedural = await client.retrieve(tags=["type:procedural"])
+        assert [e["key"] for e in procedural.entries] == [{"id": howto.id}]
+        hits = await client.retrieve(query="staging database port")
+        assert hits.entries[0]["key"] == {"id": fact.id}
+
+        await client.store([{"key": {"id": "from-wire"}, "content": "the wiki moved to notion",
+                             "tier": "episodic", "score": 0.25}])
+        wired = store.get("from-wire")
+        assert wired is not None and wired.content == "the wiki moved to notion"
+        assert wired.memory_type is MemoryType.EPISODIC
+        assert wired.importance is MemoryImportance.LOW
+        assert [h.memory.id for h in store.search("wiki")] == ["from-wire"]
+
+
+def test_working_memory_kept_in_episodic_tier(tmp_path: Path) -> None:
+    """A working memory persists (in the agent's episodic tier) and comes back as working."""
+    db = tmp_path / "m.db"
+    m = Memory(content="scratch", memory_type=MemoryType.WORKING)
+    with SQLiteStore(db) as s:
+        s.set(m.id, m)
+    with SQLiteStore(db) as s:
+        got = s.get(m.id)
+        assert got is not None and got.memory_type is MemoryType.WORKING
+
+
+def test_key_moves_between_tiers(tmp_path: Path) -> None:
+    """Re-setting a key with a type of another tier replaces it there: one memory per key."""
+    with SQLiteStore(tmp_path / "m.db") as s:
+        s.set("k", Memory(content="first note", memory_type=MemoryType.EPISODIC))
+        s.set("k", Memory(content="second note", memory_type=MemoryType.SEMANTIC))
+        got = s.get("k")
+        assert got is not None and got.memory_type is MemoryType.SEMANTIC
+        assert [h.memory.content for h in s.search("note")] == ["second note"]
+        assert s.delete("k") is True and s.get("k") is None
+
+
+def test_agents_see_their_episodic_and_shared_semantic(tmp_path: Path) -> None:
+    """Another agent of the namespace sees semantic memories but not episodic ones."""
+    db = tmp_path / "m.db"
+    with SQLiteStore(db, agent="a") as a, SQLiteStore(db, agent="b") as b, \
+            SQLiteStore(db, namespace="other", agent="a") as elsewhere:
+        a.set("mine", Memory(content="private", memory_type=MemoryType.EPISODIC))
+        a.set("ours", Memory(content="shared", memory_type=MemoryType.SEMANTIC))
+        assert b.get("mine") is None
+        assert b.get("ours") is not None
+        assert elsewhere.get("ours") is None
+
+
+def test_quota_refuses_and_changes_nothing(tmp_path: Path) -> None:
+    """Past the agent's quota `set` raises StoreFullError and the store is unchanged."""
+    with SQLiteStore(tmp_path / "m.db", quotas=Quotas(max_entries_per_agent=2)) as s:
+        s.set("a", Memory(content="one"))
+        s.set("b", Memory(content="two"))
+        with pytest.raises(StoreFullError):
+            s.set("c", Memory(content="three"))
+        assert s.get("c") is None
+        s.set("a", Memory(content="one again"))  # replacing stays within the quota
