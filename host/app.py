@@ -23,6 +23,7 @@ from host.memory.plugin import MemoryPlugin
 from host.router import Router
 from host.server import HostServer
 from host.store.base import EntryStore
+from host.store.postgres import PostgresEntryStore, is_postgres_url
 from host.store.sqlite import SQLiteEntryStore
 from host.store.sqlite_ops import Quotas
 
@@ -32,7 +33,8 @@ log = logging.getLogger("a2e_host")
 
 
 def make_store(config: Config) -> EntryStore:
-    """The persistent store the configuration names (SQLite file by default)."""
+    """The persistent store the configuration names: PostgreSQL for a `postgresql://` URL
+    (needs the `postgres` extra), else a SQLite file (the default)."""
     limits = config.limits
     quotas = Quotas(
         max_entries_per_namespace=limits.max_entries_per_namespace,
@@ -40,6 +42,8 @@ def make_store(config: Config) -> EntryStore:
         max_bytes_per_namespace=limits.max_bytes_per_namespace,
         max_bytes_per_agent=limits.max_bytes_per_agent,
     )
+    if is_postgres_url(config.store.db):
+        return PostgresEntryStore(config.store.db, quotas=quotas, pool_max=config.store.pool_size)
     return SQLiteEntryStore(config.store.db, quotas=quotas, batch_max=config.store.batch_max)
 
 

@@ -87,7 +87,8 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def add_db_args(p: argparse.ArgumentParser) -> None:
     """The `--db` and `--config` options every sub-command takes."""
-    p.add_argument("--db", help="database: a SQLite file path (default: store.db of the config)")
+    p.add_argument("--db", help="database: a SQLite file path or a postgresql:// URL"
+                   " (default: store.db of the config)")
     p.add_argument("--config", help=f"TOML configuration file (default: ${ENV_FILE} if set)")
 
 

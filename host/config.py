@@ -77,9 +77,15 @@ class ServerConfig(_Section):
 class StoreConfig(_Section):
     """The persistent store for the episodic and semantic tiers."""
 
-    db: str = Field("./a2e-host.db", description="SQLite file path.")
+    db: str = Field(
+        "./a2e-host.db",
+        description="SQLite file path, or a postgresql:// URL to share one database among hosts.",
+    )
     batch_max: int = Field(
         512, ge=1, description="Most write operations one group commit gathers."
+    )
+    pool_size: int = Field(
+        10, ge=1, description="PostgreSQL: most connections in each host's pool."
     )
 
 

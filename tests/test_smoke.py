@@ -1,6 +1,10 @@
 """Smoke: the host fixture serves the spec's store example and reads it back."""
 
+import pytest
+
 from host.client import MemoryClient
+
+pytestmark = pytest.mark.all_backends
 
 
 async def test_store_then_retrieve(client: MemoryClient) -> None:

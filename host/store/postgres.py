@@ -1,0 +1,354 @@
+"""`PostgresEntryStore`: the persistent tiers on PostgreSQL, shared by any number of hosts.
+
+Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres://`. Needs the
+`postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
+
+The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
+- A put is one statement (`a2e_put`, see `host.store.postgres_schema`) run in autocommit: the
+  server upserts every entry under the namespace's advisory lock and commits before the reply
+  comes back, so a store is acknowledged only once it is committed, and a retrieve through any
+  other host sees it at once (reads run at READ COMMITTED on the primary).
+- Quotas are counted from `a2e_usage` inside that transaction; the namespace lock serialises the
+  writers of one namespace across hosts, so concurrent writers can never overshoot a quota.
+- Keyword search matches the `lexemes` tsvector (GIN index) within the namespace's scope
+  lexeme; candidates come best coverage first and `relevance` is `host.search.keyword.coverage`,
+  the same as the SQLite store, so both backends rank alike.
+- TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
+  (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
+- Vectors: `put_vectors` / `vector_search` over `a2e_vectors`, with an HNSW index per dimension
+  when pgvector is present (`vectors_available`).
+
+There is no group commit in the host: the server's WAL already commits concurrent transactions
+together, and each request holds a pooled connection only for its one statement.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Self
+
+import msgspec
+
+from host.search.keyword import coverage, query_terms, tokens
+from host.search.text import searchable_text
+from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.postgres_schema import (
+    LOCK_CLASS,
+    LOCK_GC,
+    enable_vectors,
+    ensure_vector_index,
+    migrate,
+)
+from host.store.sqlite_ops import Quotas, scope_token
+
+__all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
+
+log = logging.getLogger("a2e_host.store")
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+
+_COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,"
+            " e.created_at, e.updated_at")
+_MAX_LEXEME_BYTES = 2046  # PostgreSQL's limit for one tsvector lexeme is 2047 bytes
+_MAX_LEXEMES_BYTES = 900_000  # and 1 MiB for all of them; a store entry is far below
+_GC_BATCH = 1000
+
+
+def is_postgres_url(db: str) -> bool:
+    """True when `db` names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _scope_lexeme(namespace: str) -> str:
+    """The lexeme every entry of `namespace` carries; no query token can equal it ("_")."""
+    return "_" + scope_token(namespace)
+
+
+def lexemes_of(namespace: str, text: str) -> str:
+    """The space-separated lexemes stored for an entry: the scope lexeme, then the distinct
+    tokens of `text` (`host.search.keyword.tokens`) that fit PostgreSQL's lexeme limits."""
+    out = [_scope_lexeme(namespace)]
+    total = len(out[0])
+    for t in dict.fromkeys(tokens(text)):
+        n = len(t.encode())
+        if n > _MAX_LEXEME_BYTES:
+            continue
+        total += n + 1
+        if total > _MAX_LEXEMES_BYTES:
+            break
+        out.append(t)
+    return " ".join(out)
+
+
+def _row(r: Any) -> StoredEntry:
+    return StoredEntry(
+        tier=r[0], owner=r[1], key=r[2].encode(), content=r[3].encode(), tags=list(r[4]),
+        source=r[5], score=r[6], ttl=r[7], created_at=r[8], updated_at=r[9],
+    )
+
+
+class _Params:
+    """Collects query arguments; calling it with a value returns its `$n` placeholder."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags."""
+    vis = [f"(e.tier = {p(t)} AND e.owner = {p(owner_for(t, scope.agent))})" for t in q.tiers]
+    sql = (f"e.namespace = {p(scope.namespace)} AND ({' OR '.join(vis) or 'false'})"
+           f" AND (e.expires_at IS NULL OR e.expires_at > {p(now)})")
+    if q.keys:
+        sql += f" AND e.key = ANY({p([k.decode() for k in q.keys])}::text[])"
+    if q.tags:
+        sql += f" AND e.tags @> {p(list(dict.fromkeys(q.tags)))}::text[]"
+    return sql
+
+
+def _tsquery(namespace: str, terms: Sequence[str]) -> str:
+    """`scope & (t1 | t2 ...)`: tokens are letters and digits only, so quoting is safe."""
+    alts = " | ".join(f"'{t}'" for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES)
+    return f"'{_scope_lexeme(namespace)}' & ({alts})"
+
+
+class PostgresEntryStore:
+    """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
+
+    def __init__(
+        self,
+        url: str,
+        quotas: Quotas | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        gc_batch: int = _GC_BATCH,
+    ) -> None:
+        self.url = url
+        self.quotas = quotas or Quotas()
+        self.pool_min = pool_min
+        self.pool_max = max(pool_max, pool_min)
+        self.gc_batch = gc_batch
+        self.vectors_available = False
+        self._pool: Any = None
+        self._indexed_dims: set[int] = set()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect the pool, apply pending migrations (under an advisory lock), enable pgvector
+        when available. Raises `RuntimeError` if asyncpg is missing, asyncpg/OS errors if the
+        database cannot be reached."""
+        try:
+            import asyncpg
+        except ImportError as err:
+            raise RuntimeError(
+                "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
+        pool = await asyncpg.create_pool(
+            self.url, min_size=self.pool_min, max_size=self.pool_max,
+            server_settings={"application_name": "a2e-host"},
+        )
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn)
+                self.vectors_available = await enable_vectors(conn)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        """Wait for in-flight queries, close every connection. Idempotent."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    def _p(self) -> Any:
+        if self._pool is None:
+            raise RuntimeError("store is not open")
+        return self._pool
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
+        """Upsert `entries` in one transaction (one statement); returns after COMMIT."""
+        if not entries:
+            return []
+        cols: list[list[Any]] = [[] for _ in range(11)]
+        for e in entries:
+            text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+            values = (
+                e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
+                _encode(list(dict.fromkeys(e.tags))).decode(), e.source, float(e.score),
+                int(e.ttl), e.created_at, e.updated_at, lexemes_of(scope.namespace, text),
+            )
+            for col, v in zip(cols, values):
+                col.append(v)
+        outcomes = await self._p().fetchval(
+            "SELECT a2e_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+            " $16)",
+            scope.namespace, scope.agent, now, self.quotas.max_entries_per_namespace,
+            self.quotas.max_entries_per_agent, *cols,
+        )
+        return list(outcomes)
+
+    async def forget(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
+        now: float,
+    ) -> int:
+        """Delete the live entries matching keys AND tags in `tiers`; returns after COMMIT."""
+        p = _Params()
+        where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)),
+                       now, p)
+        async with self._p().acquire() as conn, conn.transaction():
+            await conn.execute("SELECT a2e_lock_namespace($1)", scope.namespace)
+            status = await conn.execute(f"DELETE FROM a2e_entries e WHERE {where}", *p.values)
+        return int(status.split()[-1])
+
+    async def collect_garbage(self, now: float) -> int:
+        """Delete expired entries if no other host is collecting (`pg_try_advisory_lock`);
+        the number deleted (0 when another host holds the lock)."""
+        async with self._p().acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, LOCK_GC):
+                log.debug("gc skipped: another host is collecting")
+                return 0
+            try:
+                return await self._collect(conn, now)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_GC)
+
+    async def _collect(self, conn: Any, now: float) -> int:
+        namespaces = await conn.fetch(
+            "SELECT DISTINCT namespace FROM a2e_entries"
+            " WHERE expires_at IS NOT NULL AND expires_at <= $1", now)
+        total = 0
+        for (ns,) in namespaces:
+            while True:
+                async with conn.transaction():
+                    await conn.execute("SELECT a2e_lock_namespace($1)", ns)
+                    status = await conn.execute(
+                        "DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
+                        " WHERE namespace = $1 AND expires_at IS NOT NULL AND expires_at <= $2"
+                        " LIMIT $3)", ns, now, self.gc_batch)
+                n = int(status.split()[-1])
+                total += n
+                if n < self.gc_batch:
+                    break
+        return total
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
+        """Entries matching `q`, best stored score first, then newest; (page, total)."""
+        p = _Params()
+        where = _where(scope, q, now, p)
+        if q.min_score > 0:
+            where += f" AND e.score >= {p(q.min_score)}"
+        rows = await self._p().fetch(
+            f"SELECT {_COLUMNS}, count(*) OVER () FROM a2e_entries e WHERE {where}"
+            f" ORDER BY e.score DESC, e.updated_at DESC LIMIT {p(q.limit)}",
+            *p.values,
+        )
+        total = rows[0][10] if rows else 0
+        return [_row(r) for r in rows], total
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]:
+        """Keyword candidates for `text` (most query terms matched first), `relevance` set to
+        `coverage(terms, ...)`; at most `candidates`."""
+        terms = query_terms(text)
+        if not terms:
+            return []
+        p = _Params()
+        where = _where(scope, q, now, p)
+        rows = await self._p().fetch(
+            f"SELECT {_COLUMNS}, m.terms FROM a2e_entries e,"
+            f" LATERAL (SELECT ARRAY(SELECT unnest({p(list(terms))}::text[]) INTERSECT"
+            "  SELECT unnest(tsvector_to_array(e.lexemes))) AS terms) m"
+            f" WHERE e.lexemes @@ {p(_tsquery(scope.namespace, terms))}::tsquery AND {where}"
+            " ORDER BY cardinality(m.terms) DESC, e.score DESC, e.updated_at DESC"
+            f" LIMIT {p(candidates)}",
+            *p.values,
+        )
+        out = []
+        for r in rows:
+            entry = _row(r)
+            entry.relevance = coverage(terms, " ".join(r[10]))
+            out.append(entry)
+        return out
+
+    async def ready(self) -> bool:
+        """True when the database answers."""
+        try:
+            return bool(await self._p().fetchval("SELECT 1") == 1)
+        except Exception:
+            return False
+
+    # -- vectors ------------------------------------------------------------------------
+
+    async def put_vectors(
+        self, scope: Scope, model: str,
+        items: Sequence[tuple[str, bytes, Sequence[float]]],
+    ) -> int:
+        """Store the embedding of each (tier, canonical key, vector) entry of `scope`'s agent
+        under `model`, replacing an older one; entries that do not exist are skipped. Returns
+        the number stored. A changed content or tags deletes the entry's vector (re-embed)."""
+        if not items:
+            return 0
+        dims = {len(v) for _t, _k, v in items}
+        if self.vectors_available:
+            for dim in dims - self._indexed_dims:
+                async with self._p().acquire() as conn:
+                    await ensure_vector_index(conn, dim)
+                self._indexed_dims.add(dim)
+        stored = 0
+        async with self._p().acquire() as conn, conn.transaction():
+            for tier, key, vec in items:
+                status = await conn.execute(
+                    "INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
+                    " SELECT id, $5, $6, $7::real[] FROM a2e_entries"
+                    " WHERE namespace = $1 AND tier = $2 AND owner = $3 AND key = $4"
+                    " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
+                    " dim = excluded.dim, embedding = excluded.embedding",
+                    scope.namespace, tier, owner_for(tier, scope.agent), key.decode(), model,
+                    len(vec), [float(x) for x in vec],
+                )
+                stored += int(status.split()[-1])
+        return stored
+
+    async def vector_search(
+        self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float,
+        candidates: int,
+    ) -> list[StoredEntry]:
+        """The `candidates` visible entries nearest to `vector` (cosine) among those embedded by
+        `model`, nearest first, `relevance` = cosine similarity. Needs `vectors_available`."""
+        if not self.vectors_available:
+            raise RuntimeError("vector search needs the pgvector extension")
+        dim = len(vector)
+        p = _Params()
+        where = _where(scope, q, now, p)
+        dist = f"v.embedding::vector({dim}) <=> {p([float(x) for x in vector])}::real[]::vector({dim})"
+        sql = (f"SELECT {_COLUMNS}, 1 - ({dist}) FROM a2e_vectors v"
+               " JOIN a2e_entries e ON e.id = v.entry_id"
+               f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}"
+               f" ORDER BY {dist} LIMIT {p(candidates)}")
+        async with self._p().acquire() as conn, conn.transaction():
+            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = await conn.fetch(sql, *p.values)
+        out = []
+        for r in rows:
+            entry = _row(r)
+            entry.relevance = float(r[10])
+            out.append(entry)
+        return out

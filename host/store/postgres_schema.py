@@ -1,0 +1,296 @@
+"""The PostgreSQL schema, as numbered migrations applied at start under an advisory lock.
+
+`a2e_migrations` records each migration applied. A migration is only ever appended; existing
+ones never change (as for SQLite, `host.store.sqlite_schema`). Several hosts may start at once:
+`migrate` holds a session advisory lock while it applies, so exactly one of them does the work
+and the others find it done.
+
+Tables (all prefixed `a2e_`, so the store can share a database with other applications):
+- `a2e_entries`: one row an entry; `owner` is the agent for episodic rows, "" for semantic;
+  `agent` the last writer (for quotas); `lexemes` the keyword index (a tsvector built by
+  `array_to_tsvector` from `host.search.keyword.tokens`, so PostgreSQL's own parser never
+  re-tokenises and both backends see the same terms) plus one scope lexeme `_n<hash>` that
+  confines a search to one namespace (a token can never start with "_").
+- `a2e_usage`: entries and bytes per (namespace, agent), agent "" holding the namespace total,
+  kept by statement-level triggers, so every writer on every host sees the same counts.
+- `a2e_vectors`: one embedding per entry (`real[]`, any dimension), deleted with its entry and
+  when the entry's content or tags change. When the `vector` extension (pgvector) can be
+  created, `ensure_vector_index` adds an HNSW index per dimension in use.
+
+`a2e_put(...)` is the whole upsert of one store request, run server-side in one statement: it
+takes the namespace's transaction advisory lock (`a2e_lock_namespace`), reads the usage row,
+and upserts entry by entry with the SQLite store's semantics (`host.store.sqlite_ops`). Every
+write of a namespace's rows (put, forget, TTL collection) takes that lock first, so quotas hold
+across hosts and the usage rows never deadlock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+__all__ = [
+    "LOCK_CLASS",
+    "LOCK_GC",
+    "LOCK_MIGRATE",
+    "MIGRATIONS",
+    "enable_vectors",
+    "ensure_vector_index",
+    "migrate",
+]
+
+log = logging.getLogger("a2e_host.store")
+
+# Session advisory locks use the two-int form (class, object): a key space apart from the
+# one-bigint form that `a2e_lock_namespace` uses, so they never collide.
+LOCK_CLASS = 0x4132  # "A2"
+LOCK_MIGRATE = 1
+LOCK_GC = 2
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, usage counters and their triggers, vectors, the put function
+    r"""
+    CREATE TABLE a2e_entries (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        namespace text NOT NULL,
+        tier text NOT NULL,
+        owner text NOT NULL,
+        key text NOT NULL,
+        agent text NOT NULL,
+        content text NOT NULL,
+        tags text[] NOT NULL,
+        source text NOT NULL,
+        score double precision NOT NULL,
+        ttl bigint NOT NULL,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        expires_at double precision,
+        size integer NOT NULL,
+        lexemes tsvector NOT NULL,
+        UNIQUE (namespace, tier, owner, key)
+    );
+    CREATE INDEX a2e_entries_rank ON a2e_entries
+        (namespace, tier, owner, score DESC, updated_at DESC);
+    CREATE INDEX a2e_entries_expiry ON a2e_entries (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE INDEX a2e_entries_ns_expiry ON a2e_entries (namespace, expires_at)
+        WHERE expires_at IS NOT NULL;
+    CREATE INDEX a2e_entries_lexemes ON a2e_entries USING gin (lexemes);
+    CREATE INDEX a2e_entries_tags ON a2e_entries USING gin (tags);
+
+    CREATE TABLE a2e_usage (
+        namespace text NOT NULL,
+        agent text NOT NULL,
+        entries bigint NOT NULL,
+        bytes bigint NOT NULL,
+        PRIMARY KEY (namespace, agent)
+    );
+
+    CREATE TABLE a2e_vectors (
+        entry_id bigint PRIMARY KEY REFERENCES a2e_entries (id) ON DELETE CASCADE,
+        model text NOT NULL,
+        dim integer NOT NULL,
+        embedding real[] NOT NULL
+    );
+
+    CREATE FUNCTION a2e_lock_namespace(p_namespace text) RETURNS void
+    LANGUAGE sql AS $$ SELECT pg_advisory_xact_lock(hashtextextended(p_namespace, 0)) $$;
+
+    CREATE FUNCTION a2e_usage_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO a2e_usage AS u (namespace, agent, entries, bytes)
+        SELECT namespace, a, sum(n), sum(b) FROM (
+            SELECT namespace, agent AS a, 1 AS n, size::bigint AS b FROM new_rows
+            UNION ALL SELECT namespace, '', 1, size FROM new_rows) d
+        GROUP BY namespace, a ORDER BY namespace, a
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = u.entries + excluded.entries, bytes = u.bytes + excluded.bytes;
+        RETURN NULL;
+    END $$;
+
+    CREATE FUNCTION a2e_usage_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE a2e_usage AS u SET entries = u.entries - d.n, bytes = u.bytes - d.b
+        FROM (
+            SELECT namespace, a, sum(n) AS n, sum(b) AS b FROM (
+                SELECT namespace, agent AS a, 1 AS n, size::bigint AS b FROM old_rows
+                UNION ALL SELECT namespace, '', 1, size FROM old_rows) x
+            GROUP BY namespace, a) d
+        WHERE u.namespace = d.namespace AND u.agent = d.a;
+        RETURN NULL;
+    END $$;
+
+    CREATE FUNCTION a2e_usage_update() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO a2e_usage AS u (namespace, agent, entries, bytes)
+        SELECT namespace, a, sum(n), sum(b) FROM (
+            SELECT namespace, agent AS a, 1 AS n, size::bigint AS b FROM new_rows
+            UNION ALL SELECT namespace, '', 1, size FROM new_rows
+            UNION ALL SELECT namespace, agent, -1, -size FROM old_rows
+            UNION ALL SELECT namespace, '', -1, -size FROM old_rows) d
+        GROUP BY namespace, a HAVING sum(n) <> 0 OR sum(b) <> 0 ORDER BY namespace, a
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = u.entries + excluded.entries, bytes = u.bytes + excluded.bytes;
+        RETURN NULL;
+    END $$;
+
+    CREATE TRIGGER a2e_entries_ai AFTER INSERT ON a2e_entries
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION a2e_usage_insert();
+    CREATE TRIGGER a2e_entries_ad AFTER DELETE ON a2e_entries
+        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION a2e_usage_delete();
+    CREATE TRIGGER a2e_entries_au AFTER UPDATE ON a2e_entries
+        REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION a2e_usage_update();
+
+    -- One store request: upsert entries i = 1..n of one (namespace, agent) in this
+    -- transaction. Returns one outcome per entry: NULL when stored, 'memory_full' when a new
+    -- entry is past a quota (expired rows of the namespace are collected once, first).
+    -- An existing live key keeps created_at; an expired one is replaced by a new entry.
+    -- p_tags[i] is a JSON array of distinct tags; p_lexemes[i] space-separated lexemes.
+    CREATE FUNCTION a2e_put(
+        p_namespace text, p_agent text, p_now double precision,
+        p_max_namespace bigint, p_max_agent bigint,
+        p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
+        p_source text[], p_score double precision[], p_ttl bigint[],
+        p_created double precision[], p_updated double precision[], p_lexemes text[]
+    ) RETURNS text[] LANGUAGE plpgsql AS $$
+    DECLARE
+        ns_count bigint;
+        agent_count bigint;
+        collected boolean := false;
+        outcomes text[] := '{}';
+        r record;
+        live boolean;
+        upd double precision;
+        cre double precision;
+        exp double precision;
+        tag_list text[];
+        size_i integer;
+    BEGIN
+        PERFORM a2e_lock_namespace(p_namespace);
+        SELECT coalesce(max(entries) FILTER (WHERE agent = ''), 0),
+               coalesce(max(entries) FILTER (WHERE agent = p_agent), 0)
+          INTO ns_count, agent_count
+          FROM a2e_usage WHERE namespace = p_namespace AND agent IN ('', p_agent);
+        FOR i IN 1 .. coalesce(array_length(p_key, 1), 0) LOOP
+            upd := coalesce(p_updated[i], p_now);
+            cre := coalesce(p_created[i], upd);
+            exp := CASE WHEN p_ttl[i] > 0 THEN upd + p_ttl[i] END;
+            tag_list := ARRAY(SELECT jsonb_array_elements_text(p_tags[i]::jsonb));
+            size_i := octet_length(p_content[i]);
+            SELECT id, expires_at, agent, content, tags INTO r FROM a2e_entries
+             WHERE namespace = p_namespace AND tier = p_tier[i] AND owner = p_owner[i]
+               AND key = p_key[i];
+            live := FOUND;
+            IF live AND r.expires_at IS NOT NULL AND r.expires_at <= p_now THEN
+                DELETE FROM a2e_entries WHERE id = r.id;
+                ns_count := ns_count - 1;
+                IF r.agent = p_agent THEN agent_count := agent_count - 1; END IF;
+                live := false;
+            END IF;
+            IF NOT live THEN
+                IF (ns_count >= p_max_namespace OR agent_count >= p_max_agent)
+                   AND NOT collected THEN
+                    collected := true;
+                    DELETE FROM a2e_entries WHERE namespace = p_namespace
+                       AND expires_at IS NOT NULL AND expires_at <= p_now;
+                    SELECT coalesce(max(entries) FILTER (WHERE agent = ''), 0),
+                           coalesce(max(entries) FILTER (WHERE agent = p_agent), 0)
+                      INTO ns_count, agent_count
+                      FROM a2e_usage WHERE namespace = p_namespace AND agent IN ('', p_agent);
+                END IF;
+                IF ns_count >= p_max_namespace OR agent_count >= p_max_agent THEN
+                    outcomes := outcomes || 'memory_full'::text;
+                    CONTINUE;
+                END IF;
+                INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
+                    source, score, ttl, created_at, updated_at, expires_at, size, lexemes)
+                VALUES (p_namespace, p_tier[i], p_owner[i], p_key[i], p_agent, p_content[i],
+                    tag_list, p_source[i], p_score[i], p_ttl[i], cre, upd, exp, size_i,
+                    array_to_tsvector(string_to_array(p_lexemes[i], ' ')));
+                ns_count := ns_count + 1;
+                agent_count := agent_count + 1;
+            ELSE
+                IF r.agent <> p_agent THEN agent_count := agent_count + 1; END IF;
+                IF r.content <> p_content[i] OR r.tags <> tag_list THEN
+                    DELETE FROM a2e_vectors WHERE entry_id = r.id;
+                END IF;
+                UPDATE a2e_entries SET agent = p_agent, content = p_content[i],
+                    tags = tag_list, source = p_source[i], score = p_score[i], ttl = p_ttl[i],
+                    updated_at = upd, expires_at = exp, size = size_i,
+                    lexemes = array_to_tsvector(string_to_array(p_lexemes[i], ' '))
+                 WHERE id = r.id;
+            END IF;
+            outcomes := outcomes || NULL::text;
+        END LOOP;
+        RETURN outcomes;
+    END $$;
+    """,
+)
+
+
+async def migrate(conn: Any) -> int:
+    """Apply the migrations not yet applied (each in its own transaction) under a session
+    advisory lock; the version reached. `conn` is an asyncpg connection outside a transaction.
+    """
+    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS a2e_migrations ("
+            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        version = await conn.fetchval("SELECT coalesce(max(version), 0) FROM a2e_migrations")
+        for number, script in enumerate(MIGRATIONS, start=1):
+            if number <= version:
+                continue
+            async with conn.transaction():
+                await conn.execute(script)
+                await conn.execute("INSERT INTO a2e_migrations (version) VALUES ($1)", number)
+            log.info("postgres schema migrated to version %d", number)
+            version = number
+        return int(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+
+
+async def enable_vectors(conn: Any) -> bool:
+    """Create the `vector` extension if it is available and allowed; True when present.
+
+    Without it (not installed on the server, or no privilege to create it) vectors are still
+    stored in `a2e_vectors`, but there is no HNSW index and no similarity search in SQL.
+    """
+    present = await conn.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'vector'")
+    if present:
+        return True
+    available = await conn.fetchval(
+        "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+    if not available:
+        return False
+    import asyncpg
+
+    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except asyncpg.PostgresError as err:  # no privilege, or a broken installation
+        log.warning("pgvector is available but could not be created (%s); no vector index", err)
+        return False
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+    return True
+
+
+async def ensure_vector_index(conn: Any, dim: int) -> None:
+    """Create the HNSW (cosine) index for vectors of `dim` dimensions if it is missing.
+
+    One partial expression index per dimension in use (`embedding::vector(dim)` where
+    `dim = dim`); `PostgresEntryStore.vector_search` queries with the same expression.
+    """
+    if not 0 < dim <= 2000:  # pgvector's HNSW limit for `vector`
+        raise ValueError(f"vector dimension {dim} out of range")
+    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+    try:
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS a2e_vectors_hnsw_{dim} ON a2e_vectors USING hnsw"
+            f" ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+        )
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)

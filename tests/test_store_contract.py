@@ -1,0 +1,374 @@
+"""The `EntryStore` contract, run against every backend (SQLite file, PostgreSQL database).
+
+Each test states one behaviour of `host.store.base.EntryStore`; the `store` fixture is
+parametrised by backend, so a backend that drifts from the reference semantics fails here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from host.search.keyword import coverage, query_terms
+from host.store.base import EntryStore, NewEntry, Query, Scope
+from host.store.postgres import PostgresEntryStore
+from host.store.sqlite import SQLiteEntryStore
+from host.store.sqlite_ops import Quotas
+from protocol.keys import canonical_key
+
+BOTH = ("episodic", "semantic")
+A = Scope("ns", "alice")
+B = Scope("ns", "bob")
+OTHER_NS = Scope("other", "alice")
+T0 = 1_800_000_000.0
+
+StoreFactory = Callable[..., EntryStore]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreFactory]:
+    """A factory of open stores on one database of the parametrised backend; all closed after."""
+    opened: list[EntryStore] = []
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+
+    async def _make(quotas: Quotas | None = None) -> EntryStore:
+        s: EntryStore
+        if url is not None:
+            s = PostgresEntryStore(url, quotas=quotas, pool_max=4)
+        else:
+            s = SQLiteEntryStore(tmp_path / "a2e.db", quotas=quotas)
+        await s.open()
+        opened.append(s)
+        return s
+
+    yield _make
+    for s in opened:
+        await s.close()
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> EntryStore:
+    """One open store with the default quotas."""
+    return await make_store()
+
+
+def key(k: object) -> bytes:
+    return canonical_key({"k": k})
+
+
+def entry(k: object, content: bytes = b'"x"', tier: str = "episodic", **kw: object) -> NewEntry:
+    return NewEntry(tier=tier, key=key(k), content=content, **kw)  # type: ignore[arg-type]
+
+
+async def keys_of(store: EntryStore, scope: Scope, now: float = T0, **q: object) -> list[bytes]:
+    found, _ = await store.find(scope, Query(tiers=BOTH, **q), now)  # type: ignore[arg-type]
+    return [e.key for e in found]
+
+
+# -- put / find -----------------------------------------------------------------------------
+
+
+async def test_put_then_find_returns_every_field(store: EntryStore) -> None:
+    """A stored entry reads back with its content, tags, source, score, ttl and timestamps."""
+    out = await store.put(A, [entry(1, b'{"a": [1, 2]}', tags=["t1", "t2"], source="s",
+                                    score=0.25, ttl=60)], T0)
+    assert out == [None]
+    (e,), total = await store.find(A, Query(tiers=BOTH), T0)
+    assert total == 1
+    assert (e.tier, e.owner, e.key, e.content) == ("episodic", "alice", key(1), b'{"a": [1, 2]}')
+    assert (e.tags, e.source, e.score, e.ttl) == (["t1", "t2"], "s", 0.25, 60)
+    assert e.created_at == e.updated_at == T0
+    assert e.relevance is None
+
+
+async def test_upsert_keeps_created_at_and_replaces_the_rest(store: EntryStore) -> None:
+    """Storing an existing live key updates it in place and keeps its created_at."""
+    await store.put(A, [entry(1, b'"old"', tags=["a"])], T0)
+    await store.put(A, [entry(1, b'"new"', tags=["b"], score=0.5)], T0 + 10)
+    (e,), total = await store.find(A, Query(tiers=BOTH), T0 + 10)
+    assert total == 1
+    assert (e.content, e.tags, e.score) == (b'"new"', ["b"], 0.5)
+    assert (e.created_at, e.updated_at) == (T0, T0 + 10)
+
+
+async def test_upsert_of_an_expired_key_starts_a_new_entry(store: EntryStore) -> None:
+    """A key whose entry has expired is replaced by a new entry with a new created_at."""
+    await store.put(A, [entry(1, b'"old"', ttl=5)], T0)
+    await store.put(A, [entry(1, b'"new"')], T0 + 10)
+    (e,), _ = await store.find(A, Query(tiers=BOTH), T0 + 10)
+    assert (e.content, e.created_at, e.ttl) == (b'"new"', T0 + 10, 0)
+
+
+async def test_duplicate_keys_in_one_put_last_wins(store: EntryStore) -> None:
+    """Two entries with one key in one request leave one entry, the later content."""
+    assert await store.put(A, [entry(1, b'"a"'), entry(1, b'"b"')], T0) == [None, None]
+    (e,), total = await store.find(A, Query(tiers=BOTH), T0)
+    assert (total, e.content) == (1, b'"b"')
+
+
+async def test_import_path_keeps_given_timestamps(store: EntryStore) -> None:
+    """An entry with created_at/updated_at set (import) keeps them instead of `now`."""
+    await store.put(A, [entry(1, created_at=T0 - 100, updated_at=T0 - 50, ttl=60)], T0)
+    (e,), _ = await store.find(A, Query(tiers=BOTH), T0)
+    assert (e.created_at, e.updated_at) == (T0 - 100, T0 - 50)
+    assert await keys_of(store, A, T0 + 11) == []  # expiry counts from updated_at
+
+
+async def test_unicode_and_nested_json_round_trip(store: EntryStore) -> None:
+    """Keys, contents and tags with non-ASCII text and nesting come back byte for byte."""
+    k = canonical_key({"user": "Zoë", "n": [1, {"x": None}]})
+    content = '{"text":"naïve café ☕","list":[1.5,true,null]}'.encode()
+    await store.put(A, [NewEntry(tier="semantic", key=k, content=content, tags=["日本"])], T0)
+    (e,), _ = await store.find(A, Query(tiers=("semantic",), keys=(k,)), T0)
+    assert (e.key, e.content, e.tags, e.owner) == (k, content, ["日本"], "")
+
+
+# -- visibility -----------------------------------------------------------------------------
+
+
+async def test_episodic_is_private_semantic_is_shared(store: EntryStore) -> None:
+    """Another agent sees the namespace's semantic entries, never someone's episodic ones."""
+    await store.put(A, [entry("ep"), entry("sem", tier="semantic")], T0)
+    assert sorted(await keys_of(store, A)) == sorted([key("ep"), key("sem")])
+    assert await keys_of(store, B) == [key("sem")]
+
+
+async def test_namespaces_are_disjoint(store: EntryStore) -> None:
+    """Nothing of one namespace is read, searched or forgotten through another."""
+    await store.put(A, [entry(1, b'"apple"', tier="semantic", tags=["t"])], T0)
+    assert await keys_of(store, OTHER_NS) == []
+    assert await store.search(OTHER_NS, Query(tiers=BOTH), "apple", T0, 10) == []
+    assert await store.forget(OTHER_NS, BOTH, [key(1)], [], T0) == 0
+    assert await keys_of(store, A) == [key(1)]
+
+
+async def test_tier_filter(store: EntryStore) -> None:
+    """Reading one tier returns only that tier's entries."""
+    await store.put(A, [entry("ep"), entry("sem", tier="semantic")], T0)
+    found, _ = await store.find(A, Query(tiers=("semantic",)), T0)
+    assert [e.key for e in found] == [key("sem")]
+
+
+# -- filters and order ----------------------------------------------------------------------
+
+
+async def test_tags_are_anded(store: EntryStore) -> None:
+    """A read with several tags returns only entries that carry all of them."""
+    await store.put(A, [entry(1, tags=["a", "b"]), entry(2, tags=["a"]), entry(3, tags=["b"])], T0)
+    assert await keys_of(store, A, tags=("a", "b")) == [key(1)]
+    assert sorted(await keys_of(store, A, tags=("a",))) == sorted([key(1), key(2)])
+
+
+async def test_keys_filter(store: EntryStore) -> None:
+    """A read with keys returns only those keys (ANDed with the other filters)."""
+    await store.put(A, [entry(1, tags=["a"]), entry(2), entry(3, tags=["a"])], T0)
+    assert sorted(await keys_of(store, A, keys=(key(1), key(2)))) == sorted([key(1), key(2)])
+    assert await keys_of(store, A, keys=(key(1), key(2)), tags=("a",)) == [key(1)]
+
+
+async def test_find_orders_by_score_then_recency_with_limit_and_total(store: EntryStore) -> None:
+    """Higher score first, then the more recently updated; `total` counts past the limit."""
+    await store.put(A, [entry("low", score=0.1), entry("high", score=0.9)], T0)
+    await store.put(A, [entry("mid-new", score=0.5)], T0 + 2)
+    await store.put(A, [entry("mid-old", score=0.5)], T0 + 1)
+    found, total = await store.find(A, Query(tiers=BOTH, limit=3), T0 + 3)
+    assert [e.key for e in found] == [key("high"), key("mid-new"), key("mid-old")]
+    assert total == 4
+
+
+async def test_find_min_score(store: EntryStore) -> None:
+    """`min_score` on a read without query keeps entries whose stored score reaches it."""
+    await store.put(A, [entry(1, score=0.2), entry(2, score=0.6)], T0)
+    assert await keys_of(store, A, min_score=0.5) == [key(2)]
+
+
+# -- TTL ------------------------------------------------------------------------------------
+
+
+async def test_expired_entries_are_never_read(store: EntryStore) -> None:
+    """An entry is readable until updated_at + ttl and hidden from then on, before any GC."""
+    await store.put(A, [entry(1, b'"apple pie"', ttl=10)], T0)
+    assert await keys_of(store, A, T0 + 9.9) == [key(1)]
+    assert await keys_of(store, A, T0 + 10) == []
+    assert await store.search(A, Query(tiers=BOTH), "apple", T0 + 10, 10) == []
+
+
+async def test_collect_garbage_deletes_only_expired(store: EntryStore) -> None:
+    """GC deletes the expired entries and reports how many; live ones stay."""
+    await store.put(A, [entry(i, ttl=5) for i in range(3)] + [entry("keep")], T0)
+    await store.put(OTHER_NS, [entry("x", ttl=5)], T0)
+    assert await store.collect_garbage(T0 + 1) == 0
+    assert await store.collect_garbage(T0 + 6) == 4
+    assert await keys_of(store, A, T0 + 6) == [key("keep")]
+    assert await store.collect_garbage(T0 + 6) == 0
+
+
+# -- search ---------------------------------------------------------------------------------
+
+
+async def test_search_relevance_is_keyword_coverage(store: EntryStore) -> None:
+    """Each candidate's relevance is `coverage(query terms, text)`, the shared definition."""
+    await store.put(A, [
+        entry(1, b'"the quick brown fox"'),
+        entry(2, b'"a brown dog"'),
+        entry(3, b'"nothing here"'),
+    ], T0)
+    query = "quick brown fox"
+    got = await store.search(A, Query(tiers=BOTH), query, T0, 10)
+    rel = {e.key: e.relevance for e in got}
+    terms = query_terms(query)
+    assert rel == {key(1): coverage(terms, "the quick brown fox"),
+                   key(2): coverage(terms, "a brown dog")}
+    assert got[0].key == key(1)
+
+
+async def test_search_folds_case_and_diacritics(store: EntryStore) -> None:
+    """"CAFE" finds "Café", as the shared tokeniser folds case and strips diacritics."""
+    await store.put(A, [entry(1, '"Un café, s\'il vous plaît"'.encode())], T0)
+    (e,) = await store.search(A, Query(tiers=BOTH), "CAFE plait", T0, 10)
+    assert e.relevance == 1.0
+
+
+async def test_search_finds_json_members_tags_and_key_values(store: EntryStore) -> None:
+    """Member names and values of JSON content, tags and key values are all searchable."""
+    await store.put(A, [NewEntry(tier="episodic", key=canonical_key({"topic": "zebra"}),
+                                 content=b'{"language": "python"}', tags=["preferences"])], T0)
+    for word in ("language", "python", "preferences", "zebra"):
+        assert len(await store.search(A, Query(tiers=BOTH), word, T0, 10)) == 1, word
+
+
+async def test_search_respects_visibility_and_filters(store: EntryStore) -> None:
+    """Search applies namespace, tier visibility, keys and tags like `find`."""
+    await store.put(A, [entry("mine", b'"apple"', tags=["t"]),
+                        entry("shared", b'"apple"', tier="semantic")], T0)
+    await store.put(B, [entry("bobs", b'"apple"')], T0)
+    got = await store.search(A, Query(tiers=BOTH), "apple", T0, 10)
+    assert sorted(e.key for e in got) == sorted([key("mine"), key("shared")])
+    got = await store.search(A, Query(tiers=BOTH, tags=("t",)), "apple", T0, 10)
+    assert [e.key for e in got] == [key("mine")]
+    got = await store.search(B, Query(tiers=BOTH, keys=(key("shared"),)), "apple", T0, 10)
+    assert [e.key for e in got] == [key("shared")]
+
+
+async def test_search_candidates_bound_and_best_first(store: EntryStore) -> None:
+    """At most `candidates` come back, and the ones matching more query terms are kept."""
+    await store.put(A, [entry(i, b'"alpha"') for i in range(5)] + [entry("both",
+                        b'"alpha beta"')], T0)
+    got = await store.search(A, Query(tiers=BOTH), "alpha beta", T0, 2)
+    assert len(got) == 2
+    assert got[0].key == key("both") and got[0].relevance == 1.0
+
+
+async def test_search_without_terms_or_match_is_empty(store: EntryStore) -> None:
+    """A query of punctuation only, or one sharing no term, finds nothing."""
+    await store.put(A, [entry(1, b'"apple"')], T0)
+    assert await store.search(A, Query(tiers=BOTH), "?!", T0, 10) == []
+    assert await store.search(A, Query(tiers=BOTH), "banana", T0, 10) == []
+
+
+async def test_search_sees_updates(store: EntryStore) -> None:
+    """After an upsert, the old text no longer matches and the new one does."""
+    await store.put(A, [entry(1, b'"apple"')], T0)
+    await store.put(A, [entry(1, b'"banana"')], T0 + 1)
+    assert await store.search(A, Query(tiers=BOTH), "apple", T0 + 1, 10) == []
+    assert len(await store.search(A, Query(tiers=BOTH), "banana", T0 + 1, 10)) == 1
+
+
+async def test_search_query_operators_are_plain_words(store: EntryStore) -> None:
+    """Words and symbols that are operators in FTS syntaxes are searched as plain text."""
+    await store.put(A, [entry(1, b'"and or not near"')], T0)
+    got = await store.search(A, Query(tiers=BOTH), "NOT & | ! ( ) : * near 'or' \"x", T0, 10)
+    assert [e.key for e in got] == [key(1)]
+
+
+# -- forget ---------------------------------------------------------------------------------
+
+
+async def test_forget_by_keys_and_tags(store: EntryStore) -> None:
+    """Forget deletes entries matching keys AND tags and returns how many."""
+    await store.put(A, [entry(1, tags=["x"]), entry(2, tags=["x"]), entry(3)], T0)
+    assert await store.forget(A, BOTH, [key(1), key(3)], ["x"], T0) == 1
+    assert sorted(await keys_of(store, A)) == sorted([key(2), key(3)])
+    assert await store.forget(A, BOTH, [], ["x"], T0) == 1
+    assert await keys_of(store, A) == [key(3)]
+
+
+async def test_forget_cannot_touch_another_agents_episodic(store: EntryStore) -> None:
+    """An agent's forget never deletes another agent's episodic entries."""
+    await store.put(A, [entry(1)], T0)
+    assert await store.forget(B, BOTH, [key(1)], [], T0) == 0
+    assert await keys_of(store, A) == [key(1)]
+
+
+async def test_forget_counts_only_live_entries(store: EntryStore) -> None:
+    """An expired entry is not counted as deleted by forget."""
+    await store.put(A, [entry(1, ttl=5)], T0)
+    assert await store.forget(A, BOTH, [key(1)], [], T0 + 6) == 0
+
+
+# -- quotas ---------------------------------------------------------------------------------
+
+
+async def test_agent_quota(make_store: StoreFactory) -> None:
+    """A new entry past the per-agent quota is memory_full; other agents still write."""
+    store = await make_store(Quotas(max_entries_per_namespace=100, max_entries_per_agent=2))
+    out = await store.put(A, [entry(1), entry(2), entry(3)], T0)
+    assert out == [None, None, "memory_full"]
+    assert await store.put(A, [entry(1, b'"update"')], T0) == [None]  # updates still pass
+    assert await store.put(B, [entry(9)], T0) == [None]
+
+
+async def test_namespace_quota(make_store: StoreFactory) -> None:
+    """The namespace quota counts every agent's entries; other namespaces are unaffected."""
+    store = await make_store(Quotas(max_entries_per_namespace=3, max_entries_per_agent=100))
+    assert await store.put(A, [entry(1), entry(2)], T0) == [None, None]
+    assert await store.put(B, [entry(3), entry(4)], T0) == [None, "memory_full"]
+    assert await store.put(OTHER_NS, [entry(5)], T0) == [None]
+
+
+async def test_quota_collects_expired_to_make_room(make_store: StoreFactory) -> None:
+    """When full, expired rows of the namespace are collected before refusing."""
+    store = await make_store(Quotas(max_entries_per_namespace=2, max_entries_per_agent=2))
+    await store.put(A, [entry(1, ttl=5), entry(2)], T0)
+    assert await store.put(A, [entry(3)], T0 + 1) == ["memory_full"]
+    assert await store.put(A, [entry(3)], T0 + 6) == [None]
+
+
+async def test_forget_frees_quota(make_store: StoreFactory) -> None:
+    """Forgotten entries no longer count against a quota."""
+    store = await make_store(Quotas(max_entries_per_namespace=1, max_entries_per_agent=1))
+    await store.put(A, [entry(1)], T0)
+    assert await store.put(A, [entry(2)], T0) == ["memory_full"]
+    assert await store.forget(A, BOTH, [key(1)], [], T0) == 1
+    assert await store.put(A, [entry(2)], T0) == [None]
+
+
+async def test_semantic_overwrite_moves_usage_to_the_writer(make_store: StoreFactory) -> None:
+    """Overwriting another agent's semantic entry charges it to the new writer."""
+    store = await make_store(Quotas(max_entries_per_namespace=100, max_entries_per_agent=1))
+    await store.put(A, [entry("s", tier="semantic")], T0)
+    assert await store.put(B, [entry("s", b'"bob"', tier="semantic")], T0) == [None]
+    assert await store.put(A, [entry("other")], T0) == [None]  # alice's slot is free again
+    assert await store.put(B, [entry("more")], T0) == ["memory_full"]
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+async def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
+    """What a closed store acknowledged is there for a new store on the same database."""
+    first = await make_store()
+    await first.put(A, [entry(1, b'"kept"')], T0)
+    await first.close()
+    second = await make_store()
+    (e,), _ = await second.find(A, Query(tiers=BOTH), T0)
+    assert e.content == b'"kept"'
+
+
+async def test_ready_when_open(store: EntryStore) -> None:
+    """An open store reports ready."""
+    assert await store.ready() is True

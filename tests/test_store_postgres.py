@@ -1,0 +1,205 @@
+"""What only the PostgreSQL store has: several stores (hosts) on one database, its advisory
+locks, its migrations, usage triggers and pgvector search. The shared contract is in
+`test_store_contract.py`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from host.app import make_store
+from host.config import load_config
+from host.store.base import NewEntry, Query, Scope
+from host.store.postgres import PostgresEntryStore, lexemes_of
+from host.store.postgres_schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
+from host.store.sqlite_ops import Quotas
+from protocol.keys import canonical_key
+
+T0 = 1_800_000_000.0
+BOTH = ("episodic", "semantic")
+
+
+def key(k: object) -> bytes:
+    return canonical_key({"k": k})
+
+
+def entry(k: object, content: bytes = b'"x"', tier: str = "episodic", **kw: object) -> NewEntry:
+    return NewEntry(tier=tier, key=key(k), content=content, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def sql(pg_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection to the test database, for looking under the store."""
+    conn = await asyncpg.connect(pg_url)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def stores(pg_url: str) -> AsyncIterator[list[PostgresEntryStore]]:
+    """Two stores with their own pools on one database: two hosts, as far as the DB knows."""
+    quotas = Quotas(max_entries_per_namespace=20, max_entries_per_agent=1000)
+    opened = [PostgresEntryStore(pg_url, quotas=quotas, pool_max=4) for _ in range(2)]
+    for s in opened:
+        await s.open()
+    yield opened
+    for s in opened:
+        await s.close()
+
+
+async def test_quota_holds_under_concurrent_writers_on_two_hosts(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """80 concurrent single-entry puts through two stores into a namespace of quota 20 store
+    exactly 20 entries; the rest are memory_full."""
+    async def writer(store: PostgresEntryStore, agent: str) -> list[str | None]:
+        out: list[str | None] = []
+        for i in range(10):
+            out += await store.put(Scope("ns", agent), [entry(f"{agent}-{i}")], T0)
+        return out
+
+    results = await asyncio.gather(*(
+        writer(stores[n % 2], f"agent{n}") for n in range(8)))
+    outcomes = [o for r in results for o in r]
+    assert outcomes.count(None) == 20
+    assert outcomes.count("memory_full") == 60
+    assert await sql.fetchval("SELECT count(*) FROM a2e_entries WHERE namespace = 'ns'") == 20
+    assert await sql.fetchval(
+        "SELECT entries FROM a2e_usage WHERE namespace = 'ns' AND agent = ''") == 20
+
+
+async def test_write_on_one_store_is_read_on_the_other_at_once(
+    stores: list[PostgresEntryStore],
+) -> None:
+    """A put acknowledged by one store is visible to a find and a search on the other."""
+    a, b = stores
+    await a.put(Scope("ns", "x"), [entry(1, b'"shared fact"', tier="semantic")], T0)
+    found, _ = await b.find(Scope("ns", "y"), Query(tiers=BOTH), T0)
+    assert [e.content for e in found] == [b'"shared fact"']
+    got = await b.search(Scope("ns", "y"), Query(tiers=BOTH), "fact", T0, 10)
+    assert [e.key for e in got] == [key(1)]
+
+
+async def test_gc_skips_while_another_host_holds_the_lock(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """While another session holds the GC advisory lock, collect_garbage deletes nothing;
+    once released, one collection deletes every expired entry."""
+    a, _ = stores
+    await a.put(Scope("ns", "x"), [entry(i, ttl=5) for i in range(5)], T0)
+    assert await sql.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, LOCK_GC)
+    assert await a.collect_garbage(T0 + 10) == 0
+    assert await sql.fetchval("SELECT count(*) FROM a2e_entries") == 5
+    await sql.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_GC)
+    assert await a.collect_garbage(T0 + 10) == 5
+    assert await sql.fetchval("SELECT count(*) FROM a2e_entries") == 0
+
+
+async def test_gc_in_batches_across_namespaces(pg_url: str, sql: asyncpg.Connection) -> None:
+    """GC deletes in batches of `gc_batch`, namespace by namespace, until none is left."""
+    async with PostgresEntryStore(pg_url, gc_batch=3) as store:
+        for ns in ("n1", "n2"):
+            await store.put(Scope(ns, "x"), [entry(i, ttl=1) for i in range(7)], T0)
+        assert await store.collect_garbage(T0 + 2) == 14
+    assert await sql.fetchval("SELECT count(*) FROM a2e_entries") == 0
+    assert await sql.fetchval("SELECT sum(entries) FROM a2e_usage") == 0
+
+
+async def test_hosts_starting_together_migrate_once(pg_url: str, sql: asyncpg.Connection) -> None:
+    """Five stores opening at once on an empty database all start; each migration ran once."""
+    stores = [PostgresEntryStore(pg_url, pool_max=1) for _ in range(5)]
+    await asyncio.gather(*(s.open() for s in stores))
+    for s in stores:
+        await s.close()
+    versions = [r[0] for r in await sql.fetch("SELECT version FROM a2e_migrations ORDER BY 1")]
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+
+
+async def test_usage_rows_match_the_entries_after_mixed_writes(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """After concurrent puts, upserts, overwrites, forgets and GC, the trigger-kept usage rows
+    equal counts and sizes computed from the entries themselves."""
+    a, b = stores
+
+    async def churn(store: PostgresEntryStore, agent: str, ns: str) -> None:
+        s = Scope(ns, agent)
+        for i in range(6):
+            sized = f'"{"v" * i}"'.encode()  # sizes differ, so bytes are checked too
+            mine = f'"{agent}"'.encode()
+            await store.put(s, [entry(i, sized, ttl=3 if i % 2 else 0),
+                                entry("shared", mine, tier="semantic")], T0 + i)
+        await store.forget(s, BOTH, [key(0)], [], T0 + 6)
+
+    await asyncio.gather(*(churn(st, ag, ns) for st in (a, b) for ag in ("p", "q")
+                           for ns in ("n1", "n2")))
+    await a.collect_garbage(T0 + 7)
+    usage = {(r[0], r[1]): (r[2], r[3]) for r in await sql.fetch(
+        "SELECT namespace, agent, entries, bytes FROM a2e_usage WHERE entries <> 0 OR bytes <> 0")}
+    actual = {(r[0], r[1]): (r[2], r[3]) for r in await sql.fetch(
+        "SELECT namespace, agent, count(*), sum(size) FROM a2e_entries GROUP BY 1, 2"
+        " UNION ALL SELECT namespace, '', count(*), sum(size) FROM a2e_entries GROUP BY 1")}
+    assert usage == actual
+    assert actual  # the churn left something to count
+
+
+async def test_lexemes_carry_the_scope_and_skip_oversized_tokens() -> None:
+    """The stored lexemes are the namespace's scope lexeme, then the distinct tokens, minus
+    any token longer than PostgreSQL allows in one lexeme."""
+    lex = lexemes_of("ns", "Café café " + "x" * 3000 + " bar").split(" ")
+    assert lex[0].startswith("_n") and lex[1:] == ["cafe", "bar"]
+    assert lexemes_of("other", "")[:2] == "_n" and lexemes_of("other", "") != lex[0]
+
+
+async def test_make_store_selects_postgres_for_a_url(pg_url: str) -> None:
+    """`store.db` = postgresql://... selects the PostgreSQL store with the config's quotas."""
+    cfg = load_config(None, {"store": {"db": pg_url, "pool_size": 3},
+                             "limits": {"max_entries_per_agent": 7}})
+    store = make_store(cfg)
+    assert isinstance(store, PostgresEntryStore)
+    assert (store.pool_max, store.quotas.max_entries_per_agent) == (3, 7)
+
+
+# -- vectors --------------------------------------------------------------------------------
+
+
+async def test_vector_search_nearest_first_within_visibility(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """Vectors stored for entries come back nearest first (cosine), only for entries the
+    reader may see, with an HNSW index for their dimension."""
+    a, _ = stores
+    assert a.vectors_available
+    alice, bob = Scope("ns", "alice"), Scope("ns", "bob")
+    await a.put(alice, [entry("east"), entry("north"), entry("ne", tier="semantic")], T0)
+    await a.put(bob, [entry("bob-east")], T0)
+    assert await a.put_vectors(alice, "m1", [
+        ("episodic", key("east"), [1.0, 0.0, 0.0]),
+        ("episodic", key("north"), [0.0, 1.0, 0.0]),
+        ("semantic", key("ne"), [0.7, 0.7, 0.0]),
+        ("episodic", key("missing"), [1.0, 0.0, 0.0]),
+    ]) == 3
+    await a.put_vectors(bob, "m1", [("episodic", key("bob-east"), [1.0, 0.0, 0.0])])
+    got = await a.vector_search(alice, Query(tiers=BOTH), "m1", [0.9, 0.1, 0.0], T0, 10)
+    assert [e.key for e in got] == [key("east"), key("ne"), key("north")]
+    assert got[0].relevance is not None and got[0].relevance > got[1].relevance > got[2].relevance
+    assert await a.vector_search(alice, Query(tiers=BOTH), "other-model", [1, 0, 0], T0, 10) == []
+    assert await sql.fetchval(
+        "SELECT count(*) FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_3'") == 1
+
+
+async def test_changed_content_drops_the_vector(stores: list[PostgresEntryStore]) -> None:
+    """An upsert that changes an entry's content deletes its vector (to be re-embedded); one
+    that changes only the score keeps it; forgetting the entry deletes it too."""
+    a, _ = stores
+    s = Scope("ns", "alice")
+    await a.put(s, [entry(1, b'"a"'), entry(2, b'"b"')], T0)
+    await a.put_vectors(s, "m", [("episodic", key(1), [1.0, 0.0]), ("episodic", key(2), [0, 1])])
+    await a.put(s, [entry(1, b'"changed"'), entry(2, b'"b"', score=0.5)], T0 + 1)
+    got = await a.vector_search(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10)
+    assert [e.key for e in got] == [key(2)]
+    await a.forget(s, BOTH, [key(2)], [], T0 + 1)
+    assert await a.vector_search(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10) == []
