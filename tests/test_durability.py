@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+import pytest
+
 from host.client import MemoryClient
+
+pytestmark = pytest.mark.all_backends
 
 
 async def _writer(url: str, agent: str, acked: list[tuple[str, int]], stop: asyncio.Event) -> None:
@@ -41,10 +44,10 @@ async def _count(url: str, agents: list[str]) -> set[tuple[str, int]]:
 
 
 async def test_sigkill_loses_no_acknowledged_store(
-    tmp_path: Path, host_process: Callable[..., Any]
+    store_db: str, host_process: Callable[..., Any]
 ) -> None:
-    """Writers hammer a host subprocess; SIGKILL; a restart on the same file has every ack."""
-    db = tmp_path / "crash.db"
+    """Writers hammer a host subprocess; SIGKILL; a restart on the same database has every ack."""
+    db = store_db
     proc = host_process(db)
     agents = [f"w{i}" for i in range(8)]
     acked: list[tuple[str, int]] = []
@@ -64,10 +67,10 @@ async def test_sigkill_loses_no_acknowledged_store(
 
 
 async def test_sigterm_answers_in_flight_and_exits_zero(
-    tmp_path: Path, host_process: Callable[..., Any]
+    store_db: str, host_process: Callable[..., Any]
 ) -> None:
     """SIGTERM with pipelined stores in flight: they are answered, exit code 0, nothing lost."""
-    db = tmp_path / "term.db"
+    db = store_db
     proc = host_process(db)
     c = await MemoryClient.connect(proc.url)
     await c.init("durable", {"agent": "t"})

@@ -19,6 +19,8 @@ import pytest
 from authkit import connect, issue, running
 from host.client import MemoryClient, RemoteError
 
+pytestmark = pytest.mark.all_backends
+
 TIERS = ("working", "episodic", "semantic")
 LAYOUT = (("s1", "a1", "n1"), ("s2", "a1", "n1"), ("s3", "a2", "n1"), ("s4", "a1", "n2"),
           ("s5", "a2", "n2"))
@@ -50,11 +52,11 @@ def visible(o: Session, w: Session, tier: str) -> bool:
 
 
 @pytest.fixture(params=["tokens", "open"])
-async def world(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[list[Session]]:
+async def world(request: pytest.FixtureRequest, store_db: str) -> AsyncIterator[list[Session]]:
     """The five sessions, each having written its three entries."""
     tokens = {a: issue(a) for a in ("a1", "a2")}
     specs = [spec for _, spec in tokens.values()] if request.param == "tokens" else []
-    async with running(db_path, specs) as host:
+    async with running(store_db, specs) as host:
         sessions = []
         for name, agent, ns in LAYOUT:
             token = tokens[agent][0] if specs else ""

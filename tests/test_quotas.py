@@ -14,6 +14,8 @@ import pytest
 from authkit import connect, running
 from host.client import MemoryClient, RemoteError
 
+pytestmark = pytest.mark.all_backends  # tests taking `store_db` run on SQLite and PostgreSQL
+
 
 def entry(k: int, content: Any = "x", tier: str = "episodic") -> dict[str, Any]:
     """A store entry with key {"k": k}."""
@@ -26,7 +28,7 @@ def text_of(size: int) -> str:
 
 
 @asynccontextmanager
-async def sessions(db: Path, **limits: Any) -> AsyncIterator[Callable[..., Any]]:
+async def sessions(db: Path | str, **limits: Any) -> AsyncIterator[Callable[..., Any]]:
     """A host with `limits`, and a factory of clients with a session open on it:
     `await open_session(agent, namespace)`."""
     clients: list[MemoryClient] = []
@@ -51,9 +53,9 @@ async def _full(call: Any) -> None:
     assert err.value.code == "memory_full"
 
 
-async def test_entries_per_agent(db_path: Path) -> None:
+async def test_entries_per_agent(store_db: str) -> None:
     """Past the agent's entry quota the extra entries are memory_full and not stored."""
-    async with sessions(db_path, max_entries_per_agent=3) as session:
+    async with sessions(store_db, max_entries_per_agent=3) as session:
         c = await session()
         reply = await c.store([entry(i) for i in range(5)])
         assert reply.stored == [{"k": 0}, {"k": 1}, {"k": 2}]
@@ -66,9 +68,9 @@ async def test_entries_per_agent(db_path: Path) -> None:
         assert (await other.store([entry(9)])).stored == [{"k": 9}]  # a quota per agent
 
 
-async def test_entries_per_namespace(db_path: Path) -> None:
+async def test_entries_per_namespace(store_db: str) -> None:
     """Two agents share the namespace quota; another namespace has its own."""
-    async with sessions(db_path, max_entries_per_namespace=4) as session:
+    async with sessions(store_db, max_entries_per_namespace=4) as session:
         a1, a2 = await session("a1"), await session("a2")
         assert len((await a1.store([entry(i) for i in range(3)])).stored) == 3
         reply = await a2.store([entry(i, tier="semantic") for i in range(3)])
@@ -79,10 +81,10 @@ async def test_entries_per_namespace(db_path: Path) -> None:
         assert len((await elsewhere.store([entry(i) for i in range(3)])).stored) == 3
 
 
-async def test_bytes_per_agent(db_path: Path) -> None:
+async def test_bytes_per_agent(store_db: str) -> None:
     """Content bytes count against the agent: a new entry or a growing update past the quota is
     memory_full and the old content stays; shrinking and forgetting make room."""
-    async with sessions(db_path, max_bytes_per_agent=100) as session:
+    async with sessions(store_db, max_bytes_per_agent=100) as session:
         c = await session()
         reply = await c.store([entry(1, text_of(40)), entry(2, text_of(40)), entry(3, text_of(40))])
         assert reply.stored == [{"k": 1}, {"k": 2}] and len(reply.errors) == 1
@@ -97,9 +99,9 @@ async def test_bytes_per_agent(db_path: Path) -> None:
         assert (await c.store([entry(4, text_of(60))])).stored == [{"k": 4}]
 
 
-async def test_bytes_per_namespace(db_path: Path) -> None:
+async def test_bytes_per_namespace(store_db: str) -> None:
     """Content bytes of every agent add up in the namespace quota."""
-    async with sessions(db_path, max_bytes_per_namespace=100) as session:
+    async with sessions(store_db, max_bytes_per_namespace=100) as session:
         a1, a2 = await session("a1"), await session("a2")
         assert (await a1.store([entry(1, text_of(70))])).stored == [{"k": 1}]
         await _full(a2.store([entry(1, text_of(31), "semantic")]))

@@ -372,3 +372,27 @@ async def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
 async def test_ready_when_open(store: EntryStore) -> None:
     """An open store reports ready."""
     assert await store.ready() is True
+
+
+async def test_byte_quota_refuses_growth_and_keeps_the_old_content(
+    make_store: StoreFactory,
+) -> None:
+    """Content bytes count per agent: a new entry or a growing update past the quota is
+    memory_full and leaves the entry as it was; a shrinking update passes."""
+    store = await make_store(Quotas(max_bytes_per_agent=12))  # sizes count the quotes
+    assert await store.put(A, [entry(1, b'"abcd"'), entry(2, b'"efgh"')], T0) == [None, None]
+    assert await store.put(A, [entry(3, b'"ij"')], T0) == ["memory_full"]  # 16 > 12
+    assert await store.put(A, [entry(1, b'"abcdef"')], T0) == ["memory_full"]  # 14 > 12
+    (e,), _ = await store.find(A, Query(tiers=BOTH, keys=(key(1),)), T0)
+    assert e.content == b'"abcd"'
+    assert await store.put(A, [entry(1, b'""'), entry(3, b'"ij"')], T0) == [None, None]
+
+
+async def test_namespace_byte_quota_counts_every_writer(make_store: StoreFactory) -> None:
+    """Every agent's bytes add up in the namespace quota; a takeover charges the new writer."""
+    store = await make_store(Quotas(max_bytes_per_namespace=10, max_bytes_per_agent=8))
+    assert await store.put(A, [entry("s", b'"abcdef"', tier="semantic")], T0) == [None]
+    assert await store.put(B, [entry(1, b'"abcd"')], T0) == ["memory_full"]  # 8 + 6 > 10
+    # the namespace grows to 10 (fits), but bob would hold 10 > 8
+    assert await store.put(B, [entry("s", b'"abcdefgh"', tier="semantic")], T0) == ["memory_full"]
+    assert await store.put(B, [entry("s", b'"abcd"', tier="semantic")], T0) == [None]

@@ -194,11 +194,13 @@ class PostgresEntryStore:
             )
             for col, v in zip(cols, values):
                 col.append(v)
+        q = self.quotas
         outcomes = await self._p().fetchval(
-            "SELECT a2e_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
-            " $16)",
-            scope.namespace, scope.agent, now, self.quotas.max_entries_per_namespace,
-            self.quotas.max_entries_per_agent, *cols,
+            "SELECT a2e_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            scope.namespace, scope.agent, now,
+            [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
+             q.max_bytes_per_agent],
+            *cols,
         )
         return list(outcomes)
 

@@ -141,76 +141,98 @@ MIGRATIONS: tuple[str, ...] = (
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION a2e_usage_update();
 
+    -- Would growing usage u by g pass a quota q? Arrays are [namespace entries, agent
+    -- entries, namespace bytes, agent bytes]; shrinking never passes one.
+    CREATE FUNCTION a2e_over(u bigint[], g bigint[], q bigint[]) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE AS $$
+    BEGIN
+        FOR i IN 1 .. 4 LOOP
+            IF g[i] > 0 AND u[i] + g[i] > q[i] THEN RETURN true; END IF;
+        END LOOP;
+        RETURN false;
+    END $$;
+
+    -- The usage of a namespace and of one agent in it, in a2e_over's order.
+    CREATE FUNCTION a2e_usage_of(p_namespace text, p_agent text) RETURNS bigint[]
+    LANGUAGE sql STABLE AS $$
+        SELECT ARRAY[coalesce(max(entries) FILTER (WHERE agent = ''), 0),
+                     coalesce(max(entries) FILTER (WHERE agent = p_agent), 0),
+                     coalesce(max(bytes) FILTER (WHERE agent = ''), 0),
+                     coalesce(max(bytes) FILTER (WHERE agent = p_agent), 0)]::bigint[]
+        FROM a2e_usage WHERE namespace = p_namespace AND agent IN ('', p_agent)
+    $$;
+
     -- One store request: upsert entries i = 1..n of one (namespace, agent) in this
-    -- transaction. Returns one outcome per entry: NULL when stored, 'memory_full' when a new
-    -- entry is past a quota (expired rows of the namespace are collected once, first).
-    -- An existing live key keeps created_at; an expired one is replaced by a new entry.
-    -- p_tags[i] is a JSON array of distinct tags; p_lexemes[i] space-separated lexemes.
+    -- transaction, with the semantics of host.store.sqlite_ops.put_entries. Returns one
+    -- outcome per entry: NULL when stored, 'memory_full' when the write would pass a quota
+    -- (p_quotas in a2e_over's order; expired rows of the namespace are collected once, first)
+    -- and the entry is left as it was. An existing live key keeps created_at; an expired one
+    -- is replaced by a new entry. p_tags[i] is a JSON array of distinct tags, p_lexemes[i]
+    -- space-separated lexemes.
     CREATE FUNCTION a2e_put(
-        p_namespace text, p_agent text, p_now double precision,
-        p_max_namespace bigint, p_max_agent bigint,
+        p_namespace text, p_agent text, p_now double precision, p_quotas bigint[],
         p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
         p_source text[], p_score double precision[], p_ttl bigint[],
         p_created double precision[], p_updated double precision[], p_lexemes text[]
     ) RETURNS text[] LANGUAGE plpgsql AS $$
     DECLARE
-        ns_count bigint;
-        agent_count bigint;
+        u bigint[];
+        g bigint[];
         collected boolean := false;
         outcomes text[] := '{}';
         r record;
         live boolean;
         upd double precision;
-        cre double precision;
         exp double precision;
         tag_list text[];
-        size_i integer;
+        size_i bigint;
     BEGIN
         PERFORM a2e_lock_namespace(p_namespace);
-        SELECT coalesce(max(entries) FILTER (WHERE agent = ''), 0),
-               coalesce(max(entries) FILTER (WHERE agent = p_agent), 0)
-          INTO ns_count, agent_count
-          FROM a2e_usage WHERE namespace = p_namespace AND agent IN ('', p_agent);
+        u := a2e_usage_of(p_namespace, p_agent);
         FOR i IN 1 .. coalesce(array_length(p_key, 1), 0) LOOP
             upd := coalesce(p_updated[i], p_now);
-            cre := coalesce(p_created[i], upd);
             exp := CASE WHEN p_ttl[i] > 0 THEN upd + p_ttl[i] END;
             tag_list := ARRAY(SELECT jsonb_array_elements_text(p_tags[i]::jsonb));
             size_i := octet_length(p_content[i]);
-            SELECT id, expires_at, agent, content, tags INTO r FROM a2e_entries
+            SELECT id, expires_at, agent, size, content, tags INTO r FROM a2e_entries
              WHERE namespace = p_namespace AND tier = p_tier[i] AND owner = p_owner[i]
                AND key = p_key[i];
             live := FOUND;
             IF live AND r.expires_at IS NOT NULL AND r.expires_at <= p_now THEN
                 DELETE FROM a2e_entries WHERE id = r.id;
-                ns_count := ns_count - 1;
-                IF r.agent = p_agent THEN agent_count := agent_count - 1; END IF;
+                u[1] := u[1] - 1;
+                u[3] := u[3] - r.size;
+                IF r.agent = p_agent THEN
+                    u[2] := u[2] - 1;
+                    u[4] := u[4] - r.size;
+                END IF;
                 live := false;
             END IF;
             IF NOT live THEN
-                IF (ns_count >= p_max_namespace OR agent_count >= p_max_agent)
-                   AND NOT collected THEN
-                    collected := true;
-                    DELETE FROM a2e_entries WHERE namespace = p_namespace
-                       AND expires_at IS NOT NULL AND expires_at <= p_now;
-                    SELECT coalesce(max(entries) FILTER (WHERE agent = ''), 0),
-                           coalesce(max(entries) FILTER (WHERE agent = p_agent), 0)
-                      INTO ns_count, agent_count
-                      FROM a2e_usage WHERE namespace = p_namespace AND agent IN ('', p_agent);
-                END IF;
-                IF ns_count >= p_max_namespace OR agent_count >= p_max_agent THEN
-                    outcomes := outcomes || 'memory_full'::text;
-                    CONTINUE;
-                END IF;
+                g := ARRAY[1, 1, size_i, size_i];
+            ELSIF r.agent = p_agent THEN  -- an update grows by the size change
+                g := ARRAY[0, 0, size_i - r.size, size_i - r.size];
+            ELSE  -- a new writer takes the whole entry
+                g := ARRAY[0, 1, size_i - r.size, size_i];
+            END IF;
+            IF a2e_over(u, g, p_quotas) AND NOT collected THEN
+                collected := true;
+                DELETE FROM a2e_entries WHERE namespace = p_namespace
+                   AND expires_at IS NOT NULL AND expires_at <= p_now;
+                u := a2e_usage_of(p_namespace, p_agent);
+            END IF;
+            IF a2e_over(u, g, p_quotas) THEN
+                outcomes := outcomes || 'memory_full'::text;
+                CONTINUE;
+            END IF;
+            u := ARRAY[u[1] + g[1], u[2] + g[2], u[3] + g[3], u[4] + g[4]];
+            IF NOT live THEN
                 INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
                     source, score, ttl, created_at, updated_at, expires_at, size, lexemes)
                 VALUES (p_namespace, p_tier[i], p_owner[i], p_key[i], p_agent, p_content[i],
-                    tag_list, p_source[i], p_score[i], p_ttl[i], cre, upd, exp, size_i,
-                    array_to_tsvector(string_to_array(p_lexemes[i], ' ')));
-                ns_count := ns_count + 1;
-                agent_count := agent_count + 1;
+                    tag_list, p_source[i], p_score[i], p_ttl[i], coalesce(p_created[i], upd),
+                    upd, exp, size_i, array_to_tsvector(string_to_array(p_lexemes[i], ' ')));
             ELSE
-                IF r.agent <> p_agent THEN agent_count := agent_count + 1; END IF;
                 IF r.content <> p_content[i] OR r.tags <> tag_list THEN
                     DELETE FROM a2e_vectors WHERE entry_id = r.id;
                 END IF;
