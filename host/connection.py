@@ -36,6 +36,9 @@ def _error_for(exc: BaseException, req_id: str) -> Any:
     if isinstance(exc, ProtocolError):
         detail = {"field": exc.field} if exc.field else {}
         return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
+    if isinstance(exc, RecursionError):  # hostile nesting that got past the frame decoder
+        log.warning("request %s: value nested too deeply", req_id)
+        return error_reply(ErrorCode.INVALID_MESSAGE, "JSON nested too deeply", req_id)
     log.error("internal error on request %s", req_id, exc_info=exc)
     return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
 

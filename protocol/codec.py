@@ -2,7 +2,8 @@
 
 `decode_request(data)` is the host's entry point: it returns a typed request or raises
 `ProtocolError` with the right code (semantics.md, "Envelope" and "Errors"):
-`parse_error` (not JSON, not an object), `invalid_message` (unknown `type`, missing or mistyped
+`parse_error` (not JSON, nested deeper than the decoder's recursion limit, not an object),
+`invalid_message` (unknown `type`, missing or mistyped
 field; `field` names it), `version_mismatch` (a `version` that is not `1.x`).
 """
 
@@ -39,6 +40,7 @@ encode = _encoder.encode
 now = time.time
 _VERSION_RE = re.compile(r"1(\.\d+)*")
 _AT_RE = re.compile(r"at `\$\.?([^`]*)`")
+_TOO_DEEP = "JSON nested too deeply"
 _MISSING_RE = re.compile(r"missing required field `([^`]+)`")
 
 
@@ -69,6 +71,8 @@ def _diagnose(data: bytes | str, err: msgspec.ValidationError) -> ProtocolError:
         raw = _any_decoder.decode(data)
     except msgspec.DecodeError:  # the typed decoder stopped before the bad JSON
         return ProtocolError(ErrorCode.PARSE_ERROR, "frame is not valid JSON")
+    except RecursionError:
+        return ProtocolError(ErrorCode.PARSE_ERROR, _TOO_DEEP)
     if not isinstance(raw, dict):
         return ProtocolError(ErrorCode.PARSE_ERROR, "message is not a JSON object")
     rid = raw.get("id")
@@ -101,6 +105,8 @@ def decode_request(data: bytes | str) -> Request:
         raise _diagnose(data, err) from None
     except msgspec.DecodeError:
         raise ProtocolError(ErrorCode.PARSE_ERROR, "frame is not valid JSON") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.PARSE_ERROR, _TOO_DEEP) from None
     if not version_ok(msg.version):
         raise ProtocolError(
             ErrorCode.VERSION_MISMATCH,
@@ -116,8 +122,12 @@ def decode_message(data: bytes | str) -> Message:
 
 
 def decode_entry(raw: bytes) -> MemoryEntry:
-    """Decode one store entry. Raises `msgspec.ValidationError`/`DecodeError` if malformed."""
-    return _entry_decoder.decode(raw)
+    """Decode one store entry. Raises `msgspec.ValidationError`/`DecodeError` if malformed
+    (`DecodeError` too for JSON nested deeper than the decoder's recursion limit)."""
+    try:
+        return _entry_decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError(_TOO_DEEP) from None
 
 
 def error_reply(

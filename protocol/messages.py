@@ -49,7 +49,8 @@ Tier = Literal["working", "episodic", "semantic"]
 TIERS: tuple[str, ...] = ("working", "episodic", "semantic")
 TierOrAll = Literal["", "working", "episodic", "semantic"]
 Score = Annotated[float, Meta(ge=0.0, le=1.0)]
-Ttl = Annotated[int, Meta(ge=0)]
+Ttl = Annotated[int, Meta(ge=0, le=2**53 - 1)]  # seconds; the bound keeps it an exact JSON
+# number everywhere and within SQLite's INTEGER (~285 million years)
 Limit = Annotated[int, Meta(ge=1)]
 
 

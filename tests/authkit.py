@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import make_config
+
 from host.app import Host
 from host.auth import hash_token, new_token
 from host.client import MemoryClient

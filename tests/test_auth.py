@@ -10,9 +10,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from authkit import connect, issue, running, write_config
 from websockets.exceptions import InvalidStatus
 
-from authkit import connect, issue, running, write_config
 from host.auth import Authenticator, hash_token, is_loopback
 from host.client import MemoryClient, RemoteError
 from host.config import AuthConfig, TokenConfig

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from authkit import connect, issue, running
+
 from host.client import MemoryClient, RemoteError
 
 pytestmark = pytest.mark.all_backends
@@ -145,14 +145,13 @@ async def test_another_connections_memory_id_is_not_found(world: list[Session]) 
         for w in world:
             if w.client is o.client:
                 continue
-            for call in (
-                lambda: o.client.retrieve(keys=[key(w, "working")], memory_id=w.memory_id),
-                lambda: o.client.store([{"key": {"x": 1}, "content": 1, "tier": "episodic"}],
-                                       memory_id=w.memory_id),
-                lambda: o.client.forget(keys=[key(w, "episodic")], memory_id=w.memory_id),
+            for method, args in (
+                ("retrieve", {"keys": [key(w, "working")]}),
+                ("store", {"entries": [{"key": {"x": 1}, "content": 1, "tier": "episodic"}]}),
+                ("forget", {"keys": [key(w, "episodic")]}),
             ):
                 with pytest.raises(RemoteError) as err:
-                    await call()
+                    await getattr(o.client, method)(**args, memory_id=w.memory_id)
                 assert err.value.code == "memory_not_found"
 
 

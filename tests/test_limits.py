@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from authkit import connect, running
 from websockets.exceptions import InvalidStatus
 
-from authkit import connect, running
 from host.client import RemoteError
 from host.limits import TokenBucket
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from authkit import connect, running
+
 from host.client import MemoryClient, RemoteError
 
 pytestmark = pytest.mark.all_backends  # tests taking `store_db` run on SQLite and PostgreSQL

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from authkit import connect, running, url_of
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 
-from authkit import connect, running, url_of
 from host.client import MemoryClient
 
 

@@ -60,7 +60,7 @@ def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
 def _keys(keys: list[dict[str, Any]], req_id: str) -> tuple[bytes, ...]:
     try:
         return tuple(canonical_key(k) for k in keys)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, RecursionError) as err:
         raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"keys: {err}", req_id=req_id,
                             field="keys") from None
 
@@ -141,7 +141,8 @@ class MemoryPlugin:
             try:
                 e = decode_entry(raw)
                 key = canonical_key(e.key)
-            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, TypeError) as err:
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, TypeError,
+                    RecursionError) as err:
                 outcomes[i] = f"entries[{i}]: invalid_message: {err}"
                 continue
             if len(e.content) > limits.max_entry_bytes:
