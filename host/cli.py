@@ -6,6 +6,7 @@
     a2e-host export [--namespace NS] [--output FILE]    a2e-host import FILE|-
     a2e-host backup DEST
     a2e-host token new --agent NAME --namespace NS [--rights R,...]
+    a2e-host mcp [--namespace NS] [--agent A] [--transport stdio|http] [--port P]
 
 docs/cli.md has every command's help (generated from this parser). Settings come from, in
 rising precedence: defaults, the `--config` file (or `$A2E_HOST_CONFIG`), `A2E_HOST_*`
@@ -43,7 +44,8 @@ __all__ = [
 
 # Sub-command modules under host/commands/; each has `register(subparsers)`.
 COMMANDS: tuple[str, ...] = (
-    "serve", "rules", "config", "stats", "gc", "export", "import_", "backup", "vacuum", "token",
+    "serve", "rules", "mcp", "config", "stats", "gc", "export", "import_", "backup", "vacuum",
+    "token",
 )
 
 log = logging.getLogger("a2e_host")

@@ -28,6 +28,7 @@ __all__ = [
     "GcConfig",
     "LibraryConfig",
     "LimitsConfig",
+    "McpConfig",
     "RankingConfig",
     "RulesConfig",
     "SearchConfig",
@@ -290,6 +291,26 @@ class SearchConfig(_Section):
     )
 
 
+class McpConfig(_Section):
+    """The MCP server (`a2e-host mcp`, docs/mcp.md): whose memory its tools read and write.
+
+    Every tool call acts as `agent` in `namespace`, as a WebSocket session opened with
+    `memory/init` on that namespace and `scope.agent` would.
+    """
+
+    namespace: str = Field("default", min_length=1, description="Namespace the tools act in.")
+    agent: str = Field(
+        "default", min_length=1, description="Agent identity (owner of episodic memories)."
+    )
+    transport: Literal["stdio", "http"] = Field(
+        "stdio", description="stdio (one client, the parent process) or http (streamable HTTP)."
+    )
+    host: str = Field("127.0.0.1", description="Address the HTTP transport binds.")
+    port: int = Field(8766, ge=0, le=65535, description="HTTP port; 0 picks a free one.")
+    path: str = Field("/mcp", pattern=r"^/", description="URL path of the HTTP endpoint.")
+    max_k: int = Field(50, ge=1, description="Largest `k` that `memory_search` accepts.")
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -303,6 +324,7 @@ class Config(_Section):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     library: LibraryConfig = Field(default_factory=LibraryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

@@ -1,0 +1,168 @@
+"""`EntryStoreMemories`: the library's `AsyncStore` over the host's `EntryStore`, for one scope.
+
+    memories = EntryStoreMemories(sqlite_store, Scope("ns", "agent-1"), config)
+    await memories.set(m.id, m)          # an entry a WebSocket client of ("ns", "agent-1") reads
+
+This is how the MCP tools (and any in-process user of the host's database) read and write the same
+entries as the WebSocket host: every memory goes through `host.library.mapping` (type <-> tier and
+`type:` tag, importance <-> score, id <-> key `{"id": id}`), into the namespace of the scope, with
+the scope's agent as owner of episodic entries. The `EntryStore` is the caller's to open and close.
+
+Beyond the `AsyncStore` contract (`host.library.protocol`):
+- working memories live in this object (like a WebSocket session's working tier) and are gone
+  with it;
+- an id that is not the id of an `{"id": ...}` key but the JSON text of a key (what `key_to_id`
+  gives for entries other wire clients wrote, e.g. `{"user":"u1"}`) finds that entry too;
+- `get` records the access by writing the entry back with `updated_at` = now, except for entries
+  with a TTL (a read must not extend their life): those come back touched but are not rewritten;
+- the searchable text of a memory is its content alone (not its metadata or tags), so relevance is
+  the library's: the share of the query's terms found in the content;
+- a write past a storage quota raises `host.library.StoreFullError`, as `SQLiteStore` does;
+- setting an existing key keeps its stored `created_at` (an upsert, as on the wire), where
+  `SQLiteStore` takes the memory's: the `EntryStore` has no transaction spanning a forget and a
+  put, and forgetting first would lose the memory to a crash between the two;
+- unlike `SQLiteStore`, working memories are not persisted (see above), and the store may be
+  any `EntryStore` (SQLite or PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from host.config import Config
+from host.library.mapping import entry_to_memory, id_to_key, key_to_id, memory_to_entry
+from host.library.models import Memory, RetrievalResult
+from host.library.search import make_row, search_rows
+from host.library.sqlite_store import StoreFullError
+from host.memory.working import WorkingTier
+from host.search.keyword import query_terms
+from host.search.rank import RankWeights
+from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from protocol.keys import canonical_key
+
+__all__ = ["EntryStoreMemories"]
+
+_ALL_TIERS = (*PERSISTENT_TIERS, "working")
+
+
+def _as_dict(e: StoredEntry) -> dict[str, Any]:
+    """The wire `MemoryEntry` dict of a stored entry (what `entry_to_memory` reads)."""
+    return {
+        "key": json.loads(e.key), "content": json.loads(e.content), "tier": e.tier,
+        "tags": e.tags, "source": e.source, "score": e.score, "ttl": e.ttl,
+        "created_at": e.created_at, "updated_at": e.updated_at,
+    }
+
+
+def _rewrite(e: StoredEntry, updated_at: float, text: str = "") -> NewEntry:
+    return NewEntry(
+        tier=e.tier, key=e.key, content=e.content, tags=list(e.tags), source=e.source,
+        score=e.score, ttl=e.ttl, text=text, created_at=e.created_at, updated_at=updated_at,
+    )
+
+
+class EntryStoreMemories:
+    """An `AsyncStore` of the memories visible to `scope` in `store` (see the module docstring).
+
+    Not thread-safe: use it from one event loop.
+    """
+
+    def __init__(self, store: EntryStore, scope: Scope, config: Config) -> None:
+        self.store = store
+        self.scope = scope
+        self.working = WorkingTier(config.limits.max_working_entries)
+        self.weights = RankWeights.from_config(config.ranking)
+        self.candidates = config.ranking.search_candidates
+
+    @staticmethod
+    def keys_for(memory_id: str) -> tuple[bytes, ...]:
+        """The canonical keys an id may name: `{"id": memory_id}`, and the id itself when it is
+        the JSON text of an object key."""
+        keys = [canonical_key(id_to_key(memory_id))]
+        if memory_id.startswith("{"):
+            try:
+                keys.append(canonical_key(json.loads(memory_id)))
+            except (ValueError, TypeError):
+                pass
+        return tuple(dict.fromkeys(keys))
+
+    async def _find(self, keys: Sequence[bytes], tiers: Sequence[str], now: float) -> list[
+        StoredEntry
+    ]:
+        persistent = tuple(t for t in tiers if t in PERSISTENT_TIERS)
+        found: list[StoredEntry] = []
+        if persistent:
+            q = Query(tiers=persistent, keys=tuple(keys), limit=len(keys) * len(persistent))
+            found, _ = await self.store.find(self.scope, q, now)
+        if "working" in tiers:
+            found += self.working.find(keys, (), 0.0, now)
+        return found
+
+    async def set(self, key: str, memory: Memory) -> None:
+        """Store `memory` under `key` (an upsert; a memory whose type moved it to another tier
+        leaves no copy in the old one). Raises `StoreFullError` past a quota."""
+        entry = memory_to_entry(memory, key)
+        new = NewEntry(
+            tier=entry["tier"], key=canonical_key(entry["key"]),
+            content=json.dumps(entry["content"], ensure_ascii=False).encode(),
+            tags=entry["tags"], source=entry["source"], score=entry["score"], ttl=entry["ttl"],
+            text=memory.content, created_at=entry["created_at"], updated_at=entry["updated_at"],
+        )
+        now = time.time()
+        if new.tier == "working":
+            if self.working.put(new, memory.content, now) is not None:
+                raise StoreFullError("the working tier is full")
+        else:
+            (outcome,) = await self.store.put(self.scope, [new], now)
+            if outcome is not None:
+                raise StoreFullError("the storage quota of this namespace or agent is reached")
+        others = [t for t in _ALL_TIERS if t != new.tier]
+        if await self._find([new.key], others, now):
+            await self._forget([new.key], others, now)
+
+    async def get(self, key: str) -> Memory | None:
+        """The memory stored under `key` (its access recorded), or None."""
+        now = time.time()
+        found = await self._find(self.keys_for(key), _ALL_TIERS, now)
+        if not found:
+            return None
+        e = found[0]
+        entry = _as_dict(e)
+        memory = entry_to_memory({**entry, "updated_at": now})
+        if e.ttl == 0:
+            # Written through the mapping: searchable text is the content; else the store's.
+            shaped = memory_to_entry(memory, key_to_id(entry["key"]))["content"] == entry["content"]
+            text = memory.content if shaped else ""
+            touched = _rewrite(e, now, text)
+            if e.tier == "working":
+                self.working.put(touched, memory.content, now)
+            else:
+                await self.store.put(self.scope, [touched], now)
+        return memory
+
+    async def _forget(self, keys: Sequence[bytes], tiers: Sequence[str], now: float) -> int:
+        n = self.working.forget(keys, (), now) if "working" in tiers else 0
+        persistent = [t for t in tiers if t in PERSISTENT_TIERS]
+        if persistent:
+            n += await self.store.forget(self.scope, persistent, keys, (), now)
+        return n
+
+    async def delete(self, key: str) -> bool:
+        """Remove the memory under `key` from every tier; True when there was one."""
+        return await self._forget(self.keys_for(key), _ALL_TIERS, time.time()) > 0
+
+    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+        """The best `k` memories for `query` across the tiers, best first, ranked as every
+        library backend ranks (`host.library.search`). Raises `ValueError` when `k` < 1."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, not {k}")
+        now = time.time()
+        q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
+        found = await self.store.search(self.scope, q, query, now, self.candidates)
+        found += self.working.search(query_terms(query), (), (), now)
+        rows = [(key_to_id(json.loads(e.key)), make_row(entry_to_memory(_as_dict(e))))
+                for e in found]
+        return search_rows(rows, query, k, self.weights, now)

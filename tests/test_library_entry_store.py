@@ -1,0 +1,194 @@
+"""`EntryStoreMemories`: the library's `AsyncStore` contract over the host's SQLite store, for one
+scope, and what it adds (working tier, ids of foreign keys, touch on get, quotas)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from host.config import Config
+from host.library.entry_store import EntryStoreMemories
+from host.library.models import Memory, MemoryImportance, MemoryType
+from host.library.protocol import AsyncStore
+from host.library.sqlite_store import StoreFullError
+from host.store.base import NewEntry, Query, Scope
+from host.store.sqlite import SQLiteEntryStore
+from host.store.sqlite_ops import Quotas
+from protocol.keys import canonical_key
+from tests.conftest import make_config
+
+SCOPE = Scope("ns", "a1")
+
+
+@pytest.fixture
+def config(db_path: Path) -> Config:
+    """The default config on the test's database file."""
+    return make_config(db_path)
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SQLiteEntryStore]:
+    """An open SQLite entry store on the test's database file."""
+    async with SQLiteEntryStore(db_path) as s:
+        yield s
+
+
+@pytest.fixture
+def memories(store: SQLiteEntryStore, config: Config) -> EntryStoreMemories:
+    """The memories of agent "a1" in namespace "ns"."""
+    return EntryStoreMemories(store, SCOPE, config)
+
+
+def _ago(**kwargs: float) -> datetime:
+    return datetime.now(UTC) - timedelta(**kwargs)
+
+
+def test_is_an_async_store(memories: EntryStoreMemories) -> None:
+    """It satisfies the runtime-checkable `AsyncStore` protocol."""
+    assert isinstance(memories, AsyncStore)
+
+
+async def test_set_get_keeps_every_field_but_access(memories: EntryStoreMemories) -> None:
+    """A memory comes back equal but for `last_accessed`, which is the time of the get."""
+    m = Memory(content="the build uses uv", memory_type=MemoryType.PROCEDURAL,
+               importance=MemoryImportance.CRITICAL, created_at=_ago(days=3),
+               last_accessed=_ago(days=2), metadata={"source": "README", "n": [1, 2.5]})
+    await memories.set(m.id, m)
+    before = datetime.now(UTC)
+    got = await memories.get(m.id)
+    assert got is not None
+    assert got.model_dump(exclude={"last_accessed"}) == m.model_dump(exclude={"last_accessed"})
+    assert got.last_accessed >= before - timedelta(seconds=1)
+
+
+async def test_get_records_the_access_in_the_store(
+    memories: EntryStoreMemories, store: SQLiteEntryStore
+) -> None:
+    """After a get the stored entry's `updated_at` is the time of the get; created_at stays."""
+    m = Memory(content="x", created_at=_ago(days=5), last_accessed=_ago(days=5))
+    await memories.set(m.id, m)
+    got = await memories.get(m.id)
+    assert got is not None
+    (e,), _ = await store.find(SCOPE, Query(tiers=("episodic",), keys=(canonical_key({"id": m.id}),)),
+                               got.last_accessed.timestamp() + 1)
+    assert e.updated_at == pytest.approx(got.last_accessed.timestamp(), abs=1e-3)
+    assert e.created_at == pytest.approx(m.created_at.timestamp(), abs=1e-3)
+
+
+async def test_get_does_not_extend_a_ttl(
+    memories: EntryStoreMemories, store: SQLiteEntryStore
+) -> None:
+    """An entry with a TTL (written over the wire) is read but not rewritten, so it still expires."""
+    key = canonical_key({"id": "temp"})
+    written = time.time() - 10
+    await store.put(SCOPE, [NewEntry(tier="episodic", key=key, content=b'"short-lived"', ttl=60)],
+                    now=written)
+    got = await memories.get("temp")
+    assert got is not None and got.content == "short-lived"
+    found, _ = await store.find(SCOPE, Query(tiers=("episodic",), keys=(key,)), now=written)
+    assert found[0].updated_at == written
+
+
+async def test_missing_and_delete(memories: EntryStoreMemories) -> None:
+    """Get of an unknown id is None; delete is True once, then False."""
+    m = Memory(content="to be deleted")
+    await memories.set(m.id, m)
+    assert await memories.get("nope") is None
+    assert await memories.delete(m.id) is True
+    assert await memories.delete(m.id) is False
+    assert await memories.get(m.id) is None
+
+
+async def test_changing_the_type_moves_the_memory(memories: EntryStoreMemories) -> None:
+    """Setting a key again with another type leaves one memory, of the new type, in every path."""
+    m = Memory(content="kept once", memory_type=MemoryType.EPISODIC)
+    await memories.set(m.id, m)
+    await memories.set(m.id, m.model_copy(update={"memory_type": MemoryType.SEMANTIC}))
+    await memories.set(m.id, m.model_copy(update={"memory_type": MemoryType.WORKING}))
+    hits = await memories.search("kept once", k=10)
+    assert [(h.memory.id, h.memory.memory_type) for h in hits] == [(m.id, MemoryType.WORKING)]
+    assert await memories.delete(m.id) is True
+    assert await memories.search("kept", k=10) == []
+
+
+async def test_search_orders_by_combined_score(memories: EntryStoreMemories) -> None:
+    """Relevance first, then importance at equal relevance; non-matching memories are left out."""
+    both = Memory(content="python packaging with uv", importance=MemoryImportance.LOW)
+    crit = Memory(content="python style guide", importance=MemoryImportance.CRITICAL)
+    low = Memory(content="python version", importance=MemoryImportance.LOW)
+    other = Memory(content="unrelated")
+    for m in (both, crit, low, other):
+        await memories.set(m.id, m)
+    hits = await memories.search("python packaging", k=5)
+    assert [h.memory.id for h in hits] == [both.id, crit.id, low.id]
+    assert hits[0].relevance_score == 1.0 and hits[1].relevance_score == 0.5
+    assert all(0 <= h.combined_score <= 1 for h in hits)
+    assert [h.memory.id for h in await memories.search("python packaging", k=1)] == [both.id]
+    with pytest.raises(ValueError):
+        await memories.search("python", k=0)
+
+
+async def test_search_matches_content_not_metadata(memories: EntryStoreMemories) -> None:
+    """The searchable text of a memory is its content: metadata and the type tag do not match."""
+    m = Memory(content="deploy on fridays", metadata={"author": "zed"})
+    await memories.set(m.id, m)
+    assert await memories.search("zed", k=5) == []
+    assert await memories.search("episodic", k=5) == []
+    assert [h.memory.id for h in await memories.search("fridays", k=5)] == [m.id]
+
+
+async def test_scopes_are_isolated(store: SQLiteEntryStore, config: Config) -> None:
+    """Another agent sees semantic and procedural memories but not episodic ones; another
+    namespace sees nothing."""
+    a1 = EntryStoreMemories(store, SCOPE, config)
+    ep, fact = Memory(content="mine"), Memory(content="shared", memory_type=MemoryType.SEMANTIC)
+    await a1.set(ep.id, ep)
+    await a1.set(fact.id, fact)
+    a2 = EntryStoreMemories(store, Scope("ns", "a2"), config)
+    assert await a2.get(ep.id) is None and await a2.get(fact.id) is not None
+    other = EntryStoreMemories(store, Scope("other", "a1"), config)
+    assert await other.get(fact.id) is None and await other.search("shared", k=5) == []
+
+
+async def test_foreign_keys_are_addressed_by_their_json(
+    memories: EntryStoreMemories, store: SQLiteEntryStore
+) -> None:
+    """An entry whose key is not `{"id": ...}` has its key's JSON as id, and that id finds it."""
+    await store.put(SCOPE, [NewEntry(tier="episodic", key=canonical_key({"user": "u1", "n": 2}),
+                                     content=b'{"likes":"dark mode"}', tags=["prefs"])], now=1.0)
+    (hit,) = await memories.search("dark mode", k=5)
+    assert hit.memory.id == '{"n":2,"user":"u1"}'
+    got = await memories.get(hit.memory.id)
+    assert got is not None and got.content == '{"likes":"dark mode"}'
+    assert await memories.delete(hit.memory.id) is True
+
+
+async def test_quota_raises_memory_full(tmp_path: Path) -> None:
+    """A new memory past the agent's quota (or the working tier's) raises `StoreFullError`;
+    updating a stored memory still works."""
+    config = make_config(tmp_path / "q.db", limits={"max_working_entries": 1})
+    async with SQLiteEntryStore(tmp_path / "q.db", quotas=Quotas(max_entries_per_agent=3)) as s:
+        memories = EntryStoreMemories(s, SCOPE, config)
+        ms = [Memory(content=f"m{i}") for i in range(3)]
+        for m in ms:
+            await memories.set(m.id, m)
+        with pytest.raises(StoreFullError):
+            await memories.set("one-too-many", Memory(content="x"))
+        await memories.set(ms[0].id, ms[0].model_copy(update={"content": "updated"}))
+        got = await memories.get(ms[0].id)
+        assert got is not None and got.content == "updated"
+        await memories.set("w1", Memory(content="w", memory_type=MemoryType.WORKING))
+        with pytest.raises(StoreFullError):
+            await memories.set("w2", Memory(content="w", memory_type=MemoryType.WORKING))
+
+
+async def test_concurrent_sets_all_land(memories: EntryStoreMemories) -> None:
+    """Concurrent sets from one event loop are all stored (group commit)."""
+    ms = [Memory(content=f"parallel note {i}") for i in range(20)]
+    await asyncio.gather(*(memories.set(m.id, m) for m in ms))
+    assert len(await memories.search("parallel note", k=50)) == 20

@@ -1,0 +1,169 @@
+"""`a2e-host mcp` as a real subprocess: the SDK's client over stdio and over streamable HTTP, and
+a WebSocket host sharing the same SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
+
+from host.client import MemoryClient
+from tests.conftest import free_port
+
+
+def _ok(result: CallToolResult) -> Any:
+    """The structured payload of a successful call, unwrapped from `result`."""
+    assert not result.is_error, result.content
+    payload = result.structured_content
+    assert payload is not None
+    return payload["result"] if set(payload) == {"result"} else payload
+
+
+def stdio_server(db: Path, cwd: Path, *extra: str) -> StdioServerParameters:
+    """How the SDK's stdio client starts `a2e-host mcp` on `db`."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "host.cli", "mcp", "--db", str(db), *extra],
+        cwd=str(cwd),
+        env={"PYTHONUNBUFFERED": "1"},
+    )
+
+
+async def test_stdio_subprocess_serves_the_tools(db_path: Path, tmp_path: Path) -> None:
+    """Over stdio the SDK's client lists the tools, and a put is found after a restart."""
+    params = stdio_server(db_path, tmp_path, "--namespace", "ns", "--agent", "a1")
+    async with Client(params, mode="legacy") as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"memory_put", "memory_get", "memory_search", "memory_forget"} <= names
+        m = _ok(await c.call_tool(
+            "memory_put", {"content": "the release train leaves on Thursdays",
+                           "memory_type": "semantic"}))
+    async with Client(params, mode="legacy") as c:
+        assert _ok(await c.call_tool("memory_get", {"memory_id": m["id"]}))["content"] == (
+            "the release train leaves on Thursdays")
+        hits = _ok(await c.call_tool("memory_search", {"query": "release train"}))
+        assert [h["memory"]["id"] for h in hits] == [m["id"]]
+
+
+def test_stdio_stdout_is_only_json_rpc_and_sigterm_exits_0(db_path: Path, tmp_path: Path) -> None:
+    """stdout carries only JSON-RPC lines, logs go to stderr, and SIGTERM ends the server with 0."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host.cli", "mcp", "--db", str(db_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}}
+        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "a2e-memory"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        out, err = proc.communicate(timeout=20)
+        assert out == b""
+        assert b"MCP server on stdio" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _start_http(db: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host.cli", "mcp", "--transport", "http", "--port", str(port),
+         "--db", str(db), *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    import socket
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mcp exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise TimeoutError("mcp did not start listening")
+
+
+async def test_streamable_http_subprocess(db_path: Path, tmp_path: Path) -> None:
+    """Over streamable HTTP the SDK's client puts and searches; SIGTERM then exits 0."""
+    proc, url = _start_http(db_path, tmp_path, "--namespace", "ns")
+    try:
+        async with Client(url) as c:
+            m = _ok(await c.call_tool("memory_put", {"content": "HTTP transport works"}))
+            hits = _ok(await c.call_tool("memory_search", {"query": "transport"}))
+            assert [h["memory"]["id"] for h in hits] == [m["id"]]
+            assert _error_text(await c.call_tool("memory_search", {"query": "x", "k": 999}))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_websocket_host_and_mcp_share_one_database(
+    db_path: Path, tmp_path: Path, connect: Callable[..., Any]
+) -> None:
+    """A memory put through MCP is retrieved over WebSocket, and an entry stored over WebSocket
+    is got, found and forgotten through MCP, with the host and the MCP server both running."""
+    ws: MemoryClient = await connect()
+    await ws.init("ns", {"agent": "a1"})
+    params = stdio_server(db_path, tmp_path, "--namespace", "ns", "--agent", "a1")
+    async with Client(params, mode="legacy") as c:
+        # MCP -> WebSocket
+        m = _ok(await c.call_tool(
+            "memory_put", {"content": "Ana prefers short answers", "importance": "high"}))
+        got = (await ws.retrieve(keys=[{"id": m["id"]}])).entries
+        assert len(got) == 1
+        assert got[0]["tier"] == "episodic" and got[0]["score"] == 0.75
+        assert got[0]["content"] == {"text": "Ana prefers short answers", "metadata": {}}
+        assert got[0]["tags"] == ["type:episodic"]
+        found = (await ws.retrieve(query="short answers")).entries
+        assert [e["key"] for e in found] == [{"id": m["id"]}]
+
+        # WebSocket -> MCP: an entry in the library's shape, and a plain wire entry
+        await ws.store([
+            {"key": {"id": "fact-1"}, "tier": "semantic", "tags": ["type:semantic"],
+             "content": {"text": "staging runs in Frankfurt", "metadata": {"by": "ops"}},
+             "score": 1.0},
+            {"key": {"user": "u1"}, "tier": "episodic", "content": "likes dark mode"},
+        ])
+        fact = _ok(await c.call_tool("memory_get", {"memory_id": "fact-1"}))
+        assert (fact["content"], fact["memory_type"], fact["importance"], fact["metadata"]) == (
+            "staging runs in Frankfurt", "semantic", "critical", {"by": "ops"})
+        hits = _ok(await c.call_tool("memory_search", {"query": "dark mode"}))
+        assert [h["memory"]["content"] for h in hits] == ["likes dark mode"]
+        plain_id = hits[0]["memory"]["id"]
+        assert _ok(await c.call_tool("memory_get", {"memory_id": plain_id}))["content"] == (
+            "likes dark mode")
+
+        # forget through MCP -> gone over WebSocket
+        assert _ok(await c.call_tool("memory_forget", {"memory_id": plain_id}))["deleted"]
+        assert _ok(await c.call_tool("memory_forget", {"memory_id": m["id"]}))["deleted"]
+    assert (await ws.retrieve(keys=[{"user": "u1"}, {"id": m["id"]}], tier="")).entries == []
+    assert [e["key"] for e in (await ws.retrieve(tier="semantic")).entries] == [{"id": "fact-1"}]
