@@ -5,46 +5,75 @@
     ...
     await host.stop()       # stop accepting, drain, commit, close
 
-The CLI's `serve` and the tests use this same object.
+The CLI's `serve` and the tests use this same object. It also serves `GET /metrics`
+(Prometheus text) and applies a re-read configuration (`reload()`, on SIGHUP).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
+
+from pydantic import BaseModel
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request, Response
 
 from host.auth import Authenticator
 from host.config import Config
 from host.gc import GarbageCollector
 from host.handshake import CoreHandlers
 from host.limits import ConnectionLimiter
+from host.logs import RequestLog
 from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
+from host.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.router import Router
 from host.server import HostServer
 from host.store.base import EntryStore
 from host.store.postgres import PostgresEntryStore, is_postgres_url
 from host.store.sqlite import SQLiteEntryStore
 from host.store.sqlite_ops import Quotas
+from host.store.writer import CommitObserver
 
-__all__ = ["Host", "make_store"]
+__all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
+
+# Config sections a running host applies on reload (auth through `Authenticator.reload`);
+# a change anywhere else needs a restart.
+RELOADABLE: frozenset[str] = frozenset({"limits", "log", "auth"})
+# Settings of reloadable sections that are fixed when the server binds or a connection opens.
+_FIXED_AT_START: frozenset[str] = frozenset({"limits.max_frame_bytes"})
 
 log = logging.getLogger("a2e_host")
 
 
-def make_store(config: Config) -> EntryStore:
-    """The persistent store the configuration names: PostgreSQL for a `postgresql://` URL
-    (needs the `postgres` extra), else a SQLite file (the default)."""
+def quotas_of(config: Config) -> Quotas:
+    """The persisted-entry quotas of `config.limits`."""
     limits = config.limits
-    quotas = Quotas(
+    return Quotas(
         max_entries_per_namespace=limits.max_entries_per_namespace,
         max_entries_per_agent=limits.max_entries_per_agent,
         max_bytes_per_namespace=limits.max_bytes_per_namespace,
         max_bytes_per_agent=limits.max_bytes_per_agent,
     )
+
+
+def make_store(config: Config, observer: CommitObserver | None = None) -> EntryStore:
+    """The persistent store the configuration names: PostgreSQL for a `postgresql://` URL
+    (needs the `postgres` extra), else a SQLite file (the default).
+
+    `observer(operations, seconds)` is told of each SQLite group commit (the commit metrics).
+    """
     if is_postgres_url(config.store.db):
-        return PostgresEntryStore(config.store.db, quotas=quotas, pool_max=config.store.pool_size)
-    return SQLiteEntryStore(config.store.db, quotas=quotas, batch_max=config.store.batch_max)
+        return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
+                                  pool_max=config.store.pool_size)
+    return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
+                            batch_max=config.store.batch_max, observer=observer)
+
+
+def _changed(old: BaseModel, new: BaseModel, section: str) -> list[str]:
+    return [f"{section}.{f}" for f in type(new).model_fields if getattr(old, f) != getattr(new, f)]
 
 
 class Host:
@@ -55,16 +84,79 @@ class Host:
         config_path: str | Path | None = None,
     ) -> None:
         self.config = config
-        self.store = store if store is not None else make_store(config)
+        self.metrics = Metrics()
+        self.store = store if store is not None else make_store(config, self.metrics.commit)
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
         self.memory = MemoryPlugin(self.store, config, Access(self.auth))
         self.memory.register(self.router)
-        self.server = HostServer(config, self.router, self.store.ready)
+        self._request_log = RequestLog(lambda: self.config.log)
+        self.server = HostServer(config, self.router, self.store.ready, self._on_request)
         self.server.gates += [self.auth.upgrade_gate, ConnectionLimiter(config.limits).gate]
         self.server.on_open.append(lambda c: self.auth.attach(c.ctx, c.ws.request))
         self.gc = GarbageCollector(self.store, config.gc.interval)
+        self.reload_hooks: list[Callable[[Config], None]] = []
+        self._entry_counts = EntryCounts(self._count_entries)
+        self.metrics.add_gauges(HostGauges(
+            connections_open=lambda: len(self.server.connections),
+            connections_total=lambda: self.server.accepted,
+            in_flight=lambda: sum(c.in_flight for c in self.server.connections),
+            gc_deleted=lambda: self.gc.deleted_total,
+            entries=self._entries_by_tier,
+        ))
+        self.server.http_routes["/metrics"] = self._metrics_route
+
+    def _on_request(self, conn_id: str, req_id: str, msg_type: str, code: str, s: float) -> None:
+        self.metrics.request(msg_type, code, s)
+        self._request_log(conn_id, req_id, msg_type, code, s)
+
+    async def _count_entries(self, now: float) -> dict[str, int]:
+        count = getattr(self.store, "count_by_tier", None)  # optional in a backend
+        return await count(now) if count is not None else {}
+
+    def _entries_by_tier(self) -> dict[str, int]:
+        counts = self._entry_counts()
+        counts["working"] = sum(
+            len(s.working) for c in self.server.connections for s in c.ctx.sessions.values()
+        )
+        return counts
+
+    async def _metrics_route(self, conn: ServerConnection, request: Request) -> Response:
+        await self._entry_counts.refresh()
+        response = conn.respond(HTTPStatus.OK, self.metrics.render().decode())
+        del response.headers["Content-Type"]
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response
+
+    def reload(self, new: Config) -> list[str]:
+        """Apply `new`'s limits and log sections to the running host, in place, so open
+        connections see them at their next request; re-read the tokens (`auth.reload()`).
+
+        Returns the changed settings that take effect only at a restart. Raises `ValueError`
+        when the tokens cannot be reloaded; the limits and log are applied even then.
+        """
+        restart: list[str] = []
+        for name in type(new).model_fields:
+            old_section, new_section = getattr(self.config, name), getattr(new, name)
+            if old_section == new_section or not isinstance(new_section, BaseModel):
+                continue
+            changed = _changed(old_section, new_section, name)
+            if name not in RELOADABLE:
+                restart += changed
+                continue
+            if name == "auth":  # the Authenticator re-reads its tokens below
+                restart += [c for c in changed if c != "auth.tokens"]
+                continue
+            restart += [c for c in changed if c in _FIXED_AT_START]
+            for field in type(new_section).model_fields:  # in place: holders see the change
+                setattr(old_section, field, getattr(new_section, field))
+        if hasattr(self.store, "quotas"):
+            self.store.quotas = quotas_of(self.config)
+        for hook in self.reload_hooks:
+            hook(self.config)
+        self.auth.reload()
+        return restart
 
     @property
     def port(self) -> int:

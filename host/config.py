@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 __all__ = [
     "ENV_FILE",
     "ENV_PREFIX",
+    "SECRET_NAME",
     "RIGHTS",
     "AuthConfig",
     "Config",
@@ -330,7 +331,7 @@ class Config(_Section):
 ENV_PREFIX = "A2E_HOST_"
 ENV_FILE = "A2E_HOST_CONFIG"  # the config file when no --config flag is given
 
-_SECRET = re.compile(r"token|secret|password|passwd|hash|credential|private|api_key")
+SECRET_NAME = re.compile(r"token|secret|password|passwd|hash|sha256|digest|credential|private|api_key")
 _DSN_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@]*:)(?P<pw>[^@]*)(?P<tail>@)")
 
 
@@ -349,7 +350,7 @@ def is_secret(section: str, field: str) -> bool:
     extra = info.json_schema_extra if info is not None else None
     if isinstance(extra, dict) and extra.get("secret"):
         return True
-    return bool(_SECRET.search(field))
+    return bool(SECRET_NAME.search(field))
 
 
 def mask_value(value: Any) -> Any:

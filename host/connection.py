@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -26,10 +27,18 @@ from host.memory.session import ConnectionContext, ConnectionState
 from host.router import Router
 from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import Error, Request
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "RequestHook"]
 
 log = logging.getLogger("a2e_host.connection")
+
+# Called once per answered request: (conn_id, req_id, message type, "ok" or the error code,
+# seconds from reading the frame to sending the reply). Must be cheap: it is on the hot path.
+RequestHook = Callable[[str, str, str, str, float], None]
+
+_TYPE_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore[attr-defined]
+_perf = time.perf_counter
 
 
 def _error_for(exc: BaseException, req_id: str) -> Any:
@@ -61,16 +70,18 @@ class Connection:
     def __init__(
         self, ws: ServerConnection, router: Router, conn_id: str, *,
         bucket: TokenBucket | None = None, timeout: float | None = None,
+        on_request: RequestHook | None = None,
     ) -> None:
         self.ws = ws
         self.router = router
+        self.on_request = on_request
         self.bucket = bucket
         self.timeout = timeout
         remote = ws.remote_address
         self.ctx = ConnectionContext(
             conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
         )
-        self._queue: asyncio.Queue[tuple[str, Any, float | None]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Any, float | None, str, float]] = asyncio.Queue()
         self._queued = 0
         self._busy = False
         self._sender: asyncio.Task[None] | None = None
@@ -97,8 +108,20 @@ class Connection:
                 self._sender.cancel()
             self.ctx.close()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests read and not yet answered on this connection."""
+        return self._queued + self._busy
+
+    def _done(self, req_id: str, msg_type: str, reply: Any, started: float) -> None:
+        if self.on_request is not None:
+            code = reply.code if type(reply) is Error else "ok"
+            self.on_request(self.ctx.conn_id, req_id, msg_type, code, _perf() - started)
+
     async def _answer(self, frame: str | bytes) -> None:
+        started = _perf()
         req_id = ""
+        msg_type = "invalid"
         allowed = self.bucket is None or self.bucket.take()
         deadline = None if self.timeout is None else asyncio.get_running_loop().time() + self.timeout
         if isinstance(frame, bytes):
@@ -107,6 +130,7 @@ class Connection:
             try:
                 msg = decode_request(frame)
                 req_id = msg.id
+                msg_type = _TYPE_OF.get(type(msg), "invalid")
                 if not allowed:
                     raise ProtocolError(ErrorCode.RATE_LIMITED,
                                         "too many requests on this connection; retry later",
@@ -119,15 +143,16 @@ class Connection:
                 reply = _error_for(exc, req_id)
         if not isinstance(reply, asyncio.Future) and self._queued == 0:
             await self.ws.send(encode(reply), text=True)
+            self._done(req_id, msg_type, reply, started)
             return
         self._queued += 1
-        self._queue.put_nowait((req_id, reply, deadline))
+        self._queue.put_nowait((req_id, reply, deadline, msg_type, started))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
 
     async def _send_loop(self) -> None:
         while True:
-            req_id, item, deadline = await self._queue.get()
+            req_id, item, deadline, msg_type, started = await self._queue.get()
             try:
                 if isinstance(item, asyncio.Future):
                     fut = item
@@ -140,6 +165,7 @@ class Connection:
                     except Exception as exc:
                         item = _error_for(exc, req_id)
                 await self.ws.send(encode(item), text=True)
+                self._done(req_id, msg_type, item, started)
             except ConnectionClosed:
                 return
             finally:

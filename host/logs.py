@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sys
 from typing import Any, TextIO
 
 from host.config import LogConfig
 
-__all__ = ["JsonFormatter", "TextFormatter", "setup_logging"]
+__all__ = ["JsonFormatter", "RequestLog", "TextFormatter", "setup_logging"]
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -80,3 +81,29 @@ def setup_logging(config: LogConfig, stream: TextIO | None = None) -> None:
     root.setLevel(config.level.upper())
     # websockets logs every handshake failure and connection at INFO: keep them out
     logging.getLogger("websockets").setLevel(logging.WARNING)
+
+
+class RequestLog:
+    """Logs answered requests (a `RequestHook`): every one at DEBUG, a sample at INFO.
+
+    Reads `config.request_sample` at each call, so a reload applies at once. A record carries
+    `conn`, `req`, `type`, `duration_ms` and `outcome` ("ok" or the error code), never content.
+    """
+
+    def __init__(self, config_of: Any, logger: logging.Logger | None = None) -> None:
+        self._config_of = config_of  # () -> LogConfig, the current one
+        self.log = logger or logging.getLogger("a2e_host.request")
+
+    def __call__(self, conn_id: str, req_id: str, msg_type: str, code: str, seconds: float) -> None:
+        log = self.log
+        if log.isEnabledFor(logging.DEBUG):
+            level = logging.DEBUG
+        else:
+            sample = self._config_of().request_sample
+            if not sample or random.random() >= sample or not log.isEnabledFor(logging.INFO):
+                return
+            level = logging.INFO
+        log.log(level, "request", extra={
+            "conn": conn_id, "req": req_id, "type": msg_type,
+            "duration_ms": round(seconds * 1000, 3), "outcome": code,
+        })

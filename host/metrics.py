@@ -11,14 +11,14 @@ Each `Metrics` has its own registry, so several hosts in one process do not mix 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE", "Metrics", "HostGauges"]
+__all__ = ["CONTENT_TYPE", "EntryCounts", "HostGauges", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -107,6 +107,7 @@ class Metrics:
             buckets=_COMMIT_BUCKETS, registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}
+        self._error_children: dict[tuple[str, str], Any] = {}
 
     def request(self, msg_type: str, code: str, seconds: float) -> None:
         """Count one answered request: `code` is "ok" or the error code of its reply."""
@@ -118,7 +119,10 @@ class Metrics:
         child[0].inc()
         child[1].observe(seconds)
         if code != "ok":
-            self._errors.labels(msg_type, code).inc()
+            err = self._error_children.get((msg_type, code))
+            if err is None:
+                err = self._error_children[(msg_type, code)] = self._errors.labels(msg_type, code)
+            err.inc()
 
     def commit(self, operations: int, seconds: float) -> None:
         """Record one group commit (the `Writer` observer; runs on the writer thread)."""
@@ -134,18 +138,26 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class CachedCounts:
-    """A function's result kept for `max_age` seconds (counting a big table costs a scan)."""
+class EntryCounts:
+    """Entries by tier, fetched at most every `max_age` seconds (counting scans the table).
 
-    def __init__(self, fetch: Callable[[], dict[str, int]], max_age: float) -> None:
+    `await refresh()` before a scrape; calling the object returns the last counts.
+    """
+
+    def __init__(
+        self, fetch: Callable[[float], Awaitable[dict[str, int]]], max_age: float = 15.0
+    ) -> None:
         self._fetch = fetch
         self._max_age = max_age
         self._value: dict[str, int] = {}
         self._at = float("-inf")
 
-    def __call__(self) -> dict[str, int]:
+    async def refresh(self) -> None:
+        """Fetch the counts again if the last ones are older than `max_age`."""
         t = time.monotonic()
         if t - self._at >= self._max_age:
-            self._value = self._fetch()
+            self._value = await self._fetch(time.time())
             self._at = t
-        return self._value
+
+    def __call__(self) -> dict[str, int]:
+        return dict(self._value)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from host.config import ENV_PREFIX, Config, is_secret, mask_value
+from host.config import ENV_PREFIX, SECRET_NAME, Config, is_secret, mask_value
 
 __all__ = [
     "BEGIN",
@@ -161,13 +161,28 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def masked(section: str, field: str, value: Any) -> Any:
-    """`value` fit to show: secrets as "***" (empty ones stay empty), URL passwords masked."""
-    if is_secret(section, field) and value not in (None, "", [], {}):
+def _mask(name: str, value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _mask(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask(name, v) for v in value]
+    if value not in (None, "") and SECRET_NAME.search(name):
         return "***"
-    if isinstance(value, list):
-        return [mask_value(v) for v in value]
     return mask_value(value)
+
+
+def masked(section: str, field: str, value: Any) -> Any:
+    """`value` fit to show: secrets as "***", URL passwords masked.
+
+    A scalar is secret when its nearest name is (the field's, or the key of the table holding
+    it: in `tokens = [{sha256 = "...", agent = "a"}]` the sha256 is masked, the agent shown).
+    A field marked secret in the model is masked whole. Empty values stay empty.
+    """
+    if is_secret(section, field) and not SECRET_NAME.search(field) and value not in (
+        None, "", [], {}
+    ):
+        return "***"
+    return _mask(field, value)
 
 
 def effective_toml(config: Config, origins: Mapping[tuple[str, str], str]) -> str:

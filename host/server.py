@@ -1,8 +1,8 @@
 """The WebSocket server: accept, upgrade, HTTP health endpoints, graceful drain.
 
 Plain HTTP GETs on the same port answer `/healthz` (the process is up) and `/readyz` (the store
-answers); every other path is upgraded to WebSocket, after the `gates` (authentication, connection
-limits) let it through. Each connection runs a `Connection`; `on_open` hooks see it first.
+answers), and any route added to `http_routes` (the host adds `/metrics`); every other path is
+upgraded to WebSocket, after the `gates` (authentication, connection limits) let it through. Each connection runs a `Connection`; `on_open` hooks see it first.
 TLS and the Origin allow-list come from `config.server` (see `host.tls`).
 """
 
@@ -19,7 +19,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from host.config import Config
-from host.connection import Connection
+from host.connection import Connection, RequestHook
 from host.limits import TokenBucket
 from host.router import Router
 from host.tls import origins_for, ssl_context
@@ -40,10 +40,13 @@ class HostServer:
         config: Config,
         router: Router,
         ready: Callable[[], Awaitable[bool]],
+        on_request: RequestHook | None = None,
     ) -> None:
         self.config = config
         self.router = router
         self._ready = ready
+        self.on_request = on_request
+        self.accepted = 0  # connections accepted since start
         self._server: Server | None = None
         self._ids = itertools.count(1)
         self.connections: set[Connection] = set()
@@ -101,7 +104,9 @@ class HostServer:
     async def _handle(self, ws: ServerConnection) -> None:
         limits = self.config.limits
         conn = Connection(ws, self.router, f"c{next(self._ids)}",
-                          bucket=TokenBucket.for_limits(limits), timeout=limits.request_timeout)
+                          bucket=TokenBucket.for_limits(limits), timeout=limits.request_timeout,
+                          on_request=self.on_request)
+        self.accepted += 1
         for hook in self.on_open:
             hook(conn)
         self.connections.add(conn)

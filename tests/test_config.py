@@ -100,6 +100,8 @@ def test_secret_settings_are_masked() -> None:
     """Token and password settings show as *** (an empty one stays empty)."""
     assert masked("auth", "token_hashes", ["sha256:abc"]) == "***"
     assert masked("auth", "tokens", []) == []
+    shown = masked("auth", "tokens", [{"sha256": "ab" * 32, "agent": "a1"}])
+    assert shown == [{"sha256": "***", "agent": "a1"}]
     assert masked("store", "password", "pw") == "***"
     assert masked("server", "port", 8765) == 8765
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from host.search.keyword import query_terms
 from host.store import sqlite_ops as ops
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
+from host.store.sqlite_admin import count_by_tier
 from host.store.sqlite_schema import connect, migrate
 from host.store.writer import CommitObserver, Writer
 
@@ -107,6 +108,18 @@ class SQLiteEntryStore:
             total += n
             if n < 1000:
                 return total
+
+    async def count_by_tier(self, now: float) -> dict[str, int]:
+        """Live entries by tier, counted on a worker thread with its own connection (a scan:
+        the metrics endpoint calls it at most every few seconds)."""
+        def _count() -> dict[str, int]:
+            conn = connect(self.path)
+            try:
+                return count_by_tier(conn, now)
+            finally:
+                conn.close()
+
+        return await asyncio.to_thread(_count)
 
     async def ready(self) -> bool:
         """True when the database answers."""
