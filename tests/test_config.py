@@ -98,7 +98,7 @@ def test_show_masks_database_password() -> None:
 
 def test_secret_settings_are_masked() -> None:
     """Token and password settings show as *** (an empty one stays empty)."""
-    assert masked("auth", "token_hashes", ["sha256:abc"]) == "***"
+    assert masked("auth", "token_hashes", ["sha256:abc"]) == ["***"]
     assert masked("auth", "tokens", []) == []
     shown = masked("auth", "tokens", [{"sha256": "ab" * 32, "agent": "a1"}])
     assert shown == [{"sha256": "***", "agent": "a1"}]

@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+from authkit import issue, write_config
 from conftest import HostProcess
 from websockets.exceptions import ConnectionClosed
 
@@ -126,3 +127,32 @@ async def test_no_request_lines_at_info(host_process, tmp_path: Path) -> None:
     records = [json.loads(x) for x in hp.proc.stderr.read().decode().splitlines()]  # type: ignore[union-attr]
     assert not [r for r in records if r["msg"] == "request"]
     assert len(records) < 10
+
+
+async def test_sighup_reloads_tokens(host_process, tmp_path: Path) -> None:
+    """SIGHUP re-reads the tokens: a dropped token's open connection is refused on its next
+    request while another token's connection goes on."""
+    t1, s1 = issue("a1")
+    t2, s2 = issue("a2")
+    db = tmp_path / "tok.db"
+    cfg = write_config(tmp_path / "host.toml", db, [s1, s2])
+    hp: HostProcess = host_process(db, "--config", str(cfg))
+    c1 = await MemoryClient.connect(hp.url, additional_headers={"Authorization": f"Bearer {t1}"})
+    c2 = await MemoryClient.connect(hp.url, additional_headers={"Authorization": f"Bearer {t2}"})
+    for c in (c1, c2):
+        await c.init("ns")
+    write_config(cfg, db, [s2])
+    hp.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            await c1.retrieve(keys=[{"k": 1}])
+        except RemoteError as err:
+            assert err.code == "unauthorized"
+            break
+        assert time.monotonic() < deadline, "tokens not reloaded"
+        await asyncio.sleep(0.05)
+    assert (await c2.store([{"key": {"k": 1}, "content": 1, "tier": "episodic"}])).stored
+    for c in (c1, c2):
+        await c.close()
+    assert hp.stop(signal.SIGTERM) == 0
