@@ -91,10 +91,8 @@ class Connection:
     async def run(self) -> None:
         """Read and answer frames until the peer closes or the host drains this connection."""
         try:
-            async for frame in self.ws:
-                if self.ctx.state is not ConnectionState.OPEN:
-                    break
-                self._busy = True
+            async for frame in self.ws:  # while draining too: a frame sent before the close
+                self._busy = True           # is in flight from the client's side; answer it
                 self._idle.clear()
                 try:
                     await self._answer(frame)
@@ -177,7 +175,11 @@ class Connection:
             self._idle.set()
 
     async def drain(self, timeout: float) -> None:
-        """Stop taking requests, wait up to `timeout` s for the in-flight ones to be answered."""
+        """Wait up to `timeout` s until every request read is answered (the connection idle).
+
+        Frames that arrive meanwhile are still answered: the client sent them before it could
+        know of the shutdown. The caller then closes the connection (1001), which stops the rest.
+        """
         self.ctx.state = ConnectionState.DRAINING
         deadline = time.monotonic() + timeout
         while True:

@@ -39,7 +39,7 @@ async def test_sigterm_answers_in_flight_requests_and_exits_0(host_process, tmp_
     code = await asyncio.to_thread(hp.proc.wait, 30)
     assert code == 0, hp.proc.stderr.read().decode()  # type: ignore[union-attr]
     failures = [r for r in results if isinstance(r, BaseException)]
-    assert all(isinstance(f, ConnectionClosed) for f in failures), failures
+    assert all(isinstance(f, (ConnectionClosed, ConnectionError)) for f in failures), failures
     assert any(t > signalled for t in answered_at.values())  # answered after the signal
     await client.close()
 
