@@ -33,9 +33,10 @@ from host.library import (  # noqa: E402
 )
 
 WORDS = [f"w{i:04d}" for i in range(5000)]  # a 5,000-word vocabulary: each word in ~0.16% of texts
-OPS = 1000
+OPS = 1000  # gets, sets and deletes per size (in ROUNDS rounds)
 DURABLE_OPS = 100  # sets and deletes of the SQLite store: each one is a commit (an fsync)
 QUERIES = 20
+ROUNDS = 5  # each figure is the best round: the machine is shared, the best is the least disturbed
 
 
 def _text(rng: random.Random) -> str:
@@ -47,11 +48,17 @@ def _memories(n: int, rng: random.Random) -> list[Memory]:
     return [Memory(content=_text(rng), importance=rng.choice(levels)) for _ in range(n)]
 
 
-def _per_op_us(fn: Callable[[Any], object], args: list[Any]) -> float:
-    start = time.perf_counter()
-    for a in args:
-        fn(a)
-    return (time.perf_counter() - start) / len(args) * 1e6
+def _best_per_op_us(fn: Callable[[Any], object], args: list[Any]) -> float:
+    """Run `fn` over `args` in ROUNDS equal slices; the fastest slice's time per call, in us."""
+    size = max(1, len(args) // ROUNDS)
+    best = float("inf")
+    for r in range(ROUNDS):
+        part = args[r * size:(r + 1) * size]
+        start = time.perf_counter()
+        for a in part:
+            fn(a)
+        best = min(best, (time.perf_counter() - start) / len(part))
+    return best * 1e6
 
 
 def _open(backend: str, path: Path) -> Any:
@@ -78,14 +85,14 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
         t = time.perf_counter()
         store.flush()
         out["flush_all_ms"] = (time.perf_counter() - t) * 1e3
-    keys = [m.id for m in rng.sample(fill, OPS)]
-    writes = DURABLE_OPS if backend == "sqlite" else OPS
+    keys = [m.id for m in rng.sample(fill, min(OPS, n // 2))]
+    writes = DURABLE_OPS if backend == "sqlite" else len(keys)
     fresh = _memories(writes, rng)
-    out["get_us"] = _per_op_us(store.get, keys)
-    out["set_us"] = _per_op_us(lambda i: store.set(keys[i], fresh[i]), list(range(writes)))
-    out["delete_us"] = _per_op_us(store.delete, keys[:writes])
     queries = [" ".join(rng.choices(WORDS, k=2)) for _ in range(QUERIES)]
-    out["search_ms"] = _per_op_us(lambda q: store.search(q, k=10), queries) / 1e3
+    out["get_us"] = _best_per_op_us(store.get, keys)
+    out["set_us"] = _best_per_op_us(lambda i: store.set(keys[i], fresh[i]), list(range(writes)))
+    out["search_ms"] = _best_per_op_us(lambda q: store.search(q, k=10), queries) / 1e3
+    out["delete_us"] = _best_per_op_us(store.delete, keys[:writes])
     store.close()
     if backend == "json":
         t = time.perf_counter()

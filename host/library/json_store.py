@@ -43,6 +43,7 @@ from host.library.files import FileLock, atomic_write
 from host.library.memory_store import InMemoryStore
 from host.library.models import Memory
 from host.library.search import Row, make_row
+from host.library.table import Table
 from host.search.rank import RankWeights
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "JSONFileStore", "StoreFormatError"]
@@ -173,7 +174,7 @@ class JSONFileStore(InMemoryStore):
         try:
             with self._filelock:
                 self._token = self._filelock.read_token()
-                self._rows = read_file(self.path)
+                self._table = Table(read_file(self.path))
         except BaseException:
             self._filelock.close()
             raise
@@ -214,7 +215,7 @@ class JSONFileStore(InMemoryStore):
                 self._force = self._dirty = False
                 pending, self._pending = self._pending, {}
                 touched, self._touched = self._touched, {}
-                snapshot = dict(self._rows)
+                snapshot = dict(self._table.rows)
             try:
                 self._write(pending, touched, snapshot)
             except BaseException as exc:  # flush() raises it; the changes are retried
@@ -247,7 +248,7 @@ class JSONFileStore(InMemoryStore):
                 with self._lock:
                     fresh = dict(snapshot)
                     _apply(fresh, self._pending, self._touched)
-                    self._rows = fresh
+                    self._table = Table(fresh)
                 self._token = current
             if not (pending or touched):
                 return

@@ -1,7 +1,8 @@
 """`InMemoryStore`: the volatile backend (FR-3), and the in-process table other backends build on.
 
-get/set/delete are O(1) dict operations (plus copying the memory and tokenising its content on
-set); search is O(n) (see `host.library.search`). Every method is thread-safe.
+get/set/delete are O(1) (a dict operation, plus copying the memory, tokenising its content and
+updating the token index on set); search ranks only the memories sharing a term with the query
+(`host.library.table`): O(n) at worst, when every memory matches. Every method is thread-safe.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing, StoreClosedError
 from host.library.search import Row, make_row, search_rows, touched_row
+from host.library.table import Table
+from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 
 __all__ = ["InMemoryStore", "default_weights"]
@@ -32,7 +35,7 @@ class InMemoryStore(Closing):
 
     def __init__(self, *, weights: RankWeights | None = None) -> None:
         self.weights = weights if weights is not None else default_weights()
-        self._rows: dict[str, Row] = {}
+        self._table = Table()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -51,11 +54,11 @@ class InMemoryStore(Closing):
         """The memory under `key` (a copy whose `last_accessed` is now), or None."""
         with self._lock:
             self._check_open()
-            row = self._rows.get(key)
+            row = self._table.get(key)
             if row is None:
                 return None
             touched = touched_row(row, utc_now())
-            self._rows[key] = touched
+            self._table.put(key, touched)
             self._accessed(key, touched)
         return touched.memory.copy_for_store()
 
@@ -64,32 +67,34 @@ class InMemoryStore(Closing):
         row = make_row(memory.copy_for_store())
         with self._lock:
             self._check_open()
-            self._rows[key] = row
+            self._table.put(key, row)
             self._changed(key, row)
 
     def delete(self, key: str) -> bool:
         """Remove the memory under `key`; True when there was one."""
         with self._lock:
             self._check_open()
-            found = self._rows.pop(key, None) is not None
+            found = self._table.pop(key) is not None
             if found:
                 self._changed(key, None)
             return found
 
     def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
         """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, not {k}")
         with self._lock:
             self._check_open()
-            rows = self._rows.copy()  # one allocation, not n tuples (the GC would walk them)
-        return search_rows(rows.items(), query, k, self.weights, time.time())
+            rows = self._table.candidates(query_terms(query))
+        return search_rows(rows, query, k, self.weights, time.time())
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._table)
 
     def keys(self) -> list[str]:
         """The keys stored now, in no particular order."""
         with self._lock:
-            return list(self._rows)
+            return list(self._table.rows)
 
     def close(self) -> None:
         """Close the store; later calls raise `StoreClosedError`. Closing twice is harmless."""

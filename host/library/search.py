@@ -8,8 +8,9 @@ recency is that of `last_accessed`. A memory matches only when it shares at leas
 the query (relevance > 0), as on the wire. Results come best first: by combined score, then by
 relevance, then fresher first, then by key, so equal inputs always give the same order.
 
-Each memory's tokens are computed once, when it is stored (`make_row`), so a search costs one
-set intersection per stored memory: O(n) in the number of memories, O(n log k) with the top k.
+Each memory's tokens are computed once, when it is stored (`make_row`); a search costs one set
+intersection per row it is given (in-process stores give only the rows sharing a query term,
+see `host.library.table`), plus O(log k) each to keep the top k.
 """
 
 from __future__ import annotations
