@@ -7,39 +7,44 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
+from host.app import make_store
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
 from host.library.models import Memory, MemoryImportance, MemoryType
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
-from host.store.base import NewEntry, Query, Scope
-from host.store.sqlite import SQLiteEntryStore
-from host.store.sqlite_ops import Quotas
+from host.store.base import EntryStore, NewEntry, Query, Scope
 from protocol.keys import canonical_key
 from tests.conftest import make_config
 
 SCOPE = Scope("ns", "a1")
 
 
-@pytest.fixture
-def config(db_path: Path) -> Config:
-    """The default config on the test's database file."""
-    return make_config(db_path)
+pytestmark = pytest.mark.all_backends
 
 
 @pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[SQLiteEntryStore]:
-    """An open SQLite entry store on the test's database file."""
-    async with SQLiteEntryStore(db_path) as s:
+def config(store_db: str) -> Config:
+    """The default config on the test's database (a SQLite file or a PostgreSQL database)."""
+    return make_config(store_db)
+
+
+@pytest.fixture
+async def store(config: Config) -> AsyncIterator[EntryStore]:
+    """The configured entry store, open."""
+    s = make_store(config)
+    await s.open()
+    try:
         yield s
+    finally:
+        await s.close()
 
 
 @pytest.fixture
-def memories(store: SQLiteEntryStore, config: Config) -> EntryStoreMemories:
+def memories(store: EntryStore, config: Config) -> EntryStoreMemories:
     """The memories of agent "a1" in namespace "ns"."""
     return EntryStoreMemories(store, SCOPE, config)
 
@@ -67,7 +72,7 @@ async def test_set_get_keeps_every_field_but_access(memories: EntryStoreMemories
 
 
 async def test_get_records_the_access_in_the_store(
-    memories: EntryStoreMemories, store: SQLiteEntryStore
+    memories: EntryStoreMemories, store: EntryStore
 ) -> None:
     """After a get the stored entry's `updated_at` is the time of the get; created_at stays."""
     m = Memory(content="x", created_at=_ago(days=5), last_accessed=_ago(days=5))
@@ -81,7 +86,7 @@ async def test_get_records_the_access_in_the_store(
 
 
 async def test_get_does_not_extend_a_ttl(
-    memories: EntryStoreMemories, store: SQLiteEntryStore
+    memories: EntryStoreMemories, store: EntryStore
 ) -> None:
     """An entry with a TTL (written over the wire) is read but not rewritten, so it still expires."""
     key = canonical_key({"id": "temp"})
@@ -142,7 +147,7 @@ async def test_search_matches_content_not_metadata(memories: EntryStoreMemories)
     assert [h.memory.id for h in await memories.search("fridays", k=5)] == [m.id]
 
 
-async def test_scopes_are_isolated(store: SQLiteEntryStore, config: Config) -> None:
+async def test_scopes_are_isolated(store: EntryStore, config: Config) -> None:
     """Another agent sees semantic and procedural memories but not episodic ones; another
     namespace sees nothing."""
     a1 = EntryStoreMemories(store, SCOPE, config)
@@ -156,7 +161,7 @@ async def test_scopes_are_isolated(store: SQLiteEntryStore, config: Config) -> N
 
 
 async def test_foreign_keys_are_addressed_by_their_json(
-    memories: EntryStoreMemories, store: SQLiteEntryStore
+    memories: EntryStoreMemories, store: EntryStore
 ) -> None:
     """An entry whose key is not `{"id": ...}` has its key's JSON as id, and that id finds it."""
     await store.put(SCOPE, [NewEntry(tier="episodic", key=canonical_key({"user": "u1", "n": 2}),
@@ -168,11 +173,13 @@ async def test_foreign_keys_are_addressed_by_their_json(
     assert await memories.delete(hit.memory.id) is True
 
 
-async def test_quota_raises_memory_full(tmp_path: Path) -> None:
+async def test_quota_raises_memory_full(store_db: str) -> None:
     """A new memory past the agent's quota (or the working tier's) raises `StoreFullError`;
     updating a stored memory still works."""
-    config = make_config(tmp_path / "q.db", limits={"max_working_entries": 1})
-    async with SQLiteEntryStore(tmp_path / "q.db", quotas=Quotas(max_entries_per_agent=3)) as s:
+    config = make_config(store_db, limits={"max_entries_per_agent": 3, "max_working_entries": 1})
+    s = make_store(config)
+    await s.open()
+    try:
         memories = EntryStoreMemories(s, SCOPE, config)
         ms = [Memory(content=f"m{i}") for i in range(3)]
         for m in ms:
@@ -185,6 +192,8 @@ async def test_quota_raises_memory_full(tmp_path: Path) -> None:
         await memories.set("w1", Memory(content="w", memory_type=MemoryType.WORKING))
         with pytest.raises(StoreFullError):
             await memories.set("w2", Memory(content="w", memory_type=MemoryType.WORKING))
+    finally:
+        await s.close()
 
 
 async def test_concurrent_sets_all_land(memories: EntryStoreMemories) -> None:

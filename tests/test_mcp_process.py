@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
@@ -28,7 +29,7 @@ def _ok(result: CallToolResult) -> Any:
     return payload["result"] if set(payload) == {"result"} else payload
 
 
-def stdio_server(db: Path, cwd: Path, *extra: str) -> StdioServerParameters:
+def stdio_server(db: Path | str, cwd: Path, *extra: str) -> StdioServerParameters:
     """How the SDK's stdio client starts `a2e-host mcp` on `db`."""
     return StdioServerParameters(
         command=sys.executable,
@@ -126,14 +127,16 @@ def _error_text(result: CallToolResult) -> str:
     return result.content[0].text  # type: ignore[union-attr]
 
 
+@pytest.mark.all_backends
 async def test_websocket_host_and_mcp_share_one_database(
-    db_path: Path, tmp_path: Path, connect: Callable[..., Any]
+    store_db: str, tmp_path: Path, connect: Callable[..., Any]
 ) -> None:
     """A memory put through MCP is retrieved over WebSocket, and an entry stored over WebSocket
-    is got, found and forgotten through MCP, with the host and the MCP server both running."""
+    is got, found and forgotten through MCP, with the host and the MCP server both running on
+    one database (a SQLite file, or a PostgreSQL database)."""
     ws: MemoryClient = await connect()
     await ws.init("ns", {"agent": "a1"})
-    params = stdio_server(db_path, tmp_path, "--namespace", "ns", "--agent", "a1")
+    params = stdio_server(store_db, tmp_path, "--namespace", "ns", "--agent", "a1")
     async with Client(params, mode="legacy") as c:
         # MCP -> WebSocket
         m = _ok(await c.call_tool(
