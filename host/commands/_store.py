@@ -1,11 +1,16 @@
-"""What the store sub-commands share: the SQLite file of the config, and its quotas."""
+"""What the store sub-commands share: the SQLite file or PostgreSQL store of the config, and
+its quotas."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from host.config import Config, mask_value
+from host.store.postgres import PostgresEntryStore
 from host.store.sqlite_ops import Quotas
 
-__all__ = ["quotas", "sqlite_path"]
+__all__ = ["open_postgres", "quotas", "sqlite_path"]
 
 
 def sqlite_path(config: Config, command: str) -> str:
@@ -26,4 +31,17 @@ def quotas(config: Config) -> Quotas:
     return Quotas(
         max_entries_per_namespace=limits.max_entries_per_namespace,
         max_entries_per_agent=limits.max_entries_per_agent,
+        max_bytes_per_namespace=limits.max_bytes_per_namespace,
+        max_bytes_per_agent=limits.max_bytes_per_agent,
     )
+
+
+@asynccontextmanager
+async def open_postgres(config: Config) -> AsyncIterator[PostgresEntryStore]:
+    """The PostgreSQL store `store.db` names, open (schema migrated) with a small pool."""
+    store = PostgresEntryStore(config.store.db, quotas=quotas(config), pool_min=1, pool_max=2)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -2,7 +2,8 @@
 
 Idempotent: an entry is addressed by (namespace, tier, owner, key), so importing a file twice
 leaves the same entries. Writes go through the wire path's `put_entries`, a transaction per
-batch, so a concurrent host keeps serving; quotas apply as to any write.
+batch (on PostgreSQL the wire path's `PostgresEntryStore.put`, a transaction per run of one
+scope), so a concurrent host keeps serving; quotas apply as to any write.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import IO, Any
 
 import msgspec
 
-from host.cli import add_db_args, config_from_args
+from host.cli import add_db_args, config_from_args, run_loop
 from host.commands._progress import Progress
-from host.commands._store import quotas, sqlite_path
-from host.store.base import NewEntry, Scope
+from host.commands._store import open_postgres, quotas, sqlite_path
+from host.config import Config
+from host.store.base import NewEntry, Scope, StoreOutcome
+from host.store.postgres import is_postgres_url
 from host.store.sqlite_admin import import_batch, open_store_file
 from host.transfer import decode_line
 
@@ -44,36 +48,55 @@ def _entries(src: IO[bytes], bar: Progress) -> Any:
         )
 
 
+def _batches(src: IO[bytes], bar: Progress) -> Iterator[list[tuple[Scope, NewEntry]]]:
+    batch: list[tuple[Scope, NewEntry]] = []
+    for item in _entries(src, bar):
+        batch.append(item)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def _import_postgres(config: Config, src: IO[bytes], bar: Progress) -> list[StoreOutcome]:
+    from host.store.postgres_admin import import_batch as pg_import_batch
+
+    outcomes: list[StoreOutcome] = []
+    async with open_postgres(config) as store:
+        for batch in _batches(src, bar):
+            outcomes += await pg_import_batch(store, batch, time.time())
+    return outcomes
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """Import FILE (or standard input for `-`); print how many were stored or refused."""
     config = config_from_args(args)
-    path = sqlite_path(config, "import")
+    postgres = is_postgres_url(config.store.db)
+    path = "" if postgres else sqlite_path(config, "import")
     q = quotas(config)
     src: IO[bytes]
     if args.file == "-":
         src, total = sys.stdin.buffer, None
     else:
         src, total = open(args.file, "rb"), os.path.getsize(args.file)
-    conn = open_store_file(path, create=True)
-    stored = refused = 0
+    outcomes: list[StoreOutcome] = []
     try:
         with Progress("import (bytes)", total) as bar:
-            batch: list[tuple[Scope, NewEntry]] = []
-            for item in _entries(src, bar):
-                batch.append(item)
-                if len(batch) >= BATCH:
-                    out = import_batch(conn, batch, time.time(), q)
-                    refused += sum(o is not None for o in out)
-                    stored += sum(o is None for o in out)
-                    batch = []
-            if batch:
-                out = import_batch(conn, batch, time.time(), q)
-                refused += sum(o is not None for o in out)
-                stored += sum(o is None for o in out)
+            if postgres:
+                outcomes = run_loop(_import_postgres(config, src, bar))
+            else:
+                conn = open_store_file(path, create=True)
+                try:
+                    for batch in _batches(src, bar):
+                        outcomes += import_batch(conn, batch, time.time(), q)
+                finally:
+                    conn.close()
     finally:
-        conn.close()
         if src is not sys.stdin.buffer:
             src.close()
+    stored = sum(o is None for o in outcomes)
+    refused = len(outcomes) - stored
     print(f"imported {stored} entries" + (f"; {refused} refused by quotas" if refused else ""),
           file=sys.stderr)
     return 1 if refused else 0

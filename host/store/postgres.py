@@ -173,7 +173,10 @@ class PostgresEntryStore:
             pool, self._pool = self._pool, None
             await pool.close()
 
-    def _p(self) -> Any:
+    @property
+    def pool(self) -> Any:
+        """The asyncpg pool (for `host.store.postgres_admin`). Raises `RuntimeError` if the
+        store is not open."""
         if self._pool is None:
             raise RuntimeError("store is not open")
         return self._pool
@@ -195,7 +198,7 @@ class PostgresEntryStore:
             for col, v in zip(cols, values):
                 col.append(v)
         q = self.quotas
-        outcomes = await self._p().fetchval(
+        outcomes = await self.pool.fetchval(
             "SELECT a2e_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             scope.namespace, scope.agent, now,
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
@@ -212,7 +215,7 @@ class PostgresEntryStore:
         p = _Params()
         where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)),
                        now, p)
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT a2e_lock_namespace($1)", scope.namespace)
             status = await conn.execute(f"DELETE FROM a2e_entries e WHERE {where}", *p.values)
         return int(status.split()[-1])
@@ -220,7 +223,7 @@ class PostgresEntryStore:
     async def collect_garbage(self, now: float) -> int:
         """Delete expired entries if no other host is collecting (`pg_try_advisory_lock`);
         the number deleted (0 when another host holds the lock)."""
-        async with self._p().acquire() as conn:
+        async with self.pool.acquire() as conn:
             if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, LOCK_GC):
                 log.debug("gc skipped: another host is collecting")
                 return 0
@@ -256,7 +259,7 @@ class PostgresEntryStore:
         where = _where(scope, q, now, p)
         if q.min_score > 0:
             where += f" AND e.score >= {p(q.min_score)}"
-        rows = await self._p().fetch(
+        rows = await self.pool.fetch(
             f"SELECT {_COLUMNS}, count(*) OVER () FROM a2e_entries e WHERE {where}"
             f" ORDER BY e.score DESC, e.updated_at DESC LIMIT {p(q.limit)}",
             *p.values,
@@ -274,7 +277,7 @@ class PostgresEntryStore:
             return []
         p = _Params()
         where = _where(scope, q, now, p)
-        rows = await self._p().fetch(
+        rows = await self.pool.fetch(
             f"SELECT {_COLUMNS}, m.terms FROM a2e_entries e,"
             f" LATERAL (SELECT ARRAY(SELECT unnest({p(list(terms))}::text[]) INTERSECT"
             "  SELECT unnest(tsvector_to_array(e.lexemes))) AS terms) m"
@@ -293,7 +296,7 @@ class PostgresEntryStore:
     async def ready(self) -> bool:
         """True when the database answers."""
         try:
-            return bool(await self._p().fetchval("SELECT 1") == 1)
+            return bool(await self.pool.fetchval("SELECT 1") == 1)
         except Exception:
             return False
 
@@ -311,11 +314,11 @@ class PostgresEntryStore:
         dims = {len(v) for _t, _k, v in items}
         if self.vectors_available:
             for dim in dims - self._indexed_dims:
-                async with self._p().acquire() as conn:
+                async with self.pool.acquire() as conn:
                     await ensure_vector_index(conn, dim)
                 self._indexed_dims.add(dim)
         stored = 0
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn, conn.transaction():
             for tier, key, vec in items:
                 status = await conn.execute(
                     "INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
@@ -345,7 +348,7 @@ class PostgresEntryStore:
                " JOIN a2e_entries e ON e.id = v.entry_id"
                f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}"
                f" ORDER BY {dist} LIMIT {p(candidates)}")
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = await conn.fetch(sql, *p.values)
         out = []
