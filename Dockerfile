@@ -9,7 +9,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY host ./host
-RUN pip install --no-cache-dir . \
+# the postgres extra (asyncpg) lets one image serve a SQLite file or a postgresql:// URL
+RUN pip install --no-cache-dir '.[postgres]' \
     && useradd --system --uid 10001 --home-dir /data a2e \
     && mkdir -p /data && chown a2e /data
 

@@ -203,3 +203,10 @@ async def test_changed_content_drops_the_vector(stores: list[PostgresEntryStore]
     assert [e.key for e in got] == [key(2)]
     await a.forget(s, BOTH, [key(2)], [], T0 + 1)
     assert await a.vector_search(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10) == []
+
+
+async def test_count_by_tier_counts_live_entries(stores: list[PostgresEntryStore]) -> None:
+    """The metrics' entry counts: live entries by tier, expired ones left out."""
+    a, _ = stores
+    await a.put(Scope("ns", "x"), [entry(1), entry(2, ttl=5), entry(3, tier="semantic")], T0)
+    assert await a.count_by_tier(T0 + 10) == {"episodic": 1, "semantic": 1}

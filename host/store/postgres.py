@@ -293,6 +293,14 @@ class PostgresEntryStore:
             out.append(entry)
         return out
 
+    async def count_by_tier(self, now: float) -> dict[str, int]:
+        """Live entries by tier (a scan: the metrics endpoint calls it at most every few
+        seconds)."""
+        rows = await self.pool.fetch(
+            "SELECT tier, count(*) FROM a2e_entries"
+            " WHERE expires_at IS NULL OR expires_at > $1 GROUP BY tier", now)
+        return {r[0]: int(r[1]) for r in rows}
+
     async def ready(self) -> bool:
         """True when the database answers."""
         try:
