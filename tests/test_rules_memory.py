@@ -15,18 +15,18 @@ SAMPLE = Path(__file__).parent / "data" / "rules"
 
 
 def test_tags_per_level() -> None:
-    """Each level carries `rule`, its level tag, and its module, file or extension tag."""
+    """Each level carries `rule`, `type:procedural`, its level tag, and its module, file or extension tag."""
     def rule(level: Level, target: str) -> Rule:
         return Rule(level=level, source="s", target=target, title="t", body="b")
 
-    assert rule_tags(rule(Level.GENERAL, "")) == ["rule", "level:general"]
-    assert rule_tags(rule(Level.CROSS_MODULE, "logs")) == ["rule", "level:cross-module"]
-    assert rule_tags(rule(Level.MODULE, "api")) == ["rule", "level:module", "module:api"]
+    assert rule_tags(rule(Level.GENERAL, "")) == ["rule", "type:procedural", "level:general"]
+    assert rule_tags(rule(Level.CROSS_MODULE, "logs")) == ["rule", "type:procedural", "level:cross-module"]
+    assert rule_tags(rule(Level.MODULE, "api")) == ["rule", "type:procedural", "level:module", "module:api"]
     assert rule_tags(rule(Level.FILE_SPECIFIC, "Dockerfile")) == [
-        "rule", "level:file-specific", "file:Dockerfile", "ext:dockerfile",
+        "rule", "type:procedural", "level:file-specific", "file:Dockerfile", "ext:dockerfile",
     ]
     assert rule_tags(rule(Level.FILE_SPECIFIC, "setup.py")) == [
-        "rule", "level:file-specific", "file:setup.py",
+        "rule", "type:procedural", "level:file-specific", "file:setup.py",
     ]
 
 

@@ -151,7 +151,7 @@ async def test_cli_load_then_retrieve_over_websocket(
     assert [e["key"] for e in by_ext.entries] == [
         {"rule": "file-specific/py.cursorrules", "section": "Python"}
     ]
-    assert set(by_ext.entries[0]["tags"]) == {"rule", "level:file-specific", "file:py", "ext:py"}
+    assert set(by_ext.entries[0]["tags"]) == {"rule", "type:procedural", "level:file-specific", "file:py", "ext:py"}
     everything = await agent.retrieve(tags=["rule"], tier="semantic", limit=100)
     levels = [e["content"]["level"] for e in everything.entries]
     assert everything.total == 9

@@ -5,7 +5,8 @@ One rule (one section of one file) is one semantic-tier entry:
 - key: `{"rule": "<source relative to the rules root>", "section": "<section title>"}`;
 - content: `{"kind": "procedural", "level", "source", "target", "title", "body", "order",
   "file_title", "line"}` (`rule_content`), read back by `rule_from_content`;
-- tags (`rule_tags`): `rule`, `level:<level>`, and `module:<name>` for module rules,
+- tags (`rule_tags`): `rule`, `type:procedural` (the library's memory-type tag, so the library and
+  the MCP tools read a rule as a procedural memory), `level:<level>`, and `module:<name>` for module rules,
   `file:<name>` for every file-specific rule, `ext:<ext>` (lower case) for a file-specific target
   without a dot.
 
@@ -19,6 +20,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from host.library.mapping import TYPE_TAG_PREFIX
+from host.library.models import MemoryType
 from host.rules.model import Level, Rule
 from host.rules.resolver import file_name_and_extension, matches_extension
 
@@ -32,6 +35,7 @@ __all__ = [
 ]
 
 RULE_TAG = "rule"
+PROCEDURAL_TAG = TYPE_TAG_PREFIX + MemoryType.PROCEDURAL.value
 
 
 def rule_key(rule: Rule) -> dict[str, str]:
@@ -41,7 +45,7 @@ def rule_key(rule: Rule) -> dict[str, str]:
 
 def rule_tags(rule: Rule) -> list[str]:
     """The tags of `rule` (see the module docstring), without duplicates, in a fixed order."""
-    tags = [RULE_TAG, f"level:{rule.level.value}"]
+    tags = [RULE_TAG, PROCEDURAL_TAG, f"level:{rule.level.value}"]
     if rule.level is Level.MODULE:
         tags.append(f"module:{rule.target}")
     elif rule.level is Level.FILE_SPECIFIC:

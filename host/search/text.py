@@ -3,7 +3,9 @@
 For a string content, the string; for JSON content, every string and number in it and the
 object member names (a `{"language": "python"}` entry is found by "language" and "python").
 Tags and the key's values are appended so that an entry tagged `preferences` matches the query
-"preferences".
+"preferences". Of a structured tag `prefix:value` (`type:procedural`, `level:general`) only the
+value is indexed: the prefix names a facet, and would otherwise make every such entry match
+queries like "type hints".
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def searchable_text(content: Any, tags: list[str] | tuple[str, ...] = (), key: A
     """The text indexed for keyword (and vector) search of one entry."""
     parts: list[str] = []
     _walk(content, parts)
-    parts.extend(tags)
+    parts.extend(t.rpartition(":")[2] for t in tags)
     if isinstance(key, dict):
         for v in key.values():
             _walk(v, parts)
