@@ -112,6 +112,10 @@ class LimitsConfig(_Section):
     max_sessions_per_connection: int = Field(
         64, ge=1, description="Memory sessions one connection may open."
     )
+    max_working_bytes: int = Field(
+        64 * MIB, ge=1, description="Working-tier `content` bytes one connection may hold, all its"
+        " sessions together."
+    )
     max_bytes_per_namespace: int = Field(
         1024 * MIB, ge=1, description="Persisted `content` bytes in one namespace."
     )

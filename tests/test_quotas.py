@@ -114,9 +114,25 @@ async def test_working_entries_per_session(db_path: Path) -> None:
         c = await session()
         reply = await c.store([entry(i, tier="working") for i in range(3)])
         assert reply.stored == [{"k": 0}, {"k": 1}]
-        assert reply.errors == ["entries[2]: memory_full: working tier of this session is full"]
+        assert reply.errors == ["entries[2]: memory_full: working tier is full"]
         await c.init("ns", {"agent": "a1"})  # a second session on the same connection
         assert len((await c.store([entry(i, tier="working") for i in range(2)])).stored) == 2
+
+
+async def test_working_bytes_per_connection(db_path: Path) -> None:
+    """The working tiers of one connection's sessions share its byte budget; forgetting frees
+    it, and another connection has its own."""
+    async with sessions(db_path, max_working_bytes=100) as session:
+        c = await session()
+        first = c.memory_id
+        assert (await c.store([entry(1, text_of(60), "working")])).stored == [{"k": 1}]
+        await c.init("ns", {"agent": "a1"})
+        await _full(c.store([entry(2, text_of(41), "working")]))
+        assert (await c.store([entry(2, text_of(40), "working")])).stored == [{"k": 2}]
+        assert await c.forget(keys=[{"k": 1}], tier="working", memory_id=first) == 1
+        assert (await c.store([entry(3, text_of(60), "working")])).stored == [{"k": 3}]
+        other = await session()
+        assert (await other.store([entry(1, text_of(100), "working")])).stored == [{"k": 1}]
 
 
 async def test_the_rest_of_the_batch_is_reported(db_path: Path) -> None:

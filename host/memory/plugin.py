@@ -17,7 +17,7 @@ import msgspec
 from host.config import Config
 from host.memory.access import Access
 from host.memory.session import ConnectionContext, Session
-from host.memory.working import WorkingTier
+from host.memory.working import ByteBudget, WorkingTier
 from host.router import Router
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights, combined_score
@@ -114,9 +114,10 @@ class MemoryPlugin:
                                 req_id=req.id)
         agent = self.agent_for(req, ctx)
         memory_id = str(uuid.uuid4())
-        ctx.sessions[memory_id] = Session(
-            memory_id, Scope(req.namespace, agent), WorkingTier(limits.max_working_entries)
-        )
+        if ctx.working_budget is None:
+            ctx.working_budget = ByteBudget(limits.max_working_bytes)
+        working = WorkingTier(limits.max_working_entries, ctx.working_budget)
+        ctx.sessions[memory_id] = Session(memory_id, Scope(req.namespace, agent), working)
         return MemoryInitResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                   memory_id=memory_id, namespace=req.namespace)
 
@@ -158,7 +159,7 @@ class MemoryPlugin:
             if e.tier == "working":
                 text = searchable_text(_decode(new.content), e.tags, e.key)
                 if session.working.put(new, text, t) is not None:
-                    outcomes[i] = f"entries[{i}]: memory_full: working tier of this session is full"
+                    outcomes[i] = f"entries[{i}]: memory_full: working tier is full"
             else:
                 persistent.append(new)
                 where.append(i)

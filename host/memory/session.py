@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from host.memory.working import WorkingTier
+from host.memory.working import ByteBudget, WorkingTier
 from host.store.base import Scope
 from protocol.errors import ErrorCode, ProtocolError
 
@@ -40,7 +40,7 @@ class ConnectionContext:
 
     `identity` is the authenticated agent (None when authentication is off) and `grant` what
     its token allows (None until a valid token; see `host.auth`); `agent_id` the
-    handshake's claim. `last_write` is the newest pending write of this connection: a read
+    handshake's claim. `working_budget` bounds the working-tier bytes of all its sessions. `last_write` is the newest pending write of this connection: a read
     waits for it first, so a connection always reads its own writes.
     """
 
@@ -49,6 +49,7 @@ class ConnectionContext:
     agent_id: str = ""
     identity: str | None = None
     grant: Grant | None = None
+    working_budget: ByteBudget | None = None
     state: ConnectionState = ConnectionState.OPEN
     sessions: dict[str, Session] = field(default_factory=dict)
     last_write: asyncio.Future | None = None

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from host.search.keyword import coverage
 from host.store.base import NewEntry, StoredEntry
 
-__all__ = ["WorkingTier"]
+__all__ = ["ByteBudget", "WorkingTier"]
+
+
+@dataclass(slots=True)
+class ByteBudget:
+    """Content bytes that the working tiers of one connection may hold together."""
+
+    limit: int
+    used: int = 0
 
 
 @dataclass(slots=True)
@@ -26,8 +34,9 @@ class _Item:
 class WorkingTier:
     """Entries of one session, keyed by canonical key bytes. Not thread-safe (event loop only)."""
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, budget: ByteBudget | None = None) -> None:
         self.max_entries = max_entries
+        self.budget = budget if budget is not None else ByteBudget(1 << 62)
         self._items: dict[bytes, _Item] = {}
 
     def __len__(self) -> int:
@@ -37,15 +46,22 @@ class WorkingTier:
         return item.expires_at is None or item.expires_at > now
 
     def put(self, e: NewEntry, text: str, now: float) -> str | None:
-        """Upsert one entry; None when stored, "memory_full" past the session's limit."""
+        """Upsert one entry; None when stored, "memory_full" past the session's entry limit
+        or the connection's byte budget (the old entry then stays as it was)."""
         old = self._items.get(e.key)
         if old is not None and not self._live(old, now):
-            del self._items[e.key]
+            self._drop(e.key)
             old = None
         if old is None and len(self._items) >= self.max_entries:
             self._purge(now)
             if len(self._items) >= self.max_entries:
                 return "memory_full"
+        growth = len(e.content) - (len(old.entry.content) if old is not None else 0)
+        if growth > 0 and self.budget.used + growth > self.budget.limit:
+            self._purge(now)
+            if self.budget.used + growth > self.budget.limit:
+                return "memory_full"
+        self.budget.used += growth
         created = old.entry.created_at if old is not None else now
         entry = StoredEntry(
             tier="working", owner="", key=e.key, content=e.content, tags=list(dict.fromkeys(e.tags)),
@@ -54,9 +70,12 @@ class WorkingTier:
         self._items[e.key] = _Item(entry, text, now + e.ttl if e.ttl > 0 else None)
         return None
 
+    def _drop(self, key: bytes) -> None:
+        self.budget.used -= len(self._items.pop(key).entry.content)
+
     def _purge(self, now: float) -> None:
         for k in [k for k, it in self._items.items() if not self._live(it, now)]:
-            del self._items[k]
+            self._drop(k)
 
     def _matching(
         self, keys: Sequence[bytes], tags: Sequence[str], now: float
@@ -99,5 +118,5 @@ class WorkingTier:
         """Delete live entries matching keys AND tags; the number deleted."""
         doomed = [it.entry.key for it in self._matching(keys, tags, now)]
         for k in doomed:
-            del self._items[k]
+            self._drop(k)
         return len(doomed)
