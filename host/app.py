@@ -30,6 +30,8 @@ from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
 from host.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.router import Router
+from host.search.embed import make_embedder
+from host.search.engine import SearchEngine
 from host.server import HostServer
 from host.store.base import EntryStore
 from host.store.postgres import PostgresEntryStore, is_postgres_url
@@ -89,7 +91,8 @@ class Host:
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
-        self.memory = MemoryPlugin(self.store, config, Access(self.auth))
+        self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
+        self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search)
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
@@ -169,6 +172,7 @@ class Host:
         srv = self.config.server
         self.auth.check_exposure(srv.host, self.config.auth.allow_anonymous_remote)
         await self.store.open()
+        await self.search.start()
         await self.server.start()
         self.gc.start()
         scheme = "wss" if srv.tls_cert else "ws"
@@ -179,5 +183,6 @@ class Host:
         """Stop accepting, drain in-flight requests, stop the GC, commit and close the store."""
         await self.server.stop()
         await self.gc.stop()
+        await self.search.stop()
         await self.store.close()
         log.info("a2e-host stopped")

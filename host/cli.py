@@ -46,6 +46,7 @@ __all__ = [
 COMMANDS: tuple[str, ...] = (
     "serve", "rules", "mcp", "config", "stats", "gc", "export", "import_", "backup", "vacuum",
     "token",
+    "reindex",
 )
 
 log = logging.getLogger("a2e_host")

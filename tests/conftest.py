@@ -10,12 +10,15 @@ uses the `host` fixture (or `store_db`) twice: on SQLite (id `sqlite`) and on Po
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +215,41 @@ def embedder() -> Any:
     from host.search.embed import make_embedder
 
     return make_embedder(load_config().search)
+
+
+class _EmbeddingHandler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings endpoint backed by the real default embedder."""
+
+    embedder: Any = None
+    seen: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                          "body": body})
+        vecs = self.embedder.embed(body["input"]) * 3.0  # not normalised, as some servers do
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in reversed(list(enumerate(vecs)))]
+        out = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def embedding_endpoint(embedder: Any) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real HTTP embeddings server on a free port; yields (base_url, requests seen)."""
+    handler = type("H", (_EmbeddingHandler,), {"embedder": embedder, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler.seen
+    finally:
+        server.shutdown()
+        server.server_close()

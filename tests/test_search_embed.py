@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -62,50 +58,12 @@ def test_sentence_transformers_missing_model_is_a_clear_error() -> None:
         make_embedder(cfg)
 
 
-class _EmbeddingHandler(BaseHTTPRequestHandler):
-    """An OpenAI-compatible /v1/embeddings endpoint backed by the real default embedder."""
-
-    embedder: Any = None
-    seen: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                          "body": body})
-        vecs = self.embedder.embed(body["input"]) * 3.0  # not normalised, as some servers do
-        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                for i, v in reversed(list(enumerate(vecs)))]
-        out = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def endpoint(embedder: Embedder) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A real HTTP embeddings server on a free port; yields (base_url, requests seen)."""
-    handler = type("H", (_EmbeddingHandler,), {"embedder": embedder, "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler.seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_openai_endpoint_embeds_in_order_normalised(
-    endpoint: tuple[str, list[dict[str, Any]]], embedder: Embedder
+    embedding_endpoint: tuple[str, list[dict[str, Any]]], embedder: Embedder
 ) -> None:
     """The HTTP embedder posts to /embeddings with the key from the named env var, restores
     the reply order, normalises the rows and learns the dimension."""
-    base_url, seen = endpoint
+    base_url, seen = embedding_endpoint
     os.environ["A2E_TEST_EMBED_KEY"] = "sk-test"
     try:
         cfg = load_config(None, {"search": {

@@ -19,6 +19,7 @@ from host.memory.access import Access
 from host.memory.session import ConnectionContext, Session
 from host.memory.working import ByteBudget, WorkingTier
 from host.router import Router
+from host.search.engine import SearchEngine
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights, combined_score
 from host.search.text import searchable_text
@@ -70,9 +71,13 @@ class MemoryPlugin:
 
     capability = "memory"
 
-    def __init__(self, store: EntryStore, config: Config, access: Access | None = None) -> None:
+    def __init__(
+        self, store: EntryStore, config: Config, access: Access | None = None,
+        search: SearchEngine | None = None,
+    ) -> None:
         self.store = store
         self.config = config
+        self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
 
@@ -170,6 +175,7 @@ class MemoryPlugin:
 
         async def finish() -> Any:
             results = await write
+            self.search.notify()  # embed the new entries in the background
             for i, res in zip(where, results):
                 if res is not None:
                     outcomes[i] = f"entries[{i}]: {res}: storage quota reached"
@@ -237,7 +243,7 @@ class MemoryPlugin:
         candidates: list[StoredEntry] = []
         if persistent:
             q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
-            candidates = await self.store.search(
+            candidates = await self.search.search(
                 session.scope, q, req.query, t, self.config.ranking.search_candidates)
         if "working" in tiers:
             candidates += session.working.search(query_terms(req.query), keys, tags, t)
@@ -276,6 +282,8 @@ class MemoryPlugin:
         ctx.last_write = write
 
         async def finish() -> MemoryForgetResponse:
-            return reply(deleted + await write)
+            n = await write
+            self.search.notify()  # drop the deleted entries' vectors from memory
+            return reply(deleted + n)
 
         return asyncio.ensure_future(finish())

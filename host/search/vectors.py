@@ -11,12 +11,13 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Hits", "VectorIndex", "VectorIndexes", "group_of"]
+__all__ = ["Hits", "Pending", "VectorIndex", "VectorIndexes", "digest", "group_of"]
 
 _NEVER = np.inf
 
@@ -24,6 +25,23 @@ _NEVER = np.inf
 def group_of(tier: str, owner: str) -> str:
     """The group name of the rows of `tier` owned by `owner` ("" for semantic)."""
     return f"{tier}/{owner}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An entry whose vector is missing or stale: where it lives and the text to embed."""
+
+    id: int
+    namespace: str
+    tier: str
+    owner: str
+    expires_at: float | None
+    text: str
+
+
+def digest(text: str) -> bytes:
+    """The 8-byte digest of an embedded text, stored beside its vector."""
+    return hashlib.blake2b(text.encode(), digest_size=8).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +121,15 @@ class VectorIndex:
             self._m[row] = vecs[gid]
             self._groups[row] = self._code(group)
             self._expires[row] = _NEVER if exp is None else exp
+
+    def set_meta(self, entry_id: int, group: str, expires: float | None) -> bool:
+        """Update the group and expiry of a row; False when `entry_id` has no row."""
+        row = self._row.get(entry_id)
+        if row is None:
+            return False
+        self._groups[row] = self._code(group)
+        self._expires[row] = _NEVER if expires is None else expires
+        return True
 
     def remove(self, ids: Iterable[int]) -> int:
         """Remove the rows of `ids` (absent ids are ignored); the number removed."""
@@ -202,6 +229,11 @@ class VectorIndexes:
         index.add(ids, vectors, groups, expires)
         for i in ids:
             self._ns_of[i] = namespace
+
+    def set_meta(self, entry_id: int, group: str, expires: float | None) -> bool:
+        """Update the group and expiry of a row; False when `entry_id` has no row."""
+        ns = self._ns_of.get(entry_id)
+        return ns is not None and self._by_ns[ns].set_meta(entry_id, group, expires)
 
     def remove(self, ids: Iterable[int]) -> int:
         """Remove rows by id, whatever their namespace; the number removed."""

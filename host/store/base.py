@@ -77,6 +77,8 @@ class StoredEntry:
     created_at: float
     updated_at: float
     relevance: float | None = None
+    id: int | None = None  # the backend's row id, set by query searches (vector index key)
+    keyword: float | None = None  # BM25 of a query search, higher is better (host.search.fusion)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from host.search.keyword import query_terms
 from host.store import sqlite_ops as ops
+from host.store import sqlite_vectors as vec
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
 from host.store.sqlite_admin import count_by_tier
 from host.store.sqlite_schema import connect, migrate
@@ -120,6 +123,54 @@ class SQLiteEntryStore:
                 conn.close()
 
         return await asyncio.to_thread(_count)
+
+    # -- similarity search (host/search/engine.py; the SQL is in sqlite_vectors) -------------
+
+    async def fetch(
+        self, scope: Scope, q: Query, ids: Sequence[int], now: float
+    ) -> list[StoredEntry]:
+        """The entries among row `ids` that `q` lets `scope` read, with `id` set."""
+        return vec.fetch_entries(self._conn(), scope, q, ids, now)
+
+    async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
+        """Row ids of the live entries `q` (keys, tags, tiers) lets `scope` read."""
+        return vec.allowed_ids(self._conn(), scope, q, now)
+
+    async def pending_vectors(self, limit: int) -> list[tuple[vec.Pending, bytes | None]]:
+        """Entries waiting for a vector (see `sqlite_vectors.pending`)."""
+        return vec.pending(self._conn(), limit)
+
+    async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]:
+        """Store vectors and dequeue their entries; returns after the commit."""
+        return await self._submit(vec.write_vectors, list(rows))
+
+    async def set_vector_model(self, name: str, dim: int) -> bool:
+        """Record the embedder; a different one drops every vector and queues re-embedding."""
+        return await self._submit(vec.set_model, name, dim)
+
+    async def requeue_vectors(self) -> int:
+        """Queue every entry for re-embedding; the queue's length."""
+        return await self._submit(vec.requeue_all)
+
+    async def vector_queue(self) -> int:
+        """Entries waiting for a vector."""
+        return vec.queue_size(self._conn())
+
+    async def vectors_gone(self) -> list[int]:
+        """Ids whose vectors deletes removed since the last `clear_vectors_gone`."""
+        return vec.gone_ids(self._conn())
+
+    async def clear_vectors_gone(self, ids: Sequence[int]) -> None:
+        """Acknowledge `vectors_gone` ids."""
+        await self._submit(vec.clear_gone, list(ids))
+
+    def load_vectors(self, dim: int) -> Iterator[tuple[list[vec.Pending], np.ndarray]]:
+        """Every stored vector in batches, on a connection of its own (run it in a thread)."""
+        conn = connect(self.path)
+        try:
+            yield from vec.load_vectors(conn, dim)
+        finally:
+            conn.close()
 
     async def ready(self) -> bool:
         """True when the database answers."""

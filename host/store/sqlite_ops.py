@@ -147,13 +147,15 @@ def search_entries(
     now: float,
     candidates: int,
 ) -> list[StoredEntry]:
-    """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set."""
+    """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
+    (the share of terms present), and `id` and `keyword` (BM25, higher is better)."""
     if not terms:
         return []
     where, params = _where(scope, q, now)
     match = f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
     rows = conn.execute(
-        f"SELECT {_COLUMNS}, f.body FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+        f"SELECT {_COLUMNS}, f.body, e.id, -bm25(entries_fts, 0.0, 1.0)"
+        " FROM entries_fts f JOIN entries e ON e.id = f.rowid"
         f" WHERE entries_fts MATCH ? AND {where} ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
         [match, *params, candidates],
     ).fetchall()
@@ -161,6 +163,7 @@ def search_entries(
     for r in rows:
         entry = _row(r)
         entry.relevance = coverage(terms, r[10])
+        entry.id, entry.keyword = r[11], r[12]
         out.append(entry)
     return out
 

@@ -9,6 +9,12 @@ Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" 
 (entries and bytes per (namespace, agent), agent "" holding the namespace total, kept by
 triggers so every writer process sees the same counts). Deleting an entry row removes its tags,
 FTS row and usage through triggers, whoever deletes it (forget, TTL collection, another tool).
+
+Migration 2 (similarity search, `host/store/sqlite_vectors.py`): `vectors` (one float32 BLOB an
+entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
+stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
+whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
+with Porter stemming. Deleting an entry deletes its vector.
 """
 
 from __future__ import annotations
@@ -74,6 +80,38 @@ MIGRATIONS: tuple[str, ...] = (
         ON CONFLICT (namespace, agent) DO UPDATE
         SET entries = entries + 1, bytes = bytes + excluded.bytes;
     END;
+    """,
+    # 2: similarity search (host/search): vectors, the embedding queue, stemmed keyword index
+    """
+    CREATE TABLE vectors (
+        entry_id INTEGER PRIMARY KEY,
+        digest BLOB NOT NULL,
+        vec BLOB NOT NULL
+    );
+    CREATE TABLE embed_queue (entry_id INTEGER PRIMARY KEY);
+    CREATE TABLE vectors_gone (entry_id INTEGER PRIMARY KEY);
+    CREATE TABLE search_meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO embed_queue (entry_id) SELECT id FROM entries;
+    CREATE TRIGGER entries_vec_ai AFTER INSERT ON entries BEGIN
+        INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entries_vec_au AFTER UPDATE OF content, tags ON entries BEGIN
+        INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entries_vec_ad AFTER DELETE ON entries BEGIN
+        INSERT OR IGNORE INTO vectors_gone (entry_id)
+        SELECT old.id WHERE EXISTS (SELECT 1 FROM vectors WHERE entry_id = old.id);
+        DELETE FROM vectors WHERE entry_id = old.id;
+        DELETE FROM embed_queue WHERE entry_id = old.id;
+    END;
+    CREATE TEMP TABLE fts_copy AS SELECT rowid AS id, scope, body FROM entries_fts;
+    DROP TABLE entries_fts;
+    CREATE VIRTUAL TABLE entries_fts USING fts5(scope, body, tokenize='porter unicode61 remove_diacritics 2');
+    INSERT INTO entries_fts (rowid, scope, body) SELECT id, scope, body FROM fts_copy;
+    DROP TABLE fts_copy;
     """,
 )
 

@@ -1,0 +1,56 @@
+"""`a2e-host reindex`: compute the vectors of every entry now, with a progress bar.
+
+The running host re-embeds in the background by itself (after each store, and for every entry
+when the embedder changed); this command does it on demand, for instance after an import or to
+finish before serving. Without `--all` it embeds only the entries whose vector is missing or
+stale; with `--all` it recomputes every vector.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from host.cli import add_db_args, config_from_args, run_loop
+from host.commands._progress import Progress
+from host.commands._store import quotas, sqlite_path
+from host.search.embed import make_embedder
+from host.search.engine import SearchEngine
+from host.store.sqlite import SQLiteEntryStore
+
+__all__ = ["register"]
+
+
+async def _reindex(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    embedder = make_embedder(config.search)
+    if embedder is None:
+        print("search.embedder is 'none': there are no vectors to compute")
+        return 0
+    store = SQLiteEntryStore(sqlite_path(config, "reindex"), quotas=quotas(config))
+    await store.open()
+    engine = SearchEngine(store, embedder, config.search)
+    try:
+        await engine.start(worker=False)
+        if args.all:
+            await store.requeue_vectors()
+        with Progress("reindex", await store.vector_queue()) as bar:
+            done = await engine.drain(lambda n, _left: bar.advance(n - bar.done))
+    finally:
+        await engine.stop()
+        await store.close()
+    print(f"embedded {done} entries with {embedder.name}")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Embed the queued (or, with --all, every) entry of the store and print the count."""
+    return int(run_loop(_reindex(args)))
+
+
+def register(sub: Any) -> None:
+    """Add the `reindex` sub-command."""
+    p = sub.add_parser("reindex", help="compute missing or stale vectors now (--all: every one)")
+    add_db_args(p)
+    p.add_argument("--all", action="store_true", help="recompute every vector, not only stale ones")
+    p.set_defaults(func=cmd_reindex)

@@ -1,0 +1,277 @@
+"""`SearchEngine`: hybrid retrieval (keywords + vectors) and the background embedding worker.
+
+Stores are acknowledged after their commit; the worker then embeds the queued entries in
+batches on a thread of its own and writes their vectors (BLOBs, in the store) and into the
+in-memory `VectorIndexes`. So an entry is findable by keywords at once and by meaning as soon as
+its vector is written. The store records the embedder's name: a different embedder at start
+drops every vector and re-embeds in the background (`a2e-host reindex` does it on demand).
+
+A query search (see docs/search.md):
+1. keyword candidates from the store (BM25, visibility and filters in SQL), the best
+   `fusion_pool`;
+2. the query's vector (its own thread, so it never waits behind a background batch) and the
+   `fusion_pool` nearest rows among those the agent may read (tier/owner groups, TTL, and the
+   ids allowed by key/tag filters, all applied before ranking); a vector-only hit counts when it
+   stands `vector_min_z` standard deviations above the query's mean similarity to that memory;
+3. those hits read back through the store, which checks visibility again;
+4. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from host.search.embed import Embedder
+from host.search.fusion import fuse
+from host.search.vectors import Hits, Pending, VectorIndexes, digest, group_of
+from host.store.base import Query, Scope, StoredEntry, owner_for
+
+__all__ = ["SearchEngine", "VectorStore"]
+
+log = logging.getLogger("a2e_host.search")
+
+# Texts on unrelated subjects: the similarity of these queries to these documents is what
+# "no relation" looks like for an embedder, the prior for memories too small to tell.
+_CALIBRATION_DOCS = (
+    "The meeting was moved to Thursday at three.", "She planted tomatoes in the garden.",
+    "The invoice total is 420 euros.", "Our cat sleeps on the windowsill.",
+    "The train to Lyon leaves from platform 4.", "He is allergic to peanuts.",
+    "The database backup runs every night at 2 am.", "They hiked up the mountain on Sunday.",
+    "The recipe needs two cups of flour.", "My sister plays the violin.",
+    "The server returned a 500 error.", "We watched a documentary about whales.",
+    "The lease ends in September.", "Paint the fence before the rain.",
+    "The user prefers dark mode.", "Grandpa told stories about the war.",
+)
+_CALIBRATION_QUERIES = (
+    "What is the capital of Peru?", "How do I reset my password?",
+    "Which football team won yesterday?", "When is the dentist appointment?",
+    "What does the error log say?", "Who wrote this poem?",
+)
+_PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a query
+_PRIORS: dict[str, tuple[float, float]] = {}  # embedder name -> (mean, max) unrelated similarity
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """What the engine needs of a store beyond `EntryStore` (SQLiteEntryStore has it)."""
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]: ...
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]: ...
+    async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray: ...
+    async def pending_vectors(self, limit: int) -> list[tuple[Pending, bytes | None]]: ...
+    async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]: ...
+    async def set_vector_model(self, name: str, dim: int) -> bool: ...
+    async def requeue_vectors(self) -> int: ...
+    async def vector_queue(self) -> int: ...
+    async def vectors_gone(self) -> list[int]: ...
+    async def clear_vectors_gone(self, ids: Sequence[int]) -> None: ...
+    def load_vectors(self, dim: int) -> Iterator[tuple[list[Pending], np.ndarray]]: ...
+
+
+class SearchEngine:
+    """Hybrid search over one store. `start()` loads vectors and starts the worker."""
+
+    def __init__(self, store: Any, embedder: Embedder | None, cfg: Any) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.embedder = embedder if isinstance(store, VectorStore) else None
+        self.index = VectorIndexes(self.embedder.dim) if self.embedder is not None else None
+        self._embed_pool: ThreadPoolExecutor | None = None
+        self._query_pool: ThreadPoolExecutor | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._prior: asyncio.Future[tuple[float, float]] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """True when vectors take part (an embedder and a store that keeps vectors)."""
+        return self.embedder is not None
+
+    async def start(self, worker: bool = True) -> None:
+        """Record the model (re-embedding everything if it changed), load the stored vectors
+        into memory, and start the background worker (unless `worker` is False)."""
+        if self.embedder is None:
+            return
+        self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed")
+        self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed-query")
+        loop = asyncio.get_running_loop()
+        if await self.store.set_vector_model(self.embedder.name, self.embedder.dim):
+            log.info("embedder is now %s: every entry will be re-embedded", self.embedder.name)
+        await loop.run_in_executor(self._embed_pool, self._load)
+        self._prior = asyncio.ensure_future(self._calibrate())
+        if worker:
+            self._wake = asyncio.Event()
+            self._task = asyncio.create_task(self._run(), name="a2e-embed-worker")
+
+    async def stop(self) -> None:
+        """Stop the worker (a batch in flight finishes first) and release the threads."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._prior is not None and not self._prior.done():
+            await asyncio.gather(self._prior, return_exceptions=True)
+        for pool in (self._embed_pool, self._query_pool):
+            if pool is not None:
+                await asyncio.to_thread(pool.shutdown, True)
+        self._embed_pool = self._query_pool = None
+
+    def notify(self) -> None:
+        """Tell the worker that entries were committed or deleted."""
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- the background worker -----------------------------------------------------------
+
+    def _load(self) -> None:
+        assert self.embedder is not None and self.index is not None
+        n = 0
+        for rows, vecs in self.store.load_vectors(self.embedder.dim):
+            by_ns: dict[str, list[int]] = {}
+            for j, p in enumerate(rows):
+                by_ns.setdefault(p.namespace, []).append(j)
+            for ns, js in by_ns.items():
+                self.index.add(ns, [rows[j].id for j in js], vecs[js],
+                               [group_of(rows[j].tier, rows[j].owner) for j in js],
+                               [rows[j].expires_at for j in js])
+            n += len(rows)
+        if n:
+            log.info("loaded %d vectors", n)
+
+    async def _calibrate(self) -> tuple[float, float]:
+        assert self.embedder is not None
+        cached = _PRIORS.get(self.embedder.name)
+        if cached is None:
+            emb = self.embedder
+            loop = asyncio.get_running_loop()
+            docs = await loop.run_in_executor(self._query_pool, emb.embed, list(_CALIBRATION_DOCS))
+            qs = await loop.run_in_executor(
+                self._query_pool, emb.embed_queries, list(_CALIBRATION_QUERIES))
+            sims = qs @ docs.T
+            cached = _PRIORS[emb.name] = (float(sims.mean()), float(sims.max()))
+        return cached
+
+    async def embed_pending(self) -> int:
+        """Embed one batch of queued entries and store their vectors; the number handled
+        (0 when nothing is queued). Also drops from memory the vectors deletes removed."""
+        if self.embedder is None or self.index is None:
+            return 0
+        gone = await self.store.vectors_gone()
+        if gone:
+            self.index.remove(gone)
+            await self.store.clear_vectors_gone(gone)
+        batch = await self.store.pending_vectors(self.cfg.batch_size)
+        if not batch:
+            return 0
+        fresh = [p for p, d in batch if d is None or d != digest(p.text)
+                 or not self.index.set_meta(p.id, group_of(p.tier, p.owner), p.expires_at)]
+        vecs = np.zeros((0, self.embedder.dim), dtype=np.float32)
+        if fresh:
+            loop = asyncio.get_running_loop()
+            vecs = await loop.run_in_executor(
+                self._embed_pool, self.embedder.embed, [p.text for p in fresh])
+        blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
+        done = set(await self.store.write_vectors(
+            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
+        for j, p in enumerate(fresh):
+            if p.id in done:
+                self.index.add(p.namespace, [p.id], vecs[j:j + 1],
+                               [group_of(p.tier, p.owner)], [p.expires_at])
+        return len(batch)
+
+    async def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed until the queue is empty, calling `progress(done, remaining)` after each
+        batch; the number of entries handled."""
+        done = 0
+        while n := await self.embed_pending():
+            done += n
+            if progress is not None:
+                progress(done, await self.store.vector_queue())
+        return done
+
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Re-embed every entry now (the `a2e-host reindex` command)."""
+        if self.embedder is None:
+            return 0
+        await self.store.requeue_vectors()
+        return await self.drain(progress)
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=5.0)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                while await self.embed_pending():
+                    await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failing endpoint or model: retry on the next wake-up
+                log.exception("background embedding failed; retrying in 5 s")
+                await asyncio.sleep(5.0)
+
+    # -- the query path ------------------------------------------------------------------
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]:
+        """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
+        in (0, 1); unordered, `limit` is the caller's."""
+        cfg = self.cfg
+        kw = (await self.store.search(scope, q, text, now, candidates))[: cfg.fusion_pool]
+        index = self.index.get(scope.namespace) if self.index is not None else None
+        if any(e.keyword is None for e in kw):  # a store without BM25: its own relevance
+            return kw
+        if self.embedder is None or index is None or len(index) == 0:
+            return _with_relevance(kw, [e.keyword or 0.0 for e in kw], None, cfg)
+        loop = asyncio.get_running_loop()
+        qv = (await loop.run_in_executor(self._query_pool, self.embedder.embed_queries, [text]))[0]
+        groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
+        only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
+        hits = index.search(qv, cfg.fusion_pool, groups, now, only)
+        seen = {e.id for e in kw}
+        extra = [int(i) for i in self._standouts(hits, await self._background_prior())
+                 if int(i) not in seen]
+        found = await self.store.fetch(scope, q, extra, now) if extra else []
+        cands = kw + found
+        sims = index.similarity(qv, [e.id for e in cands])
+        return _with_relevance(cands, [e.keyword or 0.0 for e in cands], sims, cfg)
+
+    async def _background_prior(self) -> tuple[float, float]:
+        if self._prior is None:
+            self._prior = asyncio.ensure_future(self._calibrate())
+        return await asyncio.shield(self._prior)
+
+    def _standouts(self, hits: Hits, prior: tuple[float, float]) -> np.ndarray:
+        """The hit ids whose similarity passes the match threshold: `vector_min_z` standard
+        deviations above the query's mean similarity to the memory it may read, blended (as
+        `_PRIOR_WEIGHT` rows) with the highest similarity unrelated texts reach, so that in a
+        memory of a few entries only a clear paraphrase counts."""
+        n = float(hits.allowed)
+        scope = hits.mean + self.cfg.vector_min_z * hits.std
+        threshold = (n * scope + _PRIOR_WEIGHT * prior[1]) / (n + _PRIOR_WEIGHT)
+        return hits.ids[hits.similarities >= threshold]
+
+
+def _with_relevance(
+    entries: list[StoredEntry], keyword: list[float], sims: np.ndarray | None, cfg: Any
+) -> list[StoredEntry]:
+    if not entries:
+        return entries
+    vec = sims if sims is not None else np.full(len(entries), np.nan)
+    rel = fuse(np.array(keyword), vec, cfg.keyword_weight, cfg.vector_weight)
+    for e, r in zip(entries, rel.tolist(), strict=True):
+        e.relevance = r
+    return entries
