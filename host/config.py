@@ -442,7 +442,7 @@ def _explain(err: ValidationError, data: Mapping[str, Any], origins: Mapping[tup
         origin = origins.get((section, field)) or origins.get((section, ""), "")
         value = e.get("input")
         shown = "" if e["type"] == "missing" or isinstance(value, Mapping) else f" = {value!r}"
-        if section and field and is_secret(section, field):
+        if shown and section and field and is_secret(section, field):
             shown = " = ***"
         where = f" (from {origin})" if origin else ""
         lines.append(f"  {name}{shown}{where}: {e['msg']}")

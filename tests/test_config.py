@@ -120,3 +120,12 @@ def test_error_lists_every_bad_setting() -> None:
     text = str(info.value)
     assert "server.port" in text and "command-line flag" in text
     assert "gc.interval" in text and "A2E_HOST_GC_INTERVAL" in text
+
+
+def test_error_never_shows_a_token_hash() -> None:
+    """An invalid token table in the environment is reported without its sha256 value."""
+    proc = run_cli("config", "check",
+                   env={"A2E_HOST_AUTH_TOKENS": '[{"sha256": "deadbeefcafe", "agent": "p"}]'})
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "auth.tokens" in err and "A2E_HOST_AUTH_TOKENS" in err
+    assert "deadbeefcafe" not in err
