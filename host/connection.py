@@ -5,8 +5,9 @@ for a commit (futures) go through a per-connection sender task that keeps the or
 become `error` replies; only the frame-size and UTF-8 violations close the connection (the
 `websockets` library does that with 1009 and 1007).
 
-Limits kept here: a frame beyond the connection's `TokenBucket` is answered `rate_limited`; a
-request not answered within `timeout` seconds of its arrival is answered `internal_error`
+Limits kept here, read from `limits` at each frame (so a reload applies to open connections):
+a frame beyond `requests_per_second` (a `TokenBucket`) is answered `rate_limited`; a request not
+answered within `request_timeout` seconds of its arrival is answered `internal_error`
 (retryable, `detail.reason` "deadline") — a write it started may still commit, and stores and
 forgets are idempotent, so a retry is safe.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from host.config import LimitsConfig
 from host.limits import TokenBucket
 from host.memory.session import ConnectionContext, ConnectionState
 from host.router import Router
@@ -69,14 +71,13 @@ class Connection:
 
     def __init__(
         self, ws: ServerConnection, router: Router, conn_id: str, *,
-        bucket: TokenBucket | None = None, timeout: float | None = None,
-        on_request: RequestHook | None = None,
+        limits: LimitsConfig | None = None, on_request: RequestHook | None = None,
     ) -> None:
         self.ws = ws
         self.router = router
         self.on_request = on_request
-        self.bucket = bucket
-        self.timeout = timeout
+        self.limits = limits
+        self._bucket: TokenBucket | None = None
         remote = ws.remote_address
         self.ctx = ConnectionContext(
             conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
@@ -120,8 +121,9 @@ class Connection:
         started = _perf()
         req_id = ""
         msg_type = "invalid"
-        allowed = self.bucket is None or self.bucket.take()
-        deadline = None if self.timeout is None else asyncio.get_running_loop().time() + self.timeout
+        allowed = self._allowed()
+        timeout = self.limits.request_timeout if self.limits is not None else None
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         if isinstance(frame, bytes):
             reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
         else:
@@ -136,7 +138,7 @@ class Connection:
                 async with asyncio.timeout_at(deadline):
                     reply = await self.router.dispatch(msg, self.ctx)
             except TimeoutError:
-                reply = _past_deadline(req_id, self.timeout)
+                reply = _past_deadline(req_id, timeout)
             except Exception as exc:
                 reply = _error_for(exc, req_id)
         if not isinstance(reply, asyncio.Future) and self._queued == 0:
@@ -144,22 +146,24 @@ class Connection:
             self._done(req_id, msg_type, reply, started)
             return
         self._queued += 1
-        self._queue.put_nowait((req_id, reply, deadline, msg_type, started))
+        self._queue.put_nowait((req_id, reply, timeout, msg_type, started))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
 
     async def _send_loop(self) -> None:
         while True:
-            req_id, item, deadline, msg_type, started = await self._queue.get()
+            req_id, item, timeout, msg_type, started = await self._queue.get()
             try:
                 if isinstance(item, asyncio.Future):
                     fut = item
-                    try:
-                        async with asyncio.timeout_at(deadline):
+                    try:  # the deadline counts from the frame's arrival (`started`)
+                        async with asyncio.timeout(
+                            None if timeout is None else max(0.0, timeout - (_perf() - started))
+                        ):
                             item = await asyncio.shield(fut)
                     except TimeoutError:
                         fut.add_done_callback(_consume)
-                        item = _past_deadline(req_id, self.timeout)
+                        item = _past_deadline(req_id, timeout)
                     except Exception as exc:
                         item = _error_for(exc, req_id)
                 await self.ws.send(encode(item), text=True)
@@ -169,6 +173,18 @@ class Connection:
             finally:
                 self._queued -= 1
                 self._maybe_idle()
+
+    def _allowed(self) -> bool:
+        """Spend one token of the connection's bucket at the current rate; False when empty."""
+        limits = self.limits
+        if limits is None or limits.requests_per_second <= 0:
+            return True
+        if self._bucket is None:
+            self._bucket = TokenBucket(limits.requests_per_second, limits.request_burst)
+        else:
+            self._bucket.rate = limits.requests_per_second
+            self._bucket.burst = float(limits.request_burst)
+        return self._bucket.take()
 
     def _maybe_idle(self) -> None:
         if not self._busy and self._queued == 0:

@@ -4,8 +4,9 @@
   `limits.max_connections` open connections it answers HTTP 503, past
   `limits.max_connections_per_ip` from one address HTTP 429. A connection counts from its
   admitted upgrade until its TCP connection is lost.
-- `TokenBucket` limits the frames of one connection: `requests_per_second` sustained, up to
-  `request_burst` at once; a frame beyond it is answered `rate_limited` (retryable).
+- `TokenBucket` limits the frames of one connection (`host.connection` keeps one per
+  connection): `requests_per_second` sustained, up to `request_burst` at once; a frame beyond
+  it is answered `rate_limited` (retryable).
 - The request deadline (`limits.request_timeout`) is kept by `host.connection`.
 
 Storage quotas (entries and bytes per namespace and agent) are kept by the store
@@ -49,13 +50,6 @@ class TokenBucket:
             self.tokens -= 1.0
             return True
         return False
-
-    @classmethod
-    def for_limits(cls, limits: LimitsConfig) -> TokenBucket | None:
-        """The bucket of one connection under `limits`; None when the rate is unlimited (0)."""
-        if limits.requests_per_second <= 0:
-            return None
-        return cls(limits.requests_per_second, limits.request_burst)
 
 
 class ConnectionLimiter:

@@ -20,7 +20,6 @@ from websockets.http11 import Request, Response
 
 from host.config import Config
 from host.connection import Connection, RequestHook
-from host.limits import TokenBucket
 from host.router import Router
 from host.tls import origins_for, ssl_context
 
@@ -102,9 +101,7 @@ class HostServer:
         return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "store not ready\n")
 
     async def _handle(self, ws: ServerConnection) -> None:
-        limits = self.config.limits
-        conn = Connection(ws, self.router, f"c{next(self._ids)}",
-                          bucket=TokenBucket.for_limits(limits), timeout=limits.request_timeout,
+        conn = Connection(ws, self.router, f"c{next(self._ids)}", limits=self.config.limits,
                           on_request=self.on_request)
         self.accepted += 1
         for hook in self.on_open:

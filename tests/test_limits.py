@@ -38,6 +38,21 @@ async def test_frames_past_the_rate_are_rate_limited(db_path: Path) -> None:
             await x.close()
 
 
+async def test_a_reloaded_rate_applies_to_open_connections(db_path: Path) -> None:
+    """After `Host.reload` lowers the rate, an already open connection is limited by it."""
+    async with running(db_path, limits={"requests_per_second": 0}) as host:
+        c = await connect(host)
+        await asyncio.gather(*(c.ping() for _ in range(20)))  # unlimited
+        new = host.config.model_copy(deep=True)
+        new.limits.requests_per_second = 0.001
+        new.limits.request_burst = 2
+        host.reload(new)
+        replies = await asyncio.gather(*(c.ping() for _ in range(4)), return_exceptions=True)
+        assert [isinstance(r, RemoteError) and r.code == "rate_limited" for r in replies] == [
+            False, False, True, True]
+        await c.close()
+
+
 async def test_connections_past_the_cap_get_503(db_path: Path) -> None:
     """Past max_connections an upgrade is refused with HTTP 503; a closed connection frees
     its place."""
