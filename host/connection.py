@@ -103,7 +103,7 @@ class Connection:
         except ConnectionClosed:
             pass
         finally:
-            if self._sender is not None and self.ctx.state is ConnectionState.OPEN:
+            if self._sender is not None:  # the socket is closed: nothing more can be sent
                 self._sender.cancel()
             self.ctx.close()
 
