@@ -7,10 +7,11 @@ one engine. Write functions expect to run inside a transaction the caller opened
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 
@@ -77,6 +78,7 @@ class _Usage:
         self.agent_bytes += agent[1]
 
 
+@functools.lru_cache(maxsize=4096)
 def scope_token(namespace: str) -> str:
     """The FTS token that confines a keyword search to one namespace."""
     return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
@@ -101,42 +103,82 @@ def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
     """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, min score."""
     vis = []
     params: list[object] = [scope.namespace]
+    owners: list[object] = []
     for tier in q.tiers:
         vis.append("(e.tier = ? AND e.owner = ?)")
-        params += [tier, owner_for(tier, scope.agent)]
+        owners += [tier, owner_for(tier, scope.agent)]
     if not vis:
         vis.append("0")
-    sql = f"e.namespace = ? AND ({' OR '.join(vis)}) AND (e.expires_at IS NULL OR e.expires_at > ?)"
+    params += owners
+    # with tags (and no keys) the tag postings drive the read: the unary + keeps SQLite from
+    # walking the whole visible range of the rank index instead
+    ns = "+e.namespace" if q.tags and not q.keys else "e.namespace"
+    sql = f"{ns} = ? AND ({' OR '.join(vis)}) AND (e.expires_at IS NULL OR e.expires_at > ?)"
     params.append(now)
     if q.keys:
         sql += f" AND e.key IN ({','.join('?' * len(q.keys))})"
         params += [k.decode() for k in q.keys]
     if q.tags:
         tags = list(dict.fromkeys(q.tags))
+        # the tag postings of exactly the (namespace, tier, owner) ranges the reader may see
+        tag_vis = " OR ".join(v.replace("e.", "t.") for v in vis)
         sql += (
-            " AND e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN"
-            f" ({','.join('?' * len(tags))}) GROUP BY entry_id HAVING count(*) = ?)"
+            " AND e.id IN (SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND"
+            f" ({tag_vis}) AND t.tag IN ({','.join('?' * len(tags))})"
+            " GROUP BY t.entry_id HAVING count(*) = ?)"
         )
-        params += tags
-        params.append(len(tags))
+        params += [scope.namespace, *owners, *tags, len(tags)]
     return sql, params
 
 
 def find_entries(
     conn: sqlite3.Connection, scope: Scope, q: Query, now: float
 ) -> tuple[list[StoredEntry], int]:
-    """Entries matching `q` by score desc, updated_at desc: (the first `q.limit`, total)."""
-    where, params = _where(scope, q, now)
-    if q.min_score > 0:
-        where += " AND e.score >= ?"
-        params.append(q.min_score)
-    rows = conn.execute(
-        f"SELECT {_COLUMNS}, count(*) OVER () FROM entries e WHERE {where}"
-        " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?",
-        [*params, q.limit],
-    ).fetchall()
-    total = rows[0][10] if rows else 0
-    return [_row(r) for r in rows], total
+    """Entries matching `q` by score desc, updated_at desc: (the first `q.limit`, total).
+
+    Each filter reads through the index that fits it (see EXPLAIN QUERY PLAN): keys through
+    the unique key index (the few rows are sorted here), tags through the tag postings of the
+    visible ranges (matches counted and paged in one pass). Without either, `total` is counted
+    on the rank index alone (it holds score and expires_at) and the page is read per tier in
+    the rank index's order, so only `limit` rows a tier are read whole.
+    """
+    if q.keys or q.tags:
+        where, params = _where(scope, q, now)
+        if q.min_score > 0:
+            where += " AND e.score >= ?"
+            params.append(q.min_score)
+        if q.keys:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM entries e WHERE {where}",
+                                params).fetchall()
+            rows.sort(key=lambda r: (-r[6], -r[9]))
+            return [_row(r) for r in rows[: q.limit]], len(rows)
+        rows = conn.execute(
+            f"SELECT {_COLUMNS}, count(*) OVER () FROM entries e WHERE {where}"
+            " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?",
+            [*params, q.limit],
+        ).fetchall()
+        return [_row(r) for r in rows], rows[0][10] if rows else 0
+    counts, pages, params, page_params = [], [], [], []
+    for tier in q.tiers:
+        where, p = _where(scope, replace(q, tiers=(tier,)), now)
+        if q.min_score > 0:
+            where += " AND e.score >= ?"
+            p.append(q.min_score)
+        counts.append(f"(SELECT count(*) FROM entries e WHERE {where})")
+        params += p
+        pages.append(f"SELECT * FROM (SELECT {_COLUMNS} FROM entries e WHERE {where}"
+                     " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?)")
+        page_params += [*p, q.limit]
+    if not pages:
+        return [], 0
+    total = conn.execute(f"SELECT {' + '.join(counts)}", params).fetchone()[0]
+    if not total:
+        return [], 0
+    sql = " UNION ALL ".join(pages)
+    if len(pages) > 1:
+        sql += " ORDER BY 7 DESC, 10 DESC LIMIT ?"
+        page_params.append(q.limit)
+    return [_row(r) for r in conn.execute(sql, page_params).fetchall()], total
 
 
 def search_entries(
@@ -226,6 +268,13 @@ def _usage(conn: sqlite3.Connection, namespace: str, agent: str) -> _Usage:
     return _Usage(ns[0], ns[1], own[0], own[1])
 
 
+_INSERT = (
+    "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
+    " score, ttl, created_at, updated_at, expires_at, size)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
 def put_entries(
     conn: sqlite3.Connection,
     scope: Scope,
@@ -254,54 +303,60 @@ def put_entries(
         text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
         tags = list(dict.fromkeys(e.tags))
         size = len(e.content)
-        row = conn.execute(
-            "SELECT id, expires_at, agent, size FROM entries"
-            " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
-            (ns, e.tier, owner, key),
-        ).fetchone()
-        if row is not None and row[1] is not None and row[1] <= now:
-            conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
-            usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
-            row = None
-        growth: tuple[tuple[int, int], tuple[int, int]]
-        if row is None:
-            growth = (1, size), (1, size)
-        else:  # an update: the namespace grows by the size change, a new writer by the size
-            growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
-        if usage.over(quotas, *growth) and not collected:
-            collected = True
-            conn.execute(
-                "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
-                " AND expires_at <= ?",
-                (ns, now),
-            )
-            usage = _usage(conn, ns, agent)
-        if usage.over(quotas, *growth):
-            outcomes.append("memory_full")
-            continue
-        usage.add(*growth)
-        if row is None:
-            entry_id = conn.execute(
-                "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
-                " score, ttl, created_at, updated_at, expires_at, size)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (ns, e.tier, owner, key, agent, content, _encode_tags(tags).decode(), e.source,
-                 e.score, e.ttl, created, updated, expires, size),
-            ).fetchone()[0]
-        else:
-            entry_id = row[0]
-            conn.execute(
-                "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
-                " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
-                (agent, content, _encode_tags(tags).decode(), e.source, e.score, e.ttl, updated,
-                 expires, size, entry_id),
-            )
-            conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
-            conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
+        tags_json = _encode_tags(tags).decode()
+        values = (ns, e.tier, owner, key, agent, content, tags_json, e.source, e.score, e.ttl,
+                  created, updated, expires, size)
+        entry_id = None
+        if not usage.over(quotas, (1, size), (1, size)):
+            # the common case, a new key, in one statement (a key already there inserts nothing)
+            got = conn.execute(_INSERT + " ON CONFLICT DO NOTHING RETURNING id", values).fetchone()
+            if got is not None:
+                entry_id = got[0]
+                usage.add((1, size), (1, size))
+        if entry_id is None:
+            row = conn.execute(
+                "SELECT id, expires_at, agent, size FROM entries"
+                " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
+                (ns, e.tier, owner, key),
+            ).fetchone()
+            if row is not None and row[1] is not None and row[1] <= now:
+                conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+                usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
+                row = None
+            growth: tuple[tuple[int, int], tuple[int, int]]
+            if row is None:
+                growth = (1, size), (1, size)
+            else:  # an update: the namespace grows by the size change, a new writer by the size
+                growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
+            if usage.over(quotas, *growth) and not collected:
+                collected = True
+                conn.execute(
+                    "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
+                    " AND expires_at <= ?",
+                    (ns, now),
+                )
+                usage = _usage(conn, ns, agent)
+            if usage.over(quotas, *growth):
+                outcomes.append("memory_full")
+                continue
+            usage.add(*growth)
+            if row is None:
+                entry_id = conn.execute(_INSERT + " RETURNING id", values).fetchone()[0]
+            else:
+                entry_id = row[0]
+                conn.execute(
+                    "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
+                    " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
+                    (agent, content, tags_json, e.source, e.score, e.ttl, updated, expires,
+                     size, entry_id),
+                )
+                conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
+                conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
         if tags:
             conn.executemany(
-                "INSERT INTO entry_tags (tag, entry_id) VALUES (?, ?)",
-                [(t, entry_id) for t in tags],
+                "INSERT INTO entry_tags (namespace, tier, owner, tag, entry_id)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(ns, e.tier, owner, t, entry_id) for t in tags],
             )
         conn.execute(
             "INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", (entry_id, token, text)

@@ -4,7 +4,8 @@
 existing ones never change (schema evolution is written down, as for the wire).
 
 Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" for semantic;
-`agent` the writer, for quotas), `entry_tags` (tag -> entry, for AND-ed tag filters),
+`agent` the writer, for quotas), `entry_tags` (the tag postings of each (namespace, tier, owner),
+so a tag filter reads only what the reader may see),
 `entries_fts` (FTS5: a per-namespace `scope` token and the searchable `body`), `usage`
 (entries and bytes per (namespace, agent), agent "" holding the namespace total, kept by
 triggers so every writer process sees the same counts). Deleting an entry row removes its tags,
@@ -112,6 +113,35 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE entries_fts USING fts5(scope, body, tokenize='porter unicode61 remove_diacritics 2');
     INSERT INTO entries_fts (rowid, scope, body) SELECT id, scope, body FROM fts_copy;
     DROP TABLE fts_copy;
+    """,
+    # 3: indexes that match the reads. Tag postings keyed by the visibility range first (a tag
+    # filter no longer reads the tag's rows of every namespace); the rank index also holds
+    # expires_at, so counting the live entries of a range reads the index alone.
+    """
+    CREATE TABLE entry_tags_v2 (
+        namespace TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        entry_id INTEGER NOT NULL,
+        PRIMARY KEY (namespace, tier, owner, tag, entry_id)
+    ) WITHOUT ROWID;
+    INSERT INTO entry_tags_v2 (namespace, tier, owner, tag, entry_id)
+        SELECT e.namespace, e.tier, e.owner, t.tag, t.entry_id
+        FROM entry_tags t JOIN entries e ON e.id = t.entry_id;
+    DROP TRIGGER entries_ad;
+    DROP TABLE entry_tags;
+    ALTER TABLE entry_tags_v2 RENAME TO entry_tags;
+    CREATE INDEX entry_tags_entry ON entry_tags (entry_id);
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        DELETE FROM entries_fts WHERE rowid = old.id;
+    END;
+    DROP INDEX entries_rank;
+    CREATE INDEX entries_rank
+        ON entries (namespace, tier, owner, score DESC, updated_at DESC, expires_at);
     """,
 )
 

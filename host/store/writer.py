@@ -1,10 +1,13 @@
 """One writer thread per database: a queue of write operations, committed in groups.
 
 Callers submit a function `fn(conn, *args)`; the writer gathers everything queued while the
-previous commit ran (up to `batch_max`), runs each in its own SAVEPOINT inside one
+previous commit ran (up to `batch_max`: the group grows with the load), runs them inside one
 `BEGIN IMMEDIATE ... COMMIT`, and only then resolves the callers' futures on their event loop.
-An operation that raises rolls back alone; a failed COMMIT fails the whole group. So a future
-that resolves without an exception means its writes are durable.
+An operation that raises rolls back alone: the group runs first without savepoints (they cost
+two statements an operation) and, if an operation raised, is rolled back and run again with
+each operation in its own SAVEPOINT. So `fn` may run twice and must have no effect outside the
+connection. A failed COMMIT fails the whole group. A future that resolves without an exception
+means its writes are durable.
 """
 
 from __future__ import annotations
@@ -100,10 +103,30 @@ class Writer:
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         started = time.perf_counter()
+        results = self._apply(conn, batch, isolate=False)
+        if results is None:  # an operation raised: run again, each in its own savepoint
+            results = self._apply(conn, batch, isolate=True)
+        if self.observer is not None:
+            self.observer(len(batch), time.perf_counter() - started)
+        self._resolve(results or [])
+
+    @staticmethod
+    def _apply(
+        conn: sqlite3.Connection, batch: list[Any], isolate: bool
+    ) -> list[tuple[Any, Any, Any, BaseException | None]] | None:
+        """Run `batch` in one transaction: one (future, loop, value, error) an operation, or
+        None when `isolate` is off, the group has several operations and one of them raised
+        (then everything was rolled back)."""
         results: list[tuple[Any, Any, Any, BaseException | None]] = []
+        in_op = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, args, fut, loop in batch:
+                if not isolate:
+                    in_op = True
+                    results.append((fut, loop, fn(conn, *args), None))
+                    in_op = False
+                    continue
                 conn.execute("SAVEPOINT op")
                 try:
                     value = fn(conn, *args)
@@ -115,12 +138,17 @@ class Writer:
                     conn.execute("RELEASE op")
                     results.append((fut, loop, value, None))
             conn.execute("COMMIT")
-        except Exception as commit_error:
+        except Exception as group_error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            results = [(fut, loop, None, commit_error) for _fn, _args, fut, loop in batch]
-        if self.observer is not None:
-            self.observer(len(batch), time.perf_counter() - started)
+            if in_op and len(batch) > 1:
+                return None
+            results = [(fut, loop, None, group_error) for _fn, _args, fut, loop in batch]
+        return results
+
+    @staticmethod
+    def _resolve(results: list[tuple[Any, Any, Any, BaseException | None]]) -> None:
+        """Hand each result to its future: one call a event loop."""
         by_loop: dict[Any, list[tuple[asyncio.Future, Any, BaseException | None]]] = {}
         for fut, loop, value, error in results:
             by_loop.setdefault(loop, []).append((fut, value, error))

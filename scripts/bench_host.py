@@ -1,0 +1,476 @@
+"""Measure the host against the raw WebSocket ceiling of the same machine, in one run.
+
+    python scripts/bench_host.py [--quick] [--json] [--plot FILE.png] [--levels 1,100,1000]
+
+It starts, as separate processes, a `websockets` echo server (`bench_echo.py`: same loop kind,
+same settings) and the host (`a2e-host serve` on a fresh database in a temporary folder), then
+drives each from separate load-client processes (`bench_client.py`, picows: cheaper per
+message than either server) at each connection level, with sequential round trips (one request
+in flight a connection) and pipelined (`--depth` in flight a connection). Cases: memory/store
+of 1 and of 20 entries, memory/retrieve by key, by tags and by query, memory/forget by key.
+
+For each case it prints msgs/s, p50/p99 latency, the server's CPU microseconds a message (from
+/proc/<pid>/stat: every thread of the process, writer included) and the ratio to the echo
+server's msgs/s at the same level and mode with a frame of the same size (the store-of-1 frame
+for every case but store-of-20, which has its own). Last, on a fresh host, the RSS with
+`--idle` connections open, each with a memory session. Loopback only; it stops by itself.
+Needs the `bench` extra (picows; matplotlib for `--plot`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import platform
+import resource
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
+ECHO_FRAMES = ("store1", "store20")
+READ_NS = "bench-read"
+READ_AGENTS = 100
+
+__all__ = ["main"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of every thread of `pid`, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of `pid`, by thread name (the main thread is the loop)."""
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        name = "loop" if tid == str(pid) else "threads"
+        fields = text.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Server:
+    """A server process (echo or host) on a free loopback port."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        self.port = _free_port()
+        if kind == "echo":
+            cmd = [sys.executable, str(HERE / "bench_echo.py"), "--port", str(self.port)]
+        else:
+            db = workdir / f"host-{self.port}.db"
+            cmd = [sys.executable, "-m", "host.cli", "--log-level", "WARNING", "serve",
+                   "--port", str(self.port), "--db", str(db)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+        _wait_port(self.port, self.proc)
+        self.url = f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        """SIGTERM, then wait (kill after 30 s)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Clients:
+    """Load-client processes sharing the connections of one level."""
+
+    def __init__(self, processes: int) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.procs = [
+            subprocess.Popen([sys.executable, str(HERE / "bench_client.py")], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            for _ in range(processes)
+        ]
+
+    def all(self, cmds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Send one command to each process (in parallel), return their answers."""
+        for p, cmd in zip(self.procs, cmds):
+            assert p.stdin is not None
+            p.stdin.write((json.dumps(cmd) + "\n").encode())
+            p.stdin.flush()
+        out = []
+        for p in self.procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError("a load client died")
+            reply = json.loads(line)
+            if not reply.get("ok"):
+                raise RuntimeError(f"load client: {reply.get('error')}")
+            out.append(reply)
+        return out
+
+    def same(self, cmd: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send the same command to every process."""
+        return self.all([cmd] * len(self.procs))
+
+    def connect(self, url: str, total: int) -> None:
+        """Open `total` connections, split across the processes."""
+        n = len(self.procs)
+        shares = [total // n + (1 if i < total % n else 0) for i in range(n)]
+        firsts = [sum(shares[:i]) for i in range(n)]
+        self.all([{"cmd": "connect", "url": url, "first": f, "count": s}
+                  for f, s in zip(firsts, shares)])
+
+    def close(self) -> None:
+        """Close the connections and end the processes."""
+        try:
+            self.same({"cmd": "close"})
+        except (RuntimeError, BrokenPipeError):
+            pass
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def cpu(self) -> float:
+        return sum(_cpu_seconds(p.pid) for p in self.procs)
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def run_case(server: Server, clients: Clients, case: str, namespace: str, level: int, mode: str,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """Drive one case on `server` with every connection of `clients`; one result row."""
+    depth = 1 if mode == "seq" else args.depth
+    start = time.monotonic() + 0.3
+    cmd = {"cmd": "run", "case": case, "namespace": namespace, "depth": depth, "start": start,
+           "warmup": args.warmup, "duration": args.duration, "agents": READ_AGENTS,
+           "keys": args.read_entries}
+    n = len(clients.procs)
+    for p in clients.procs:
+        assert p.stdin is not None
+        p.stdin.write((json.dumps(cmd) + "\n").encode())
+        p.stdin.flush()
+    time.sleep(max(0.0, start + args.warmup - time.monotonic()))
+    cpu0, threads0 = _cpu_seconds(server.pid), _thread_cpu(server.pid)
+    time.sleep(max(0.0, start + args.warmup + args.duration - time.monotonic()))
+    cpu1, threads1 = _cpu_seconds(server.pid), _thread_cpu(server.pid)
+    replies = []
+    for p in clients.procs:
+        assert p.stdout is not None
+        reply = json.loads(p.stdout.readline() or "{}")
+        if not reply.get("ok"):
+            raise RuntimeError(f"load client: {reply.get('error', 'died')}")
+        replies.append(reply)
+    lat = array("f")
+    for r in replies:
+        lat.frombytes(base64.b64decode(r["latencies"]))
+    values = sorted(lat)
+    count = sum(r["count"] for r in replies)
+    errors = sum(r["errors"] for r in replies)
+    first_error = next((r["first_error"] for r in replies if r["first_error"]), None)
+    row = {
+        "server": server.kind, "case": case, "connections": level, "mode": mode, "depth": depth,
+        "clients": n, "msgs": count, "msgs_per_s": count / args.duration,
+        "p50_ms": _percentile(values, 0.50) * 1e3, "p99_ms": _percentile(values, 0.99) * 1e3,
+        "server_cpu_us": (cpu1 - cpu0) / count * 1e6 if count else float("nan"),
+        "client_cpu_us": sum(r["client_cpu"] for r in replies) / count * 1e6 if count else 0.0,
+        "errors": errors,
+        "thread_cpu_us": {k: (v - threads0.get(k, 0.0)) / count * 1e6 if count else 0.0
+                          for k, v in threads1.items() if v - threads0.get(k, 0.0) > 0},
+    }
+    if first_error:
+        row["first_error"] = first_error
+    return row
+
+
+def _clients_for(level: int, args: argparse.Namespace) -> int:
+    return max(1, min(args.clients, level))
+
+
+def bench_level(echo: Server, host: Server, level: int, args: argparse.Namespace,
+                log: Any) -> list[dict[str, Any]]:
+    """Every echo and host case at one connection level."""
+    rows: list[dict[str, Any]] = []
+    clients = Clients(_clients_for(level, args))
+    try:
+        clients.connect(echo.url, level)
+        for mode in args.modes:
+            for frame in ECHO_FRAMES:
+                rows.append(run_case(echo, clients, frame, "echo", level, mode, args))
+                log(rows[-1])
+    finally:
+        clients.close()
+    clients = Clients(_clients_for(level, args))
+    try:
+        clients.connect(host.url, level)
+        # writes go to a namespace of their own per level and mode; forget deletes the keys
+        # that store1 of the same level and mode wrote
+        write_ns = {(c, m): f"bench-{'w20' if c == 'store20' else 'w1'}-{level}-{m}"
+                    for c in ("store1", "store20", "forget") for m in args.modes}
+        for ns in [READ_NS, *sorted(set(write_ns.values()))]:
+            clients.same({"cmd": "init", "namespace": ns, "agents": READ_AGENTS})
+        for mode in args.modes:
+            for case in args.cases:
+                ns = write_ns.get((case, mode), READ_NS)
+                rows.append(run_case(host, clients, case, ns, level, mode, args))
+                log(rows[-1])
+    finally:
+        clients.close()
+    return rows
+
+
+def preload(host: Server, args: argparse.Namespace) -> float:
+    """Store `--read-entries` entries for each of 100 agents in the read namespace; seconds."""
+    t = time.monotonic()
+    clients = Clients(1)
+    try:
+        clients.connect(host.url, READ_AGENTS)
+        clients.same({"cmd": "init", "namespace": READ_NS, "agents": READ_AGENTS})
+        clients.same({"cmd": "preload", "namespace": READ_NS, "per_agent": args.read_entries})
+    finally:
+        clients.close()
+    return time.monotonic() - t
+
+
+def idle_rss(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """RSS of a fresh host before and with `--idle` open connections (one session each)."""
+    host = Server("host", workdir)
+    try:
+        time.sleep(0.5)
+        before = _rss_mib(host.pid)
+        procs = max(1, -(-args.idle // 5000))
+        clients = Clients(procs)
+        try:
+            t = time.monotonic()
+            clients.connect(host.url, args.idle)
+            clients.same({"cmd": "init", "namespace": "bench-idle", "agents": READ_AGENTS})
+            opened = time.monotonic() - t
+            time.sleep(1.0)
+            after = _rss_mib(host.pid)
+        finally:
+            clients.close()
+    finally:
+        host.stop()
+    return {"connections": args.idle, "rss_before_mib": before, "rss_mib": after,
+            "kib_per_connection": (after - before) * 1024 / args.idle, "open_seconds": opened}
+
+
+def attach_ratios(rows: list[dict[str, Any]]) -> None:
+    """Set `echo_msgs_per_s` and `ratio` on each host row from the echo row it compares to."""
+    echo = {(r["case"], r["connections"], r["mode"]): r for r in rows if r["server"] == "echo"}
+    for r in rows:
+        if r["server"] != "host":
+            continue
+        frame = "store20" if r["case"] == "store20" else "store1"
+        ref = echo.get((frame, r["connections"], r["mode"]))
+        if ref:
+            r["echo_msgs_per_s"] = ref["msgs_per_s"]
+            r["ratio"] = r["msgs_per_s"] / ref["msgs_per_s"] if ref["msgs_per_s"] else 0.0
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on."""
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    return {
+        "cpus": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+        "websockets": version("websockets"), "uvloop": version("uvloop"),
+        "picows": version("picows"), "msgspec": version("msgspec"),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def print_table(rows: list[dict[str, Any]], idle: dict[str, Any] | None) -> None:
+    """The human-readable report."""
+    head = (f"{'server':6} {'case':10} {'conns':>5} {'mode':5} {'msgs/s':>9} {'p50 ms':>8}"
+            f" {'p99 ms':>8} {'cpu us':>7} {'cli us':>6} {'ratio':>6} {'err':>4}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r else ""
+        print(f"{r['server']:6} {r['case']:10} {r['connections']:>5} {r['mode']:5}"
+              f" {r['msgs_per_s']:>9,.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
+              f" {r['server_cpu_us']:>7.1f} {r['client_cpu_us']:>6.1f} {ratio:>6} {r['errors']:>4}")
+    if idle:
+        print(f"\nidle: {idle['connections']:,} connections with a session each:"
+              f" host RSS {idle['rss_mib']:.0f} MiB (fresh host {idle['rss_before_mib']:.0f} MiB,"
+              f" {idle['kib_per_connection']:.1f} KiB a connection; opened in"
+              f" {idle['open_seconds']:.1f} s)")
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """Throughput and p99 against connections, host cases beside the echo ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = sorted({r["mode"] for r in rows}, key=["seq", "pipe"].index)
+    fig, axes = plt.subplots(2, len(modes), figsize=(6 * len(modes), 8), squeeze=False)
+    series = [("echo", "store1", "echo (store-1 frame)")] + [("host", c, c) for c in CASES]
+    for col, mode in enumerate(modes):
+        for server, case, label in series:
+            pts = sorted((r["connections"], r) for r in rows
+                         if r["server"] == server and r["case"] == case and r["mode"] == mode)
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            style = {"linestyle": "--", "color": "black"} if server == "echo" else {"marker": "o"}
+            axes[0][col].plot(xs, [p[1]["msgs_per_s"] for p in pts], label=label, **style)
+            axes[1][col].plot(xs, [p[1]["p99_ms"] for p in pts], label=label, **style)
+        axes[0][col].set_title(f"{'sequential' if mode == 'seq' else 'pipelined'} round trips")
+        axes[0][col].set_ylabel("msgs/s")
+        axes[1][col].set_ylabel("p99 latency (ms)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xscale("log")
+            ax.set_xlabel("connections")
+            ax.grid(True, alpha=0.3)
+        axes[1][col].set_yscale("log")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="short run: 0.3 s warm-up, 1 s a case, 20 entries an agent, 2,000 idle")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--plot", metavar="FILE.png", help="write a chart (needs matplotlib)")
+    p.add_argument("--levels", default="1,100,1000", help="connection counts (comma-separated)")
+    p.add_argument("--modes", default="seq,pipe", help="seq, pipe or both")
+    p.add_argument("--cases", default=",".join(CASES), help="which host cases")
+    p.add_argument("--depth", type=int, default=8, help="requests in flight a connection (pipe)")
+    p.add_argument("--duration", type=float, default=3.0, help="measured seconds a case")
+    p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before")
+    p.add_argument("--read-entries", type=int, default=100,
+                   help="entries each of the 100 read agents has")
+    p.add_argument("--idle", type=int, default=10_000, help="idle connections (0 = skip)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup, args.read_entries = 1.0, 0.3, 20
+        args.idle = min(args.idle, 2000)
+    args.levels = [int(x) for x in args.levels.split(",") if x]
+    args.modes = [m for m in args.modes.split(",") if m]
+    args.cases = [c for c in args.cases.split(",") if c]
+    for c in args.cases:
+        if c not in CASES:
+            p.error(f"unknown case {c!r}; one of {', '.join(CASES)}")
+    if "forget" in args.cases and "store1" not in args.cases:
+        p.error("forget deletes what store1 wrote: include store1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; 0 when every case ran without an error reply."""
+    args = parse_args(argv)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    need = max(args.levels + [args.idle]) + 100
+    if hard < need:
+        print(f"warning: RLIMIT_NOFILE hard limit {hard} < {need}", file=sys.stderr)
+
+    def log(row: dict[str, Any]) -> None:
+        if not args.quiet:
+            threads = " ".join(f"{k} {v:.0f}" for k, v in row["thread_cpu_us"].items())
+            print(f"  {row['server']:5} {row['case']:9} {row['connections']:>5} {row['mode']:4}"
+                  f" {row['msgs_per_s']:>9,.0f} msg/s  p99 {row['p99_ms']:.2f} ms"
+                  f"  cpu us: {threads}  {row['errors']} errors", file=sys.stderr, flush=True)
+
+    info = machine()
+    rows: list[dict[str, Any]] = []
+    idle = None
+    with tempfile.TemporaryDirectory(prefix="a2e-bench-") as tmp:
+        workdir = Path(tmp)
+        echo = Server("echo", workdir)
+        host = Server("host", workdir)
+        try:
+            info["preload_seconds"] = preload(host, args)
+            for level in args.levels:
+                rows += bench_level(echo, host, level, args, log)
+        finally:
+            host.stop()
+            echo.stop()
+        if args.idle:
+            idle = idle_rss(workdir, args)
+    info["loadavg_end"] = os.getloadavg()
+    attach_ratios(rows)
+    if args.json:
+        print(json.dumps({"machine": info, "args": {k: v for k, v in vars(args).items()},
+                          "cases": rows, "idle": idle}, indent=1))
+    else:
+        print(f"machine: {info['cpus']} cpus, Python {info['python']}, SQLite {info['sqlite']},"
+              f" websockets {info['websockets']}, uvloop {info['uvloop']};"
+              f" load average {info['loadavg_start'][0]:.2f} -> {info['loadavg_end'][0]:.2f}")
+        print_table(rows, idle)
+    if args.plot:
+        plot(rows, args.plot)
+    return 1 if any(r["errors"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
