@@ -14,7 +14,7 @@ from typing import Any
 from host.memory.session import ConnectionContext
 from protocol.errors import ErrorCode, ProtocolError
 
-__all__ = ["Router", "Handler", "Reply"]
+__all__ = ["Router", "Handler", "Reply", "is_pending", "then"]
 
 Reply = Any  # a protocol message, or an asyncio.Future resolving to one
 Handler = Callable[[Any, ConnectionContext], Awaitable[Reply]]
@@ -46,6 +46,33 @@ class Router:
                 field="type",
             )
         return await handler(msg, ctx)
+
+
+def then(fut: asyncio.Future[Any], fn: Callable[[Any], Any]) -> asyncio.Future[Any]:
+    """A future of `fn(fut's result)`, chained by a callback (no task a request).
+
+    `fut`'s exception or cancellation passes through; an exception `fn` raises becomes the
+    new future's exception.
+    """
+    out: asyncio.Future[Any] = fut.get_loop().create_future()
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            out.set_result(fn(f.result()))
+        except Exception as err:  # noqa: BLE001 - handed to whoever awaits the reply
+            out.set_exception(err)
+
+    fut.add_done_callback(done)
+    return out
 
 
 def is_pending(reply: Reply) -> bool:

@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+import msgspec
+
 __all__ = ["canonical_key", "canonical_json"]
 
 _str = json.JSONEncoder(ensure_ascii=False).encode
@@ -71,8 +73,36 @@ def canonical_json(value: Any) -> str:
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
+_sorted_encode = msgspec.json.Encoder(order="sorted").encode
+_SAFE_INT = 2**53
+
+
+def _flat_and_plain(key: dict[Any, Any]) -> bool:
+    """True for the common key whose canonical form is its sorted compact JSON: printable-ASCII
+    member names, values that are printable-ASCII strings, safe integers, booleans or null."""
+    for k, v in key.items():
+        if type(k) is not str or not (k.isascii() and k.isprintable()):
+            return False
+        t = type(v)
+        if t is str:
+            if not (v.isascii() and v.isprintable()):
+                return False
+        elif t is int:
+            if not -_SAFE_INT < v < _SAFE_INT:
+                return False
+        elif v is not None and t is not bool:
+            return False
+    return True
+
+
 def canonical_key(key: Any) -> bytes:
-    """The canonical UTF-8 bytes of an entry key. Raises `ValueError` unless a non-empty object."""
+    """The canonical UTF-8 bytes of an entry key. Raises `ValueError` unless a non-empty object.
+
+    A flat key of plain values (the usual one) is encoded by msgspec with sorted members, which
+    is its RFC 8785 form; any other goes through `canonical_json`.
+    """
     if not isinstance(key, dict) or not key:
         raise ValueError("key must be a non-empty JSON object")
+    if _flat_and_plain(key):
+        return _sorted_encode(key)
     return canonical_json(key).encode()

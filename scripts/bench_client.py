@@ -193,7 +193,8 @@ class Driver:
                 _, conn = await ws_connect(lambda: _Conn(self), url,
                                            websocket_handshake_timeout=60,
                                            max_frame_size=64 * 1024 * 1024)
-                return conn  # type: ignore[no-any-return]
+                assert isinstance(conn, _Conn)
+                return conn
 
         self.conns += await asyncio.gather(*(one() for _ in range(count)))
 
@@ -263,12 +264,13 @@ class Driver:
         self.running = False
         usage1 = resource.getrusage(resource.RUSAGE_SELF)
         try:
-            await asyncio.wait_for(self._all_done.wait(), 60)
+            await asyncio.wait_for(self._all_done.wait(), cmd.get("drain", 120))
         except TimeoutError:
             pass
         lat = array("f", self.latencies)
         cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
-        return {"count": len(lat), "errors": self.errors, "first_error": self.first_error,
+        return {"count": len(lat), "errors": self.errors,
+                "pending": sum(len(conn.sent) for conn in self.conns), "first_error": self.first_error,
                 "client_cpu": cpu, "latencies": base64.b64encode(lat.tobytes()).decode()}
 
     async def close(self) -> None:

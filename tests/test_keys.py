@@ -49,3 +49,23 @@ def test_canonical_is_stable_json(key: dict) -> None:
     reparsed = json.loads(text)
     assert canonical_key(reparsed) == text
     assert canonical_key(dict(reversed(list(key.items())))) == text
+
+
+plain_keys = st.dictionaries(
+    st.text(max_size=6),
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.text(max_size=6)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    min_size=1, max_size=6)
+
+
+@given(st.one_of(keys, plain_keys))
+def test_fast_path_matches_reference(key: dict) -> None:
+    """canonical_key (fast path for flat plain keys) equals the reference RFC 8785 text."""
+    assert canonical_key(key) == canonical_json(key).encode()
+
+
+@pytest.mark.parametrize("key", [{"b": 1, "a": "x"}, {"z": None, "B": True, "a": -5, "_": 'q"\\'}])
+def test_flat_keys_sorted(key: dict) -> None:
+    """Flat keys of plain values come out sorted and compact, as RFC 8785 writes them."""
+    assert canonical_key(key) == canonical_json(key).encode()
+    assert json.loads(canonical_key(key)) == key

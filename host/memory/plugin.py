@@ -18,7 +18,7 @@ from host.config import Config
 from host.memory.access import Access
 from host.memory.session import ConnectionContext, Session
 from host.memory.working import ByteBudget, WorkingTier
-from host.router import Router
+from host.router import Router, then
 from host.search.engine import SearchEngine
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights, combined_score
@@ -159,10 +159,12 @@ class MemoryPlugin:
                 outcomes[i] = f"entries[{i}]: unauthorized: the token may not write {e.tier}"
                 continue
             keys[i] = key
+            # the searchable text is derived here, on the loop, while the writer thread may be
+            # waiting on an fsync: the writer's part of a group commit stays short
+            text = searchable_text(_decode(e.content), e.tags, e.key)
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
-                           source=e.source, score=e.score, ttl=e.ttl)
+                           source=e.source, score=e.score, ttl=e.ttl, text=text)
             if e.tier == "working":
-                text = searchable_text(_decode(new.content), e.tags, e.key)
                 if session.working.put(new, text, t) is not None:
                     outcomes[i] = f"entries[{i}]: memory_full: working tier is full"
             else:
@@ -173,15 +175,14 @@ class MemoryPlugin:
         write = asyncio.ensure_future(self.store.put(session.scope, persistent, t))
         ctx.last_write = write
 
-        async def finish() -> Any:
-            results = await write
+        def finish(results: list[Any]) -> Any:
             self.search.notify()  # embed the new entries in the background
             for i, res in zip(where, results):
                 if res is not None:
                     outcomes[i] = f"entries[{i}]: {res}: storage quota reached"
             return self._store_reply(req, keys, outcomes)
 
-        return asyncio.ensure_future(finish())
+        return then(write, finish)
 
     def _store_reply(
         self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[str | None]
@@ -281,9 +282,8 @@ class MemoryPlugin:
             self.store.forget(session.scope, persistent, keys, req.tags, t))
         ctx.last_write = write
 
-        async def finish() -> MemoryForgetResponse:
-            n = await write
+        def finish(n: int) -> MemoryForgetResponse:
             self.search.notify()  # drop the deleted entries' vectors from memory
             return reply(deleted + n)
 
-        return asyncio.ensure_future(finish())
+        return then(write, finish)

@@ -11,7 +11,7 @@ episodic rows whose owner is A and the semantic rows of the namespace, and nothi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -114,8 +114,12 @@ class EntryStore(Protocol):
     async def close(self) -> None:
         """Finish queued writes, commit, stop workers, release files/connections."""
 
-    async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
-        """Upsert `entries` for `scope` in one transaction; one outcome per entry, in order."""
+    def put(
+        self, scope: Scope, entries: Sequence[NewEntry], now: float
+    ) -> Awaitable[list[StoreOutcome]]:
+        """Upsert `entries` for `scope` in one transaction; one outcome per entry, in order.
+
+        Returns an awaitable (a coroutine, or a future that needs no task of its own)."""
 
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
         """Entries matching `q` ordered by score desc, updated_at desc; (first `limit`, total)."""
@@ -128,10 +132,10 @@ class EntryStore(Protocol):
         Returns at most `candidates` entries; ranking and `limit` are the caller's.
         """
 
-    async def forget(
+    def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
         now: float,
-    ) -> int:
+    ) -> Awaitable[int]:
         """Delete the matching entries (with their index rows); the number deleted."""
 
     async def collect_garbage(self, now: float) -> int:

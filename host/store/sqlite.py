@@ -82,9 +82,12 @@ class SQLiteEntryStore:
             raise RuntimeError("store is not open")
         return self._writer.submit(fn, *args)
 
-    async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
-        """Upsert entries in one group-committed transaction; returns after the commit."""
-        return await self._submit(ops.put_entries, scope, list(entries), now, self.quotas)
+    def put(
+        self, scope: Scope, entries: Sequence[NewEntry], now: float
+    ) -> asyncio.Future[list[StoreOutcome]]:
+        """Upsert entries in one group-committed transaction: the writer's future, resolved
+        after the commit (awaiting it needs no task)."""
+        return self._submit(ops.put_entries, scope, list(entries), now, self.quotas)
 
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
         """Entries matching `q`, best stored score first; (page, total)."""
@@ -96,12 +99,12 @@ class SQLiteEntryStore:
         """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
         return ops.search_entries(self._conn(), scope, q, query_terms(text), now, candidates)
 
-    async def forget(
+    def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
         now: float,
-    ) -> int:
-        """Delete matching live entries; returns after the commit."""
-        return await self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now)
+    ) -> asyncio.Future[int]:
+        """Delete matching live entries: the writer's future, resolved after the commit."""
+        return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now)
 
     async def collect_garbage(self, now: float) -> int:
         """Delete every expired entry, in batches so other writes interleave."""

@@ -148,7 +148,8 @@ MIGRATIONS: tuple[str, ...] = (
 
 def connect(path: str) -> sqlite3.Connection:
     """Open `path` in WAL mode with full durability; autocommit (explicit BEGIN by callers)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0,
+                           cached_statements=256)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=30000")
