@@ -9,12 +9,18 @@ flush. The SQLite store (the host's engine) commits each set and delete durably,
 fewer of them, and is filled with one `set_many` transaction; its search asks the keyword
 index for candidates. Prints a Markdown table (the figures in docs/benchmarks.md come from it).
 Bounded: about two minutes in all on 2 cores.
+
+With the `bench` extra (`pip install -e '.[bench]'`), `--backends lg-memory lg-sqlite` adds
+LangGraph's `InMemoryStore` and `SqliteStore` (langgraph-checkpoint-sqlite) for comparison,
+driven the same way (put/get/delete of a dict holding the memory). Without an embedding index
+their `search(query=...)` does not rank by the query: it lists the namespace (what is timed).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import sys
 import tempfile
 import time
@@ -61,12 +67,57 @@ def _best_per_op_us(fn: Callable[[Any], object], args: list[Any]) -> float:
     return best * 1e6
 
 
+class LangGraphStore:
+    """A LangGraph `BaseStore` behind the library's get/set/delete/search/set_many/close."""
+
+    NS = ("memories",)
+
+    def __init__(self, backend: str, path: Path) -> None:
+        if backend == "lg-memory":
+            from langgraph.store.memory import InMemoryStore as LGMemory
+
+            self.store: Any = LGMemory()
+            self.conn: sqlite3.Connection | None = None
+        else:
+            from langgraph.store.sqlite import SqliteStore
+
+            self.conn = sqlite3.connect(path.with_suffix(".lg.db"), check_same_thread=False,
+                                        isolation_level=None)
+            self.store = SqliteStore(self.conn)
+            self.store.setup()
+
+    def get(self, key: str) -> Any:
+        return self.store.get(self.NS, key)
+
+    def set(self, key: str, memory: Memory) -> None:
+        self.store.put(self.NS, key, memory.to_dict())
+
+    def set_many(self, items: Any) -> None:
+        from langgraph.store.base import PutOp
+
+        ops = [PutOp(self.NS, key, m.to_dict()) for key, m in items]
+        for i in range(0, len(ops), 2000):  # SQLite caps the variables of one statement
+            self.store.batch(ops[i:i + 2000])
+
+    def delete(self, key: str) -> None:
+        self.store.delete(self.NS, key)
+
+    def search(self, query: str, k: int) -> Any:
+        return self.store.search(self.NS, query=query, limit=k)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
 def _open(backend: str, path: Path) -> Any:
     if backend == "memory":
         return InMemoryStore()
     if backend == "json":
         return JSONFileStore(path.with_suffix(".json"))
-    return SQLiteStore(path.with_suffix(".db"))
+    if backend == "sqlite":
+        return SQLiteStore(path.with_suffix(".db"))
+    return LangGraphStore(backend, path)
 
 
 def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]:
@@ -75,7 +126,7 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
     path = folder / f"bench-{backend}-{n}"
     store = _open(backend, path)
     fill = _memories(n, rng)
-    if backend == "sqlite":
+    if hasattr(store, "set_many"):
         store.set_many((m.id, m) for m in fill)
     else:
         for m in fill:
@@ -86,7 +137,7 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
         store.flush()
         out["flush_all_ms"] = (time.perf_counter() - t) * 1e3
     keys = [m.id for m in rng.sample(fill, min(OPS, n // 2))]
-    writes = DURABLE_OPS if backend == "sqlite" else len(keys)
+    writes = DURABLE_OPS if backend in ("sqlite", "lg-sqlite") else len(keys)
     fresh = _memories(writes, rng)
     queries = [" ".join(rng.choices(WORDS, k=2)) for _ in range(QUERIES)]
     out["get_us"] = _best_per_op_us(store.get, keys)
@@ -107,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--backends", nargs="+", default=["memory", "json", "sqlite"],
-                        choices=["memory", "json", "sqlite"])
+                        choices=["memory", "json", "sqlite", "lg-memory", "lg-sqlite"])
     args = parser.parse_args(argv)
     cols = ["get_us", "set_us", "delete_us", "search_ms", "flush_all_ms", "open_ms", "file_mb"]
     print("| backend | entries | " + " | ".join(cols) + " |")

@@ -19,13 +19,16 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from host.library.mapping import IMPORTANCE_SCORE
 from host.library.models import Memory, RetrievalResult
 from host.search.keyword import query_terms, tokens
 from host.search.rank import RankWeights, combined_score
 
-__all__ = ["Row", "make_row", "search_rows", "touched_row"]
+__all__ = ["Row", "Scored", "make_row", "scored", "search_rows", "top", "touched_row"]
+
+P = TypeVar("P")
 
 
 @dataclass(slots=True)
@@ -60,6 +63,24 @@ def touched_row(row: Row, when: datetime) -> Row:
     )
 
 
+# One scored match: (combined, relevance, accessed, key, payload).
+Scored = tuple[float, float, float, str, P]
+
+
+def scored(
+    key: str, relevance: float, importance: float, accessed: float, payload: P,
+    weights: RankWeights, now: float,
+) -> Scored[P]:
+    """A match with its combined score (`host.search.rank.combined_score`), ready for `top`."""
+    combined = combined_score(relevance, importance, accessed, now, weights)
+    return (min(1.0, max(0.0, combined)), relevance, accessed, key, payload)
+
+
+def top(matches: Iterable[Scored[P]], k: int) -> list[Scored[P]]:
+    """The best `k` matches: combined score, then relevance, then fresher, then key."""
+    return heapq.nsmallest(k, matches, key=lambda s: (-s[0], -s[1], -s[2], s[3]))
+
+
 def search_rows(
     rows: Iterable[tuple[str, Row]], query: str, k: int, weights: RankWeights, now: float
 ) -> list[RetrievalResult]:
@@ -74,20 +95,15 @@ def search_rows(
         return []
     wanted = frozenset(terms)
     n_terms = len(terms)
-    scored = []
+    matches = []
     for key, row in rows:
         found = len(wanted & row.tokens)
-        if not found:
-            continue
-        relevance = found / n_terms
-        combined = combined_score(relevance, row.importance, row.accessed, now, weights)
-        scored.append((combined, relevance, row.accessed, key, row))
-    best = heapq.nsmallest(k, scored, key=lambda s: (-s[0], -s[1], -s[2], s[3]))
+        if found:
+            matches.append(
+                scored(key, found / n_terms, row.importance, row.accessed, row, weights, now)
+            )
     return [
-        RetrievalResult(
-            memory=row.memory.copy_for_store(),
-            relevance_score=relevance,
-            combined_score=min(1.0, max(0.0, combined)),
-        )
-        for combined, relevance, _, _, row in best
+        RetrievalResult(memory=row.memory.copy_for_store(), relevance_score=relevance,
+                        combined_score=combined)
+        for combined, relevance, _, _, row in top(matches, k)
     ]

@@ -14,7 +14,7 @@ is found by `get` and `search` here.
   recorded by `get` are kept in memory and written with the next write, `flush()` or `close()`,
   as in `JSONFileStore`; until then this store shows them itself.
 - `search` asks the keyword index for the best `candidates` matches (BM25), then ranks them as
-  every backend does (`host.library.search`).
+  every backend does (`host.library.search.top`), building memories for the best `k` only.
 - Other processes (a host, the CLI, another store) may use the file at the same time: SQLite
   serialises the writers (busy timeout 30 s) and readers see committed data.
 """
@@ -30,11 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from host.config import LimitsConfig, RankingConfig
-from host.library.mapping import entry_to_memory, key_to_id, memory_to_entry
+from host.library.mapping import (
+    IMPORTANCE_SCORE,
+    entry_to_memory,
+    key_to_id,
+    memory_to_entry,
+    score_to_importance,
+)
 from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing, StoreClosedError
-from host.library.search import make_row, search_rows
+from host.library.search import scored, top
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 from host.store import sqlite_ops as ops
@@ -205,13 +211,23 @@ class SQLiteStore(Closing):
                 self._conn, self.scope, q, query_terms(query), now, self.candidates
             )
             touched = dict(self._touched)
-        rows = []
+        # Rank on the stored fields (relevance as the host computes it: the share of the query
+        # terms in the content), then build memories for the best k only.
+        matches = []
         for entry in found:
             key = key_to_id(json.loads(entry.key))
             if key in touched:
                 entry.updated_at = max(entry.updated_at, touched[key])
-            rows.append((key, make_row(_memory(entry))))
-        return search_rows(rows, query, k, self.weights, now)
+            importance = IMPORTANCE_SCORE[score_to_importance(entry.score)]
+            relevance = entry.relevance or 0.0
+            if relevance > 0:
+                matches.append(scored(key, relevance, importance, entry.updated_at, entry,
+                                      self.weights, now))
+        return [
+            RetrievalResult(memory=_memory(entry), relevance_score=relevance,
+                            combined_score=combined)
+            for combined, relevance, _, _, entry in top(matches, k)
+        ]
 
     def flush(self) -> None:
         """Write the pending accesses now (sets and deletes are durable already)."""
