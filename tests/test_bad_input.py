@@ -120,3 +120,20 @@ async def test_host_serves_others_while_one_misbehaves(url: str, connect: Callab
         replies = [json.loads(await bad.recv()) for _ in range(50)]
     assert {r["code"] for r in replies} == {"parse_error"}
     assert (await good.retrieve(limit=100)).total == 50
+
+
+@pytest.mark.parametrize("tier", ["working", "episodic", "semantic"])
+async def test_content_number_out_of_range_is_a_bad_entry(raw_ws: Any, tier: str) -> None:
+    """A content number beyond float range (1e999) is that entry's invalid_message, not an
+    internal_error of the request: the other entries are stored."""
+    mid = (await reply_to(raw_ws, '{"type":"memory/init/req","version":"1.0","namespace":"n"}'))["memory_id"]
+    frame = ('{"type":"memory/store/req","id":"big","version":"1.0","memory_id":"%s","entries":['
+             '{"key":{"a":1},"content":[1e999],"tier":"%s"},'
+             '{"key":{"a":2},"content":"fine","tier":"%s"}]}' % (mid, tier, tier))
+    reply = await reply_to(raw_ws, frame)
+    assert reply["type"] == "memory/store/resp", reply
+    assert reply["stored"] == [{"a": 2}]
+    assert len(reply["errors"]) == 1 and reply["errors"][0].startswith("entries[0]: invalid_message:")
+    got = await reply_to(raw_ws, json.dumps({"type": "memory/retrieve/req", "id": "r", "version": "1.0",
+                                             "memory_id": mid, "tier": tier}))
+    assert [e["key"] for e in got["entries"]] == [{"a": 2}]
