@@ -6,9 +6,10 @@ become `error` replies; only the frame-size and UTF-8 violations close the conne
 `websockets` library does that with 1009 and 1007).
 
 Limits kept here, read from `limits` at each frame (so a reload applies to open connections):
-a frame beyond `requests_per_second` (a `TokenBucket`) is answered `rate_limited`; a request not
-answered within `request_timeout` seconds of its arrival is answered `internal_error`
-(retryable, `detail.reason` "deadline") — a write it started may still commit, and stores and
+a frame beyond `requests_per_second` (a `TokenBucket`) is answered `rate_limited`; a request
+still waiting `request_timeout` seconds after its arrival is answered `internal_error`
+(retryable, `detail.reason` "deadline") when the server's `DeadlineWatch` calls `expire()`
+(no timer per request: that would cost ~10 us a request) — a write it started may still commit, and stores and
 forgets are idempotent, so a retry is safe.
 """
 
@@ -78,11 +79,16 @@ class Connection:
         self.on_request = on_request
         self.limits = limits
         self._bucket: TokenBucket | None = None
+        # deadline bookkeeping: when the request being dispatched / awaited arrived (0: none)
+        self._run_task: asyncio.Task[Any] | None = None
+        self._dispatch_since = 0.0
+        self._wait_since = 0.0
+        self._expired = {"dispatch": False, "wait": False}
         remote = ws.remote_address
         self.ctx = ConnectionContext(
             conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
         )
-        self._queue: asyncio.Queue[tuple[str, Any, float | None, str, float]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Any, str, float]] = asyncio.Queue()
         self._queued = 0
         self._busy = False
         self._sender: asyncio.Task[None] | None = None
@@ -91,6 +97,7 @@ class Connection:
 
     async def run(self) -> None:
         """Read and answer frames until the peer closes or the host drains this connection."""
+        self._run_task = asyncio.current_task()
         try:
             async for frame in self.ws:  # while draining too: a frame sent before the close
                 self._busy = True           # is in flight from the client's side; answer it
@@ -122,8 +129,6 @@ class Connection:
         req_id = ""
         msg_type = "invalid"
         allowed = self._allowed()
-        timeout = self.limits.request_timeout if self.limits is not None else None
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         if isinstance(frame, bytes):
             reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
         else:
@@ -135,10 +140,15 @@ class Connection:
                     raise ProtocolError(ErrorCode.RATE_LIMITED,
                                         "too many requests on this connection; retry later",
                                         req_id=req_id)
-                async with asyncio.timeout_at(deadline):
+                self._dispatch_since = started
+                try:
                     reply = await self.router.dispatch(msg, self.ctx)
-            except TimeoutError:
-                reply = _past_deadline(req_id, timeout)
+                finally:
+                    self._dispatch_since = 0.0
+            except asyncio.CancelledError:
+                if not self._expiry_taken("dispatch"):
+                    raise
+                reply = _past_deadline(req_id, self._timeout())
             except Exception as exc:
                 reply = _error_for(exc, req_id)
         if not isinstance(reply, asyncio.Future) and self._queued == 0:
@@ -146,26 +156,28 @@ class Connection:
             self._done(req_id, msg_type, reply, started)
             return
         self._queued += 1
-        self._queue.put_nowait((req_id, reply, timeout, msg_type, started))
+        self._queue.put_nowait((req_id, reply, msg_type, started))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
 
     async def _send_loop(self) -> None:
         while True:
-            req_id, item, timeout, msg_type, started = await self._queue.get()
+            req_id, item, msg_type, started = await self._queue.get()
             try:
                 if isinstance(item, asyncio.Future):
                     fut = item
-                    try:  # the deadline counts from the frame's arrival (`started`)
-                        async with asyncio.timeout(
-                            None if timeout is None else max(0.0, timeout - (_perf() - started))
-                        ):
-                            item = await asyncio.shield(fut)
-                    except TimeoutError:
+                    self._wait_since = started
+                    try:  # shielded: a deadline must not cancel the write itself
+                        item = fut.result() if fut.done() else await asyncio.shield(fut)
+                    except asyncio.CancelledError:
+                        if not self._expiry_taken("wait"):
+                            raise
                         fut.add_done_callback(_consume)
-                        item = _past_deadline(req_id, timeout)
+                        item = _past_deadline(req_id, self._timeout())
                     except Exception as exc:
                         item = _error_for(exc, req_id)
+                    finally:
+                        self._wait_since = 0.0
                 await self.ws.send(encode(item), text=True)
                 self._done(req_id, msg_type, item, started)
             except ConnectionClosed:
@@ -173,6 +185,29 @@ class Connection:
             finally:
                 self._queued -= 1
                 self._maybe_idle()
+
+    def _timeout(self) -> float | None:
+        return self.limits.request_timeout if self.limits is not None else None
+
+    def _expiry_taken(self, which: str) -> bool:
+        """True when a CancelledError is `expire()`'s (and no other cancel is pending)."""
+        if not self._expired[which]:
+            return False
+        self._expired[which] = False
+        task = asyncio.current_task()
+        return task is None or task.uncancel() == 0
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Cancel the waits of requests that arrived more than `timeout` s before `now`
+        (`time.perf_counter` seconds); each is then answered with the deadline error."""
+        if self._dispatch_since and now - self._dispatch_since > timeout and self._run_task:
+            self._dispatch_since = 0.0
+            self._expired["dispatch"] = True
+            self._run_task.cancel()
+        if self._wait_since and now - self._wait_since > timeout and self._sender:
+            self._wait_since = 0.0
+            self._expired["wait"] = True
+            self._sender.cancel()
 
     def _allowed(self) -> bool:
         """Spend one token of the connection's bucket at the current rate; False when empty."""

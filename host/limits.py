@@ -7,7 +7,8 @@
 - `TokenBucket` limits the frames of one connection (`host.connection` keeps one per
   connection): `requests_per_second` sustained, up to `request_burst` at once; a frame beyond
   it is answered `rate_limited` (retryable).
-- The request deadline (`limits.request_timeout`) is kept by `host.connection`.
+- `DeadlineWatch` keeps the request deadline (`limits.request_timeout`): a few times a
+  second it asks each connection to expire the requests waiting longer (`Connection.expire`).
 
 Storage quotas (entries and bytes per namespace and agent) are kept by the store
 (`host.store.sqlite_ops.Quotas`), working-tier entries by `host.memory.working`.
@@ -15,17 +16,28 @@ Storage quotas (entries and bytes per namespace and agent) are kept by the store
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
+from typing import Protocol
 
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from host.config import LimitsConfig
 
-__all__ = ["ConnectionLimiter", "TokenBucket"]
+
+class Expirable(Protocol):
+    """A connection whose late requests can be expired (see `host.connection.Connection`)."""
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests that arrived more than `timeout` s before `now` (perf_counter)."""
+
+__all__ = ["ConnectionLimiter", "DeadlineWatch", "Expirable", "TokenBucket"]
 
 log = logging.getLogger("a2e_host.limits")
 
@@ -83,3 +95,39 @@ class ConnectionLimiter:
         self.per_ip[ip] -= 1
         if self.per_ip[ip] <= 0:
             del self.per_ip[ip]
+
+
+class DeadlineWatch:
+    """One task per server: every `period()` seconds, `expire()` on each open connection.
+
+    A request may so run up to a period past `request_timeout` before it is answered.
+    """
+
+    def __init__(self, connections: Callable[[], Iterable[Expirable]], limits: LimitsConfig) -> None:
+        self.connections = connections
+        self.limits = limits
+        self._task: asyncio.Task[None] | None = None
+
+    def period(self) -> float:
+        """Seconds between checks: a quarter of the timeout, within [0.01, 1]."""
+        return min(1.0, max(0.01, self.limits.request_timeout / 4))
+
+    def start(self) -> None:
+        """Start the checks (on the running loop)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the checks."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period())
+            now, timeout = time.perf_counter(), self.limits.request_timeout
+            for conn in list(self.connections()):
+                conn.expire(now, timeout)

@@ -2,8 +2,10 @@
 
 Plain HTTP GETs on the same port answer `/healthz` (the process is up) and `/readyz` (the store
 answers), and any route added to `http_routes` (the host adds `/metrics`); every other path is
-upgraded to WebSocket, after the `gates` (authentication, connection limits) let it through. Each connection runs a `Connection`; `on_open` hooks see it first.
-TLS and the Origin allow-list come from `config.server` (see `host.tls`).
+upgraded to WebSocket, after the `gates` (authentication, connection limits) let it through.
+Each connection runs a `Connection`; `on_open` hooks see it first. A `DeadlineWatch` answers
+requests past `limits.request_timeout`. TLS and the Origin allow-list come from `config.server`
+(see `host.tls`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from websockets.http11 import Request, Response
 
 from host.config import Config
 from host.connection import Connection, RequestHook
+from host.limits import DeadlineWatch
 from host.router import Router
 from host.tls import origins_for, ssl_context
 
@@ -47,6 +50,7 @@ class HostServer:
         self.on_request = on_request
         self.accepted = 0  # connections accepted since start
         self._server: Server | None = None
+        self._deadlines = DeadlineWatch(lambda: self.connections, config.limits)
         self._ids = itertools.count(1)
         self.connections: set[Connection] = set()
         self.http_routes: dict[str, HttpHandler] = {
@@ -78,6 +82,7 @@ class HostServer:
             ping_interval=20,
             ping_timeout=20,
         )
+        self._deadlines.start()
 
     async def _process_request(self, conn: ServerConnection, request: Request) -> Any:
         route = self.http_routes.get(request.path.split("?", 1)[0])
@@ -126,4 +131,5 @@ class HostServer:
         for c in conns:
             await c.ws.close(1001, "host shutting down")
         await self._server.wait_closed()
+        await self._deadlines.stop()
         self._server = None

@@ -4,6 +4,7 @@ caps at the upgrade, and the request deadline."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -87,14 +88,30 @@ async def test_connections_past_the_per_ip_cap_get_429(db_path: Path) -> None:
 
 
 async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path) -> None:
-    """A store whose commit outlasts request_timeout is answered internal_error, retryable,
-    with detail.reason "deadline"; the connection stays open."""
-    async with running(db_path, limits={"request_timeout": 1e-6}) as host:
+    """While another process holds the database's write lock, a store and a read queued behind
+    it are answered internal_error, retryable, detail.reason "deadline"; the connection stays
+    open, and the store commits once the lock is released (so a retry is an upsert)."""
+    async with running(db_path, limits={"request_timeout": 0.2}) as host:
         c = await connect(host)
         await c.init("ns", {"agent": "a1"})
-        with pytest.raises(RemoteError) as err:
-            await c.store([{"key": {"k": 1}, "content": 1, "tier": "episodic"}])
-        assert err.value.code == "internal_error" and err.value.retryable
-        assert err.value.detail == {"reason": "deadline"}
-        await c.ping()  # a request that needs no wait is still answered
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the host's writer now waits for this lock
+        try:
+            replies = await asyncio.gather(
+                c.store([{"key": {"k": 1}, "content": 1, "tier": "episodic"}]),
+                c.retrieve(keys=[{"k": 1}]),  # waits for the connection's own write first
+                return_exceptions=True)
+            for err in replies:
+                assert isinstance(err, RemoteError), err
+                assert err.code == "internal_error" and err.retryable
+                assert err.detail == {"reason": "deadline"}
+            await c.ping()  # a request that needs no wait is still answered
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        for _ in range(200):  # the abandoned write commits once the lock is free
+            if (await c.retrieve(keys=[{"k": 1}])).entries:
+                break
+            await asyncio.sleep(0.05)
+        assert (await c.retrieve(keys=[{"k": 1}])).total == 1
         await c.close()
