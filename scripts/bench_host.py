@@ -54,6 +54,9 @@ HOST_CONFIG = """\
 max_connections = 20000
 max_connections_per_ip = 20000
 requests_per_second = 0
+
+[search]
+embedder = "{embedder}"
 """
 
 __all__ = ["main"]
@@ -111,7 +114,7 @@ def _rss_mib(pid: int) -> float:
 class Server:
     """A server process (echo or host) on a free loopback port."""
 
-    def __init__(self, kind: str, workdir: Path) -> None:
+    def __init__(self, kind: str, workdir: Path, embedder: str = "none") -> None:
         self.kind = kind
         self.port = _free_port()
         if kind == "echo":
@@ -119,7 +122,7 @@ class Server:
         else:
             db = workdir / f"host-{self.port}.db"
             config = workdir / "bench-host.toml"
-            config.write_text(HOST_CONFIG)
+            config.write_text(HOST_CONFIG.format(embedder=embedder))
             cmd = [sys.executable, "-m", "host.cli", "--log-level", "WARNING", "serve",
                    "--port", str(self.port), "--db", str(db), "--config", str(config)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -429,6 +432,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--read-entries", type=int, default=100,
                    help="entries each of the 100 read agents has")
     p.add_argument("--idle", type=int, default=10_000, help="idle connections (0 = skip)")
+    p.add_argument("--embedder", default="none",
+                   help="the host's search.embedder (default none: a background embedder would"
+                        " spend a core embedding every stored entry during the run)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
     args = p.parse_args(argv)
@@ -468,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="a2e-bench-") as tmp:
         workdir = Path(tmp)
         echo = Server("echo", workdir)
-        host = Server("host", workdir)
+        host = Server("host", workdir, args.embedder)
         try:
             info["preload_seconds"] = preload(host, args)
             for level in args.levels:

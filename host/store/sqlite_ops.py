@@ -120,14 +120,22 @@ def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
         params += [k.decode() for k in q.keys]
     if q.tags:
         tags = list(dict.fromkeys(q.tags))
-        # the tag postings of exactly the (namespace, tier, owner) ranges the reader may see
-        tag_vis = " OR ".join(v.replace("e.", "t.") for v in vis)
-        sql += (
-            " AND e.id IN (SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND"
-            f" ({tag_vis}) AND t.tag IN ({','.join('?' * len(tags))})"
-            " GROUP BY t.entry_id HAVING count(*) = ?)"
-        )
-        params += [scope.namespace, *owners, *tags, len(tags)]
+        # the tag postings of exactly the (namespace, tier, owner) ranges the reader may see:
+        # one index range a tier (an OR of the tiers would scan the namespace's postings)
+        marks = ",".join("?" * len(tags))
+        per_tier = " UNION ALL ".join(
+            "SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND t.tier = ?"
+            f" AND t.owner = ? AND t.tag IN ({marks})"
+            for _ in q.tiers
+        ) or "SELECT NULL WHERE 0"
+        for i in range(0, len(owners), 2):
+            params += [scope.namespace, owners[i], owners[i + 1], *tags]
+        if len(tags) == 1:
+            sql += f" AND e.id IN ({per_tier})"
+        else:
+            sql += (f" AND e.id IN (SELECT entry_id FROM ({per_tier})"
+                    " GROUP BY entry_id HAVING count(*) = ?)")
+            params.append(len(tags))
     return sql, params
 
 
@@ -137,8 +145,8 @@ def find_entries(
     """Entries matching `q` by score desc, updated_at desc: (the first `q.limit`, total).
 
     Each filter reads through the index that fits it (see EXPLAIN QUERY PLAN): keys through
-    the unique key index (the few rows are sorted here), tags through the tag postings of the
-    visible ranges (matches counted and paged in one pass). Without either, `total` is counted
+    the unique key index (the few rows are sorted here), tags through the tag postings of each
+    visible range (counted, then paged with a top-`limit` sort). Without either, `total` is counted
     on the rank index alone (it holds score and expires_at) and the page is read per tier in
     the rank index's order, so only `limit` rows a tier are read whole.
     """
@@ -152,12 +160,16 @@ def find_entries(
                                 params).fetchall()
             rows.sort(key=lambda r: (-r[6], -r[9]))
             return [_row(r) for r in rows[: q.limit]], len(rows)
+        # a count, then a top-`limit` page (a window count would sort every match whole)
+        total = conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
+        if not total:
+            return [], 0
         rows = conn.execute(
-            f"SELECT {_COLUMNS}, count(*) OVER () FROM entries e WHERE {where}"
+            f"SELECT {_COLUMNS} FROM entries e WHERE {where}"
             " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?",
             [*params, q.limit],
         ).fetchall()
-        return [_row(r) for r in rows], rows[0][10] if rows else 0
+        return [_row(r) for r in rows], total
     counts, pages, params, page_params = [], [], [], []
     for tier in q.tiers:
         where, p = _where(scope, replace(q, tiers=(tier,)), now)
