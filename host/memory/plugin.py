@@ -158,15 +158,15 @@ class MemoryPlugin:
             if not self.access.may_write(grant, e.tier):
                 outcomes[i] = f"entries[{i}]: unauthorized: the token may not write {e.tier}"
                 continue
-            try:  # `Raw` content is only scanned: a number out of range (1e999) shows here
+            # the searchable text is derived here, on the loop, while the writer thread may be
+            # waiting on an fsync: the writer's part of a group commit stays short. `Raw` content
+            # was only scanned: a number out of range (1e999) shows here, as this entry's error
+            try:
                 text = searchable_text(_decode(e.content), e.tags, e.key)
             except (msgspec.DecodeError, RecursionError) as err:
                 outcomes[i] = f"entries[{i}]: invalid_message: content: {err}"
                 continue
             keys[i] = key
-            # the searchable text is derived here, on the loop, while the writer thread may be
-            # waiting on an fsync: the writer's part of a group commit stays short
-            text = searchable_text(_decode(e.content), e.tags, e.key)
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
                            source=e.source, score=e.score, ttl=e.ttl, text=text)
             if e.tier == "working":
