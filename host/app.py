@@ -69,7 +69,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
     """
     if is_postgres_url(config.store.db):
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
-                                  pool_max=config.store.pool_size)
+                                  pool_max=config.store.pool_size,
+                                  batch_max=config.store.batch_max)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer)
 

@@ -396,3 +396,13 @@ async def test_namespace_byte_quota_counts_every_writer(make_store: StoreFactory
     # the namespace grows to 10 (fits), but bob would hold 10 > 8
     assert await store.put(B, [entry("s", b'"abcdefgh"', tier="semantic")], T0) == ["memory_full"]
     assert await store.put(B, [entry("s", b'"abcd"', tier="semantic")], T0) == [None]
+
+
+async def test_a_large_key_is_stored_read_and_forgotten(store: EntryStore) -> None:
+    """A key of several kilobytes (past a btree row's limit) works like any other key."""
+    big = canonical_key({"k": "x" * 6000})
+    await store.put(A, [NewEntry(tier="episodic", key=big, content=b'"v1"')], T0)
+    await store.put(A, [NewEntry(tier="episodic", key=big, content=b'"v2"')], T0 + 1)
+    (e,), total = await store.find(A, Query(tiers=BOTH, keys=(big,)), T0 + 1)
+    assert (total, e.content, e.created_at) == (1, b'"v2"', T0)
+    assert await store.forget(A, BOTH, [big], [], T0 + 1) == 1

@@ -210,3 +210,34 @@ async def test_count_by_tier_counts_live_entries(stores: list[PostgresEntryStore
     a, _ = stores
     await a.put(Scope("ns", "x"), [entry(1), entry(2, ttl=5), entry(3, tier="semantic")], T0)
     assert await a.count_by_tier(T0 + 10) == {"episodic": 1, "semantic": 1}
+
+
+async def test_concurrent_puts_of_one_host_share_a_commit(pg_url: str) -> None:
+    """Fifty puts issued together by one store are committed in at most two batches (group
+    commit), and each gets its own outcomes."""
+    async with PostgresEntryStore(pg_url, quotas=Quotas(max_entries_per_agent=40)) as store:
+        results = await asyncio.gather(*(
+            store.put(Scope("ns", "a" if i < 45 else "b"), [entry(i)], T0) for i in range(50)))
+        assert store._batcher is not None and store._batcher.batches <= 2
+        assert results.count([None]) == 45 and results.count(["memory_full"]) == 5
+        assert results[45:] == [[None]] * 5  # agent b has its own quota
+
+
+async def test_a_failing_put_fails_alone_in_its_batch(
+    pg_url: str, sql: asyncpg.Connection
+) -> None:
+    """Inside a2e_put_batch a put that raises is rolled back alone ('error: ...' outcomes) and
+    the other puts of the statement commit; a NUL in a tag is refused before it is queued."""
+    async with PostgresEntryStore(pg_url) as store:
+        with pytest.raises(ValueError, match="NUL"):
+            await store.put(Scope("ns", "a"), [entry(1, tags=["bad\x00tag"])], T0)
+        assert await store.put(Scope("ns", "a"), [entry(2)], T0) == [None]
+    out = await sql.fetchval(
+        "SELECT a2e_put_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+        " $16, $17)",
+        ["n1", "n2"], ["a", "a"], [1, 2], [1, 1], [T0, T0], [100, 100, 10**6, 10**6],
+        ["episodic"] * 2, ["a"] * 2, ['{"k":1}'] * 2, ['"x"'] * 2, ["not json", "[]"],
+        [""] * 2, [1.0] * 2, [0] * 2, [None] * 2, [None] * 2, ["_n1", "_n2"])
+    assert out[0].startswith("error: ") and out[1] is None
+    assert [r[0] for r in await sql.fetch("SELECT namespace FROM a2e_entries"
+                                          " WHERE namespace IN ('n1', 'n2')")] == ["n2"]

@@ -92,6 +92,11 @@ class EmbeddedPostgres:
         self.stop()
 
     @property
+    def pid(self) -> int | None:
+        """The postmaster's process id while the server runs, else None."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    @property
     def url(self) -> str:
         """The URL of the `postgres` maintenance database."""
         return self.url_for("postgres")

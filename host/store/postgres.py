@@ -4,10 +4,11 @@ Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres:
 `postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
 
 The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
-- A put is one statement (`a2e_put`, see `host.store.postgres_schema`) run in autocommit: the
-  server upserts every entry under the namespace's advisory lock and commits before the reply
-  comes back, so a store is acknowledged only once it is committed, and a retrieve through any
-  other host sees it at once (reads run at READ COMMITTED on the primary).
+- Puts are group-committed (`host.store.postgres_batch`): those queued while earlier batches
+  run go as one statement (`a2e_put_batch`, see `host.store.postgres_schema`) in autocommit;
+  the server upserts every entry under its namespace's advisory lock and commits before the
+  reply comes back, so a store is acknowledged only once it is committed, and a retrieve
+  through any other host sees it at once (reads run at READ COMMITTED on the primary).
 - Quotas are counted from `a2e_usage` inside that transaction; the namespace lock serialises the
   writers of one namespace across hosts, so concurrent writers can never overshoot a quota.
 - Keyword search matches the `lexemes` tsvector (GIN index) within the namespace's scope
@@ -18,8 +19,6 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 - Vectors: `put_vectors` / `vector_search` over `a2e_vectors`, with an HNSW index per dimension
   when pgvector is present (`vectors_available`).
 
-There is no group commit in the host: the server's WAL already commits concurrent transactions
-together, and each request holds a pooled connection only for its one statement.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import msgspec
 from host.search.keyword import coverage, query_terms, tokens
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.postgres_batch import PendingPut, PutBatcher
 from host.store.postgres_schema import (
     LOCK_CLASS,
     LOCK_GC,
@@ -106,7 +106,10 @@ def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
     sql = (f"e.namespace = {p(scope.namespace)} AND ({' OR '.join(vis) or 'false'})"
            f" AND (e.expires_at IS NULL OR e.expires_at > {p(now)})")
     if q.keys:
-        sql += f" AND e.key = ANY({p([k.decode() for k in q.keys])}::text[])"
+        keys = p([k.decode() for k in q.keys])
+        sql += (f" AND a2e_key_hash(e.key) = ANY(ARRAY(SELECT"
+                f" a2e_key_hash(k) FROM unnest({keys}::text[]) k))"
+                f" AND e.key = ANY({keys}::text[])")
     if q.tags:
         sql += f" AND e.tags @> {p(list(dict.fromkeys(q.tags)))}::text[]"
     return sql
@@ -128,8 +131,11 @@ class PostgresEntryStore:
         pool_min: int = 1,
         pool_max: int = 10,
         gc_batch: int = _GC_BATCH,
+        batch_max: int = 512,
     ) -> None:
         self.url = url
+        self.batch_max = batch_max
+        self._batcher: PutBatcher | None = None
         self.quotas = quotas or Quotas()
         self.pool_min = pool_min
         self.pool_max = max(pool_max, pool_min)
@@ -166,9 +172,14 @@ class PostgresEntryStore:
             await pool.close()
             raise
         self._pool = pool
+        self._batcher = PutBatcher(self._put_batch, self.batch_max)
 
     async def close(self) -> None:
-        """Wait for in-flight queries, close every connection. Idempotent."""
+        """Commit the queued puts, wait for in-flight queries, close every connection.
+        Idempotent."""
+        if self._batcher is not None:
+            await self._batcher.close()
+            self._batcher = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -184,11 +195,15 @@ class PostgresEntryStore:
     # -- writes -------------------------------------------------------------------------
 
     async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
-        """Upsert `entries` in one transaction (one statement); returns after COMMIT."""
+        """Upsert `entries` in one transaction (with other puts of this host: group commit);
+        returns after COMMIT. Raises `ValueError` for a NUL character in a tag or source
+        (PostgreSQL text cannot hold one), `BatchError` if the database refused the put."""
         if not entries:
             return []
         cols: list[list[Any]] = [[] for _ in range(11)]
         for e in entries:
+            if any("\x00" in t for t in e.tags) or "\x00" in e.source:
+                raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
             text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
             values = (
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
@@ -197,15 +212,29 @@ class PostgresEntryStore:
             )
             for col, v in zip(cols, values):
                 col.append(v)
+        if self._batcher is None:
+            raise RuntimeError("store is not open")
+        return await self._batcher.submit(scope, now, cols)
+
+    async def _put_batch(self, batch: list[PendingPut]) -> list[list[StoreOutcome]]:
+        """Run queued puts (sorted by namespace) as one `a2e_put_batch` statement."""
+        flat: list[list[Any]] = [[] for _ in range(11)]
+        first: list[int] = []
+        for put in batch:
+            first.append(len(flat[0]) + 1)
+            for col, values in zip(flat, put.columns):
+                col.extend(values)
         q = self.quotas
         outcomes = await self.pool.fetchval(
-            "SELECT a2e_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-            scope.namespace, scope.agent, now,
+            "SELECT a2e_put_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+            " $15, $16, $17)",
+            [p.scope.namespace for p in batch], [p.scope.agent for p in batch], first,
+            [p.size for p in batch], [p.now for p in batch],
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent],
-            *cols,
+            *flat,
         )
-        return list(outcomes)
+        return [list(outcomes[f - 1:f - 1 + p.size]) for f, p in zip(first, batch)]
 
     async def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
@@ -332,6 +361,7 @@ class PostgresEntryStore:
                     "INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
                     " SELECT id, $5, $6, $7::real[] FROM a2e_entries"
                     " WHERE namespace = $1 AND tier = $2 AND owner = $3 AND key = $4"
+                    " AND a2e_key_hash(key) = a2e_key_hash($4)"
                     " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
                     " dim = excluded.dim, embedding = excluded.embedding",
                     scope.namespace, tier, owner_for(tier, scope.agent), key.decode(), model,

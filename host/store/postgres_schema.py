@@ -21,7 +21,8 @@ Tables (all prefixed `a2e_`, so the store can share a database with other applic
 takes the namespace's transaction advisory lock (`a2e_lock_namespace`), reads the usage row,
 and upserts entry by entry with the SQLite store's semantics (`host.store.sqlite_ops`). Every
 write of a namespace's rows (put, forget, TTL collection) takes that lock first, so quotas hold
-across hosts and the usage rows never deadlock.
+across hosts and the usage rows never deadlock. `a2e_put_batch(...)` (migration 2) runs many
+puts in one statement, one transaction: a host's group commit (`host.store.postgres_batch`).
 """
 
 from __future__ import annotations
@@ -66,9 +67,14 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at double precision NOT NULL,
         expires_at double precision,
         size integer NOT NULL,
-        lexemes tsvector NOT NULL,
-        UNIQUE (namespace, tier, owner, key)
+        lexemes tsvector NOT NULL
     );
+    -- the address of an entry; the key by its hash, as a btree row must stay under ~2.7 kB
+    -- (immutable: a database's encoding never changes)
+    CREATE FUNCTION a2e_key_hash(p_key text) RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT sha256(convert_to(p_key, 'UTF8')) $$;
+    CREATE UNIQUE INDEX a2e_entries_address ON a2e_entries
+        (namespace, tier, owner, a2e_key_hash(key));
     CREATE INDEX a2e_entries_rank ON a2e_entries
         (namespace, tier, owner, score DESC, updated_at DESC);
     CREATE INDEX a2e_entries_expiry ON a2e_entries (expires_at) WHERE expires_at IS NOT NULL;
@@ -196,6 +202,7 @@ MIGRATIONS: tuple[str, ...] = (
             size_i := octet_length(p_content[i]);
             SELECT id, expires_at, agent, size, content, tags INTO r FROM a2e_entries
              WHERE namespace = p_namespace AND tier = p_tier[i] AND owner = p_owner[i]
+               AND a2e_key_hash(key) = a2e_key_hash(p_key[i])
                AND key = p_key[i];
             live := FOUND;
             IF live AND r.expires_at IS NOT NULL AND r.expires_at <= p_now THEN
@@ -243,6 +250,41 @@ MIGRATIONS: tuple[str, ...] = (
                  WHERE id = r.id;
             END IF;
             outcomes := outcomes || NULL::text;
+        END LOOP;
+        RETURN outcomes;
+    END $$;
+    """,
+    # 2: many puts in one statement and one transaction (group commit, host.store.postgres_batch)
+    r"""
+    -- Puts j = 1..m, each of one (namespace, agent) at its own time, entries
+    -- p_first[j] .. p_first[j] + p_count[j] - 1 of the flat entry arrays (a2e_put's). Returns
+    -- the outcomes of every entry in order. A put that raises is rolled back alone and each of
+    -- its outcomes is 'error: <message>'. The caller sorts the puts by namespace, so the
+    -- namespace locks are always taken in the same order.
+    CREATE FUNCTION a2e_put_batch(
+        p_namespace text[], p_agent text[], p_first integer[], p_count integer[],
+        p_now double precision[], p_quotas bigint[],
+        p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
+        p_source text[], p_score double precision[], p_ttl bigint[],
+        p_created double precision[], p_updated double precision[], p_lexemes text[]
+    ) RETURNS text[] LANGUAGE plpgsql AS $$
+    DECLARE
+        outcomes text[] := '{}';
+        lo integer;
+        hi integer;
+    BEGIN
+        FOR j IN 1 .. coalesce(array_length(p_namespace, 1), 0) LOOP
+            lo := p_first[j];
+            hi := p_first[j] + p_count[j] - 1;
+            BEGIN
+                outcomes := outcomes || a2e_put(p_namespace[j], p_agent[j], p_now[j], p_quotas,
+                    p_tier[lo:hi], p_owner[lo:hi], p_key[lo:hi], p_content[lo:hi],
+                    p_tags[lo:hi], p_source[lo:hi], p_score[lo:hi], p_ttl[lo:hi],
+                    p_created[lo:hi], p_updated[lo:hi], p_lexemes[lo:hi]);
+            EXCEPTION WHEN OTHERS THEN
+                outcomes := outcomes || array_fill(('error: ' || SQLERRM)::text,
+                                                   ARRAY[p_count[j]]);
+            END;
         END LOOP;
         RETURN outcomes;
     END $$;
