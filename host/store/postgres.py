@@ -23,6 +23,7 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Self
@@ -333,8 +334,8 @@ class PostgresEntryStore:
     async def ready(self) -> bool:
         """True when the database answers."""
         try:
-            return bool(await self.pool.fetchval("SELECT 1") == 1)
-        except Exception:
+            return bool(await asyncio.wait_for(self.pool.fetchval("SELECT 1"), 5.0) == 1)
+        except Exception:  # unreachable, timed out, closed: not ready
             return False
 
     # -- vectors ------------------------------------------------------------------------
