@@ -5,7 +5,9 @@ locks, its migrations, usage triggers and pgvector search. The shared contract i
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -15,6 +17,7 @@ from host.config import load_config
 from host.store.base import NewEntry, Query, Scope
 from host.store.postgres import PostgresEntryStore, lexemes_of
 from host.store.postgres_schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
+from host.store.sqlite import SQLiteEntryStore
 from host.store.sqlite_ops import Quotas
 from protocol.keys import canonical_key
 
@@ -146,12 +149,36 @@ async def test_usage_rows_match_the_entries_after_mixed_writes(
     assert actual  # the churn left something to count
 
 
-async def test_lexemes_carry_the_scope_and_skip_oversized_tokens() -> None:
-    """The stored lexemes are the namespace's scope lexeme, then the distinct tokens, minus
-    any token longer than PostgreSQL allows in one lexeme."""
+async def test_lexemes_carry_the_scope_and_term_counts(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """The stored lexemes are the namespace's scope lexeme, then each distinct token with one
+    position per occurrence, minus any token longer than PostgreSQL allows in one lexeme."""
     lex = lexemes_of("ns", "Café café " + "x" * 3000 + " bar").split(" ")
-    assert lex[0].startswith("_n") and lex[1:] == ["cafe", "bar"]
-    assert lexemes_of("other", "")[:2] == "_n" and lexemes_of("other", "") != lex[0]
+    assert lex[0].startswith("'_n") and lex[1:] == ["'cafe':1,2", "'bar':1"]
+    assert lexemes_of("other", "").startswith("'_n") and lexemes_of("other", "") != lex[0]
+    assert await sql.fetchval("SELECT a2e_doc_len($1::tsvector)",
+                              lexemes_of("ns", "a b a c a")) == 6  # 5 tokens + the scope
+
+
+async def test_bm25_equals_sqlite_fts5(pg_url: str, tmp_path: Path) -> None:
+    """In one namespace, the PostgreSQL store's keyword scores are SQLite FTS5's bm25 values
+    for the same entries and query, in the same order."""
+    texts = ["the quick brown fox", "brown brown brown dog", "a fox, a fox and a fox!",
+             "lazy dogs sleep all day long in the warm sun", "quick quick quick",
+             "nothing to see", "brown"]
+    entries = [entry(i, json.dumps(t).encode(), tier="semantic" if i % 2 else "episodic")
+               for i, t in enumerate(texts)]
+    scores = []
+    for store in (SQLiteEntryStore(tmp_path / "a2e.db"), PostgresEntryStore(pg_url)):
+        async with store:
+            await store.put(Scope("ns", "alice"), entries, T0)
+            await store.put(Scope("ns", "bob"), [entry("b", b'"brown fox"')], T0)
+            got = await store.search(Scope("ns", "alice"), Query(tiers=BOTH), "quick brown fox",
+                                     T0, 100)
+            scores.append([(e.key, round(e.keyword or 0.0, 9)) for e in got])
+    assert scores[0] == scores[1]
+    assert len(scores[0]) == 5
 
 
 async def test_make_store_selects_postgres_for_a_url(pg_url: str) -> None:

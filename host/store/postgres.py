@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -68,18 +69,21 @@ def _scope_lexeme(namespace: str) -> str:
 
 
 def lexemes_of(namespace: str, text: str) -> str:
-    """The space-separated lexemes stored for an entry: the scope lexeme, then the distinct
-    tokens of `text` (`host.search.keyword.tokens`) that fit PostgreSQL's lexeme limits."""
-    out = [_scope_lexeme(namespace)]
+    """The tsvector literal stored for an entry: the scope lexeme, then each distinct token of
+    `text` (`host.search.keyword.tokens`) with one position per occurrence (1..tf, at most
+    256), so that BM25 can read term counts; tokens past PostgreSQL's lexeme limits are left
+    out. Tokens are letters and digits only, so quoting them is safe."""
+    out = [f"'{_scope_lexeme(namespace)}'"]
     total = len(out[0])
-    for t in dict.fromkeys(tokens(text)):
-        n = len(t.encode())
-        if n > _MAX_LEXEME_BYTES:
+    for t, n in Counter(tokens(text)).items():
+        size = len(t.encode())
+        if size > _MAX_LEXEME_BYTES:
             continue
-        total += n + 1
+        k = min(n, 256)
+        total += size + 2 * k + 4
         if total > _MAX_LEXEMES_BYTES:
             break
-        out.append(t)
+        out.append(f"'{t}':" + ",".join(map(str, range(1, k + 1))))
     return " ".join(out)
 
 
@@ -116,10 +120,39 @@ def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
     return sql
 
 
+def _indexable(terms: Sequence[str]) -> list[str]:
+    return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
+
+
 def _tsquery(namespace: str, terms: Sequence[str]) -> str:
     """`scope & (t1 | t2 ...)`: tokens are letters and digits only, so quoting is safe."""
-    alts = " | ".join(f"'{t}'" for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES)
-    return f"'{_scope_lexeme(namespace)}' & ({alts})"
+    alternatives = " | ".join(f"'{t}'" for t in terms)
+    return f"'{_scope_lexeme(namespace)}' & ({alternatives})"
+
+
+# Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
+# over the statistics of the namespace: rows (N), tokens a row (avgdl), rows holding each term.
+_BM25 = """
+WITH st AS (
+    SELECT greatest(entries, 1)::float8 AS n,
+           greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
+    FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
+idf AS (
+    SELECT w.t, greatest(ln((st.n - w.hits + 0.5) / (w.hits + 0.5)), 1e-6) AS idf
+    FROM st, (SELECT q.t, (SELECT count(*) FROM a2e_entries x WHERE x.lexemes @@ q.q) AS hits
+              FROM unnest({terms}::text[], {queries}::tsquery[]) AS q(t, q)) w)
+SELECT {columns}, e.id, s.bm25, s.terms
+FROM a2e_entries e, st, LATERAL (
+    SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
+               AS bm25,
+           array_agg(f.lexeme) AS terms
+    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+          FROM unnest(e.lexemes) AS u(lexeme, positions, weights)) f
+    JOIN idf i ON i.t = f.lexeme) s
+WHERE e.lexemes @@ {match}::tsquery AND {where}
+ORDER BY s.bm25 DESC, e.id
+LIMIT {limit}
+"""
 
 
 class PostgresEntryStore:
@@ -300,26 +333,24 @@ class PostgresEntryStore:
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int
     ) -> list[StoredEntry]:
-        """Keyword candidates for `text` (most query terms matched first), `relevance` set to
-        `coverage(terms, ...)`; at most `candidates`."""
+        """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
+        statistics), each with `keyword` (BM25), `id` and `relevance`
+        (`host.search.keyword.coverage`, as on SQLite); at most `candidates`."""
         terms = query_terms(text)
-        if not terms:
+        usable = _indexable(terms)
+        if not usable:
             return []
         p = _Params()
         where = _where(scope, q, now, p)
-        rows = await self.pool.fetch(
-            f"SELECT {_COLUMNS}, m.terms FROM a2e_entries e,"
-            f" LATERAL (SELECT ARRAY(SELECT unnest({p(list(terms))}::text[]) INTERSECT"
-            "  SELECT unnest(tsvector_to_array(e.lexemes))) AS terms) m"
-            f" WHERE e.lexemes @@ {p(_tsquery(scope.namespace, terms))}::tsquery AND {where}"
-            " ORDER BY cardinality(m.terms) DESC, e.score DESC, e.updated_at DESC"
-            f" LIMIT {p(candidates)}",
-            *p.values,
-        )
+        sql = _BM25.format(
+            ns=p(scope.namespace), terms=p(usable),
+            queries=p([_tsquery(scope.namespace, [t]) for t in usable]), columns=_COLUMNS,
+            match=p(_tsquery(scope.namespace, usable)), where=where, limit=p(candidates))
         out = []
-        for r in rows:
+        for r in await self.pool.fetch(sql, *p.values):
             entry = _row(r)
-            entry.relevance = coverage(terms, " ".join(r[10]))
+            entry.id, entry.keyword = r[10], r[11]
+            entry.relevance = coverage(terms, " ".join(r[12]))
             out.append(entry)
         return out
 
