@@ -1,24 +1,25 @@
 """Benchmark the library's stores: get/set/delete per operation and search per query, by size.
 
-    python scripts/bench_library.py                      # 1k, 10k, 100k; memory and json stores
-    python scripts/bench_library.py --sizes 1000 10000 --backends memory
+    python scripts/bench_library.py                      # 1k, 10k, 100k; every store
+    python scripts/bench_library.py --sizes 1000 10000 --backends memory json
 
-get/set/delete should stay flat as the store grows (O(1)); search grows linearly (O(n)) in the
-in-process stores. The JSON file store also reports opening (loading) the file and one full
-flush. The SQLite store (the host's engine) commits each set and delete durably, so it runs
-fewer of them, and is filled with one `set_many` transaction; its search asks the keyword
-index for candidates. Prints a Markdown table (the figures in docs/benchmarks.md come from it).
-Bounded: about two minutes in all on 2 cores.
+get/set/delete should stay flat as the store grows (O(1)); search follows the matches (the
+in-process stores index tokens), O(n) at worst. The JSON file store also reports opening
+(loading) the file and one full flush. The SQLite store (the host's engine) commits each set
+and delete durably, so it runs fewer of them, and is filled with one `set_many` transaction;
+its search asks the keyword index for candidates. Prints a Markdown table (the figures in
+docs/benchmarks.md come from it). Bounded: about two minutes in all on 2 cores.
 
-With the `bench` extra (`pip install -e '.[bench]'`), `--backends lg-memory lg-sqlite` adds
-LangGraph's `InMemoryStore` and `SqliteStore` (langgraph-checkpoint-sqlite) for comparison,
-driven the same way (put/get/delete of a dict holding the memory). Without an embedding index
-their `search(query=...)` does not rank by the query: it lists the namespace (what is timed).
+With the `bench` extra (`pip install -e '.[bench]'`) the same run adds LangGraph's
+`InMemoryStore` and `SqliteStore` (langgraph-checkpoint-sqlite) for comparison, driven the same
+way (put/get/delete of a dict holding the memory). Without an embedding index their
+`search(query=...)` does not rank by the query: it lists the namespace (what is timed).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import sqlite3
 import sys
@@ -157,9 +158,16 @@ def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print one Markdown table row per backend and size."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--backends", nargs="+", default=["memory", "json", "sqlite"],
-                        choices=["memory", "json", "sqlite", "lg-memory", "lg-sqlite"])
+    parser.add_argument("--backends", nargs="+", default=None,
+                        choices=["memory", "json", "sqlite", "lg-memory", "lg-sqlite"],
+                        help="default: the library's three, and LangGraph's two when installed")
     args = parser.parse_args(argv)
+    if args.backends is None:
+        args.backends = ["memory", "json", "sqlite"]
+        if importlib.util.find_spec("langgraph") is not None:
+            args.backends += ["lg-memory", "lg-sqlite"]
+        else:
+            print("(LangGraph not installed: pip install -e '.[bench]' to compare)")
     cols = ["get_us", "set_us", "delete_us", "search_ms", "flush_all_ms", "open_ms", "file_mb"]
     print("| backend | entries | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))

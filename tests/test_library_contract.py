@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from host.config import Config
 from host.library import (
     AsyncStore,
     AsyncStoreAdapter,
@@ -21,6 +24,10 @@ from host.library import (
     Store,
     StoreClosedError,
 )
+from host.library.entry_store import EntryStoreMemories
+from host.library.protocol import Closing
+from host.store.base import Scope
+from host.store.sqlite import SQLiteEntryStore
 
 Factory = Callable[[], Any]
 
@@ -37,13 +44,63 @@ def _sqlite_backend(tmp_path: Path) -> Factory:
     return lambda: SQLiteStore(tmp_path / "memories.db")
 
 
+class EntryStoreBackend(Closing):
+    """`EntryStoreMemories` (an `AsyncStore` over the host's async `SQLiteEntryStore`, what the
+    MCP tools use) driven from these synchronous tests through an event loop in a thread.
+
+    Closing closes the `SQLiteEntryStore`; calls after that raise `StoreClosedError` here, in
+    this plumbing, as `EntryStoreMemories` itself has no close.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._closed = False
+        self._entries = SQLiteEntryStore(path)
+        self._run(self._entries.open())
+        self._memories = EntryStoreMemories(self._entries, Scope("default", "default"), Config())
+
+    def _run(self, coro: Any) -> Any:
+        if self._closed:
+            coro.close()
+            raise StoreClosedError("closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def get(self, key: str) -> Memory | None:
+        return self._run(self._memories.get(key))  # type: ignore[no-any-return]
+
+    def set(self, key: str, memory: Memory) -> None:
+        self._run(self._memories.set(key, memory))
+
+    def delete(self, key: str) -> bool:
+        return self._run(self._memories.delete(key))  # type: ignore[no-any-return]
+
+    def search(self, query: str, k: int = 5) -> list[Any]:
+        return self._run(self._memories.search(query, k))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._run(self._entries.close())
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+def _entry_store_backend(tmp_path: Path) -> Factory:
+    return lambda: EntryStoreBackend(tmp_path / "entries.db")
+
+
 BACKENDS: dict[str, Callable[[Path], Factory]] = {
     "memory": _memory_backend,
     "json": _json_backend,
     "sqlite": _sqlite_backend,
+    "entry-store": _entry_store_backend,
 }
 # Backends whose contents survive closing the store and opening it again.
-PERSISTENT = ("json", "sqlite")
+PERSISTENT = ("json", "sqlite", "entry-store")
 
 
 @pytest.fixture(params=sorted(BACKENDS))
