@@ -471,19 +471,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     rows: list[dict[str, Any]] = []
     idle = None
-    with tempfile.TemporaryDirectory(prefix="a2e-bench-") as tmp:
+    failure = None
+    with tempfile.TemporaryDirectory(prefix="benchhost-") as tmp:
         workdir = Path(tmp)
-        echo = Server("echo", workdir)
-        host = Server("host", workdir, args.embedder)
         try:
-            info["preload_seconds"] = preload(host, args)
-            for level in args.levels:
-                rows += bench_level(echo, host, level, args, log)
-        finally:
-            host.stop()
-            echo.stop()
-        if args.idle:
-            idle = idle_rss(workdir, args)
+            echo = Server("echo", workdir)
+            host = Server("host", workdir, args.embedder)
+            try:
+                info["preload_seconds"] = preload(host, args)
+                for level in args.levels:
+                    rows += bench_level(echo, host, level, args, log)
+            finally:
+                host.stop()
+                echo.stop()
+            if args.idle:
+                idle = idle_rss(workdir, args)
+        except Exception as exc:  # report what was measured before the failure
+            failure = f"{type(exc).__name__}: {exc}"
+            print(f"benchmark stopped: {failure}", file=sys.stderr)
+    info["failure"] = failure
     info["loadavg_end"] = os.getloadavg()
     attach_ratios(rows)
     if args.json:
@@ -496,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(rows, idle)
     if args.plot:
         plot(rows, args.plot)
-    return 1 if any(r["errors"] for r in rows) else 0
+    return 1 if failure or any(r["errors"] for r in rows) else 0
 
 
 if __name__ == "__main__":

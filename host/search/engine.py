@@ -230,7 +230,9 @@ class SearchEngine:
         """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
         in (0, 1); unordered, `limit` is the caller's."""
         cfg = self.cfg
-        kw = (await self.store.search(scope, q, text, now, candidates))[: cfg.fusion_pool]
+        # the store returns its best candidates first: asking for the pool alone keeps the same
+        # ones and spares building (and scoring) the rest of `candidates` rows
+        kw = await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
         index = self.index.get(scope.namespace) if self.index is not None else None
         if any(e.keyword is None for e in kw):  # a store without BM25: its own relevance
             return kw
