@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""LoCoMo retrieval through the real wire protocol, against a host this script starts.
+
+Each turn of a conversation is one episodic entry (content "<speaker> said: <text>", key
+{"turn": dia_id}), stored over WebSocket in requests of 100; each question of categories 1-4 is
+one `memory/retrieve` with `query` and limit 10. Prints recall@5 and recall@10 overall and per
+category, query latency p50/p99 (including the query's embedding), the store rate (acknowledged
+entries a second) and the embedding rate (entries a second until every vector is written).
+
+    python scripts/bench_retrieval.py                          # conversations 41 42 43 (held out)
+    python scripts/bench_retrieval.py --conv 26 30 41 42 43
+    python scripts/bench_retrieval.py --conv 41 --fill 100000  # latency with 100,000 entries
+
+`--fill N` first stores N synthetic entries (random words of the conversations) in the same
+namespace over the wire, then, with the host stopped, writes random unit vectors for them
+straight into the database (embedding 100,000 texts would take an hour on one core) and starts
+the host again: the vector search then ranks N + turns rows, which is what query latency
+depends on; recall with filler vectors that are random is not meaningful, only latency.
+Bounded: about 3-8 minutes for three conversations on 2 cores, plus ~1 minute per 100,000 fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from host.client import MemoryClient  # noqa: E402
+
+DATA = ROOT.parent.parent / "shared" / "data" / "locomo"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+BATCH = 100
+
+
+def load(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, set[str], int]]]:
+    """([(dia_id, text)], [(question, evidence, category)]) of one LoCoMo conversation."""
+    d = json.loads(path.read_text())
+    turns = []
+    n = 1
+    while f"session_{n}" in d or f"session_{n}_date_time" in d:
+        turns += [(t["dia_id"], f"{t['speaker']} said: {t['text']}") for t in d.get(f"session_{n}", [])]
+        n += 1
+    qs = [(q["question"], set(q["evidence"]), q["category"])
+          for q in d["qa"] if q["category"] in CATEGORIES and q.get("evidence")]
+    return turns, qs
+
+
+class HostProcess:
+    """`a2e-host serve` on a free port, in a subprocess."""
+
+    def __init__(self, db: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port), "--db", str(db)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={**os.environ, "A2E_HOST_LOG_LEVEL": "WARNING"},
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.stderr.read().decode())  # type: ignore[union-attr]
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError("host did not start")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+
+
+async def store_all(client: MemoryClient, entries: list[dict[str, Any]]) -> float:
+    """Store `entries` in requests of BATCH, 8 in flight; seconds taken."""
+    sem = asyncio.Semaphore(8)
+
+    async def one(chunk: list[dict[str, Any]]) -> None:
+        async with sem:
+            reply = await client.store(chunk)
+            if reply.errors:
+                raise RuntimeError(reply.errors[:3])
+
+    t = time.perf_counter()
+    await asyncio.gather(*(one(entries[i:i + BATCH]) for i in range(0, len(entries), BATCH)))
+    return time.perf_counter() - t
+
+
+def queue_left(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+
+
+async def wait_embedded(db: Path, limit: float) -> float:
+    """Seconds until the embedding queue is empty (or `limit`)."""
+    t = time.perf_counter()
+    while queue_left(db) and time.perf_counter() - t < limit:
+        await asyncio.sleep(0.2)
+    return time.perf_counter() - t
+
+
+def fill_vectors(db: Path, seed: int) -> int:
+    """Random unit vectors for every queued entry, written directly (host stopped)."""
+    rng = np.random.default_rng(seed)
+    with sqlite3.connect(db) as conn:
+        dim = int(conn.execute("SELECT value FROM search_meta WHERE name = 'dim'").fetchone()[0])
+        ids = [r[0] for r in conn.execute("SELECT entry_id FROM embed_queue")]
+        for i in range(0, len(ids), 10_000):
+            chunk = ids[i:i + 10_000]
+            v = rng.standard_normal((len(chunk), dim)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            conn.executemany("INSERT OR REPLACE INTO vectors (entry_id, digest, vec) VALUES (?, x'', ?)",
+                             [(e, v[j].tobytes()) for j, e in enumerate(chunk)])
+        conn.execute("DELETE FROM embed_queue")
+    return len(ids)
+
+
+def pct(values: list[float], p: float) -> float:
+    return float(np.percentile(values, p)) if values else float("nan")
+
+
+async def run(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="a2e-bench-"))
+    db = tmp / "bench.db"
+    convs = {c: load(args.data / f"{c}.json") for c in args.conv}
+    host: HostProcess | None = None
+    if args.fill:
+        words = [w for turns, _ in convs.values() for _, t in turns for w in t.split()]
+        rnd = random.Random(7)
+        filler = [{"key": {"fill": i}, "content": " ".join(rnd.choices(words, k=14)),
+                   "tier": "episodic"} for i in range(args.fill)]
+        host = HostProcess(db)
+        client = await MemoryClient.connect(host.url)
+        await client.init("locomo", {"agent": "bench"})
+        took = await store_all(client, filler)
+        await client.close()
+        host.stop()
+        print(f"fill: stored {args.fill} entries in {took:.1f} s ({args.fill / took:.0f}/s);"
+              f" wrote {fill_vectors(db, 7)} random vectors")
+    host = HostProcess(db)
+    rows: list[tuple[int, float, float]] = []
+    lat: list[float] = []
+    stored = embedded = 0
+    store_s = embed_s = 0.0
+    try:
+        for name, (turns, qs) in convs.items():
+            client = await MemoryClient.connect(host.url)
+            await client.init("locomo" if args.fill else f"locomo-{name}", {"agent": "bench"})
+            entries = [{"key": {"turn": d}, "content": t, "tier": "episodic"} for d, t in turns]
+            took = await store_all(client, entries)
+            waited = await wait_embedded(db, args.embed_timeout)
+            stored += len(entries)
+            store_s += took
+            embed_s += took + waited
+            embedded += len(entries) - queue_left(db)
+            for q, ev, cat in qs:
+                t = time.perf_counter()
+                got = await client.retrieve(query=q, limit=10)
+                lat.append((time.perf_counter() - t) * 1000)
+                found = [e["key"]["turn"] for e in got.entries if "turn" in e["key"]]
+                rows.append((cat, len(ev & set(found[:5])) / len(ev), len(ev & set(found[:10])) / len(ev)))
+            await client.close()
+            print(f"conversation {name}: {len(turns)} turns, {len(qs)} questions", flush=True)
+    finally:
+        host.stop()
+    print(f"\nconversations {' '.join(args.conv)}" + (f", +{args.fill} filler entries" if args.fill else ""))
+    print(f"recall@5 {statistics.fmean(r[1] for r in rows):.3f}   "
+          f"recall@10 {statistics.fmean(r[2] for r in rows):.3f}   ({len(rows)} questions)")
+    for c, label in CATEGORIES.items():
+        sel = [r for r in rows if r[0] == c]
+        if sel:
+            print(f"  {label:<12} n={len(sel):<4} recall@5 {statistics.fmean(r[1] for r in sel):.3f}"
+                  f"  recall@10 {statistics.fmean(r[2] for r in sel):.3f}")
+    print(f"query latency p50 {pct(lat, 50):.1f} ms  p99 {pct(lat, 99):.1f} ms  (including embedding)")
+    print(f"ingest: {stored / store_s:.0f} entries/s acknowledged; "
+          f"{embedded / embed_s:.1f} entries/s embedded ({embedded}/{stored} vectors)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--conv", nargs="+", default=["41", "42", "43"], help="LoCoMo file stems")
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--fill", type=int, default=0, help="synthetic entries stored first")
+    ap.add_argument("--embed-timeout", type=float, default=600.0,
+                    help="most seconds to wait for a conversation's vectors")
+    asyncio.run(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
