@@ -72,7 +72,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
                                   pool_max=config.store.pool_size,
                                   batch_max=config.store.batch_max)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
-                            batch_max=config.store.batch_max, observer=observer)
+                            batch_max=config.store.batch_max, observer=observer,
+                            max_term_docs=config.search.max_term_docs)
 
 
 def _changed(old: BaseModel, new: BaseModel, section: str) -> list[str]:

@@ -288,6 +288,12 @@ class SearchConfig(_Section):
         description="A vector-only candidate matches when its similarity is this many standard"
         " deviations above the mean similarity of the query to the entries it may read.",
     )
+    max_term_docs: int = Field(
+        2000,
+        ge=0,
+        description="Query terms found in more entries of the namespace than this are left out"
+        " of the keyword search (cheap to skip, costly to score; 0: keep every term).",
+    )
     hnsw_threshold: int = Field(
         0,
         ge=0,

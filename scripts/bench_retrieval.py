@@ -11,8 +11,8 @@ entries a second) and the embedding rate (entries a second until every vector is
     python scripts/bench_retrieval.py --conv 26 30 41 42 43
     python scripts/bench_retrieval.py --conv 41 --fill 100000  # latency with 100,000 entries
 
-`--fill N` first stores N synthetic entries (random words of the conversations) in the same
-namespace over the wire, then, with the host stopped, writes random unit vectors for them
+`--fill N` first stores N synthetic semantic entries (random words of the conversations, written
+by another agent, readable by the bench's) in the same namespace over the wire, then, with the host stopped, writes random unit vectors for them
 straight into the database (embedding 100,000 texts would take an hour on one core) and starts
 the host again: the vector search then ranks N + turns rows, which is what query latency
 depends on; recall with filler vectors that are random is not meaningful, only latency.
@@ -150,10 +150,10 @@ async def run(args: argparse.Namespace) -> None:
         words = [w for turns, _ in convs.values() for _, t in turns for w in t.split()]
         rnd = random.Random(7)
         filler = [{"key": {"fill": i}, "content": " ".join(rnd.choices(words, k=14)),
-                   "tier": "episodic"} for i in range(args.fill)]
+                   "tier": "semantic"} for i in range(args.fill)]  # shared: the bench reads them
         host = HostProcess(db)
         client = await MemoryClient.connect(host.url)
-        await client.init("locomo", {"agent": "bench"})
+        await client.init("locomo", {"agent": "filler"})  # its own per-agent quota
         took = await store_all(client, filler)
         await client.close()
         host.stop()

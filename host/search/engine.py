@@ -230,16 +230,20 @@ class SearchEngine:
         """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
         in (0, 1); unordered, `limit` is the caller's."""
         cfg = self.cfg
+        index = self.index.get(scope.namespace) if self.index is not None else None
+        qv_future = None
+        if self.embedder is not None and index is not None and len(index) > 0:
+            # embed the query on its thread while the keyword search runs here
+            qv_future = asyncio.get_running_loop().run_in_executor(
+                self._query_pool, self.embedder.embed_queries, [text])
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw = await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
-        index = self.index.get(scope.namespace) if self.index is not None else None
         if any(e.keyword is None for e in kw):  # a store without BM25: its own relevance
             return kw
-        if self.embedder is None or index is None or len(index) == 0:
+        if qv_future is None or index is None:
             return _with_relevance(kw, [e.keyword or 0.0 for e in kw], None, cfg)
-        loop = asyncio.get_running_loop()
-        qv = (await loop.run_in_executor(self._query_pool, self.embedder.embed_queries, [text]))[0]
+        qv = (await qv_future)[0]
         groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
         only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
         hits = index.search(qv, cfg.fusion_pool, groups, now, only)

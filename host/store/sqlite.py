@@ -34,9 +34,11 @@ class SQLiteEntryStore:
         quotas: ops.Quotas | None = None,
         batch_max: int = 512,
         observer: CommitObserver | None = None,
+        max_term_docs: int = 0,
     ) -> None:
         self.path = str(path)
         self.quotas = quotas or ops.Quotas()
+        self.max_term_docs = max_term_docs  # see sqlite_ops.search_entries
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
@@ -97,7 +99,8 @@ class SQLiteEntryStore:
         self, scope: Scope, q: Query, text: str, now: float, candidates: int
     ) -> list[StoredEntry]:
         """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
-        return ops.search_entries(self._conn(), scope, q, query_terms(text), now, candidates)
+        return ops.search_entries(
+            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs)
 
     def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],

@@ -9,6 +9,7 @@ its vector). The schema is migration 2 of `sqlite_schema`.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 
@@ -144,16 +145,15 @@ def fetch_entries(
     if not ids:
         return []
     where, params = _where(scope, q, now)
+    # CROSS JOIN keeps the ids loop outside: row-id lookups, never a scan of the namespace
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, e.id FROM json_each(?) AS ids CROSS JOIN entries e"
+        f" ON e.id = ids.value WHERE {where}",
+        [json.dumps([int(i) for i in ids]), *params],
+    ).fetchall()
     out: list[StoredEntry] = []
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start:start + 500])
-        rows = conn.execute(
-            f"SELECT {_COLUMNS}, e.id FROM entries e WHERE {where}"
-            f" AND e.id IN ({','.join('?' * len(chunk))})",
-            [*params, *chunk],
-        ).fetchall()
-        for r in rows:
-            entry = _row(r)
-            entry.id = r[10]
-            out.append(entry)
+    for r in rows:
+        entry = _row(r)
+        entry.id = r[10]
+        out.append(entry)
     return out
