@@ -112,6 +112,15 @@ class LimitsConfig(_Section):
     max_sessions_per_connection: int = Field(
         64, ge=1, description="Memory sessions one connection may open."
     )
+    max_pipelined: int = Field(
+        1024, ge=1, description="Requests one connection may have read and not yet answered;"
+        " beyond it the host reads no more of its frames until replies go out (backpressure on a"
+        " client that does not read its replies)."
+    )
+    max_unsent_bytes: int = Field(
+        16 * MIB, ge=1, description="Encoded replies one connection may have waiting to be"
+        " sent; beyond it the host reads no more of its frames until the client reads."
+    )
     max_working_bytes: int = Field(
         64 * MIB, ge=1, description="Working-tier `content` bytes one connection may hold, all its"
         " sessions together."

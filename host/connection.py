@@ -11,6 +11,10 @@ still waiting `request_timeout` seconds after its arrival is answered `internal_
 (retryable, `detail.reason` "deadline") when the server's `DeadlineWatch` calls `expire()`
 (no timer per request: that would cost ~10 us a request) — a write it started may still commit, and stores and
 forgets are idempotent, so a retry is safe.
+
+Backpressure: while `max_pipelined` replies or `max_unsent_bytes` of encoded replies are owed
+to the client, no further frame is read from it, so a client that sends without reading its
+replies fills its own TCP buffers instead of the host's memory.
 """
 
 from __future__ import annotations
@@ -88,8 +92,10 @@ class Connection:
         self.ctx = ConnectionContext(
             conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
         )
-        self._queue: asyncio.Queue[tuple[str, Any, str, float]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Any, str, float, bytes | None]] = asyncio.Queue()
         self._queued = 0
+        self._unsent = 0  # bytes of the encoded replies in the queue
+        self._progress = asyncio.Event()  # set each time the sender is done with a reply
         self._busy = False
         self._sender: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -151,18 +157,33 @@ class Connection:
                 reply = _past_deadline(req_id, self._timeout())
             except Exception as exc:
                 reply = _error_for(exc, req_id)
-        if not isinstance(reply, asyncio.Future) and self._queued == 0:
-            await self.ws.send(encode(reply), text=True)
+        data = None if isinstance(reply, asyncio.Future) else encode(reply)
+        if data is not None and self._queued == 0:
+            await self.ws.send(data, text=True)
             self._done(req_id, msg_type, reply, started)
             return
         self._queued += 1
-        self._queue.put_nowait((req_id, reply, msg_type, started))
+        self._unsent += len(data) if data is not None else 0
+        self._queue.put_nowait((req_id, reply, msg_type, started, data))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
+        await self._backpressure()
+
+    async def _backpressure(self) -> None:
+        """Wait while this connection owes too much (`limits.max_pipelined` replies or
+        `limits.max_unsent_bytes` encoded bytes): reading no further frame meanwhile lets TCP
+        push back on a client that sends without reading. Returns when the sender has ended."""
+        limits, sender = self.limits, self._sender
+        if limits is None or sender is None:
+            return
+        while (self._queued >= limits.max_pipelined or self._unsent >= limits.max_unsent_bytes) \
+                and not sender.done():
+            self._progress.clear()
+            await self._progress.wait()
 
     async def _send_loop(self) -> None:
         while True:
-            req_id, item, msg_type, started = await self._queue.get()
+            req_id, item, msg_type, started, data = await self._queue.get()
             try:
                 if isinstance(item, asyncio.Future):
                     fut = item
@@ -178,12 +199,14 @@ class Connection:
                         item = _error_for(exc, req_id)
                     finally:
                         self._wait_since = 0.0
-                await self.ws.send(encode(item), text=True)
+                await self.ws.send(data if data is not None else encode(item), text=True)
                 self._done(req_id, msg_type, item, started)
             except ConnectionClosed:
                 return
             finally:
                 self._queued -= 1
+                self._unsent -= len(data) if data is not None else 0
+                self._progress.set()
                 self._maybe_idle()
 
     def _timeout(self) -> float | None:

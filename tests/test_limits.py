@@ -4,11 +4,13 @@ caps at the upgrade, and the request deadline."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
-from authkit import connect, running
+from authkit import connect, running, url_of
+from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from host.client import RemoteError
@@ -115,3 +117,37 @@ async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path) -
             await asyncio.sleep(0.05)
         assert (await c.retrieve(keys=[{"k": 1}])).total == 1
         await c.close()
+
+
+@pytest.mark.parametrize("limits", [{"max_pipelined": 4}, {"max_unsent_bytes": 1}])
+async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, limits: dict) -> None:
+    """A client that pipelines big retrieves without reading its replies makes the host stop
+    reading its frames once max_pipelined replies (or max_unsent_bytes) are owed, instead of
+    holding every reply in memory; once it reads, every reply comes, in order."""
+    n, bound = 40, limits.get("max_pipelined", 1)
+    async with running(db_path, limits=limits) as host:
+        # the client's own receive queue stays tiny: what it does not read stays in TCP buffers
+        async with ws_connect(url_of(host), max_size=None, max_queue=1) as ws:
+            await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0", "namespace": "n"}))
+            mid = json.loads(await ws.recv())["memory_id"]
+            await ws.send(json.dumps({"type": "memory/store/req", "id": "s", "version": "1.0",
+                                      "memory_id": mid, "entries": [
+                {"key": {"i": i}, "content": "x" * 2000, "tier": "episodic"} for i in range(500)]}))
+            assert json.loads(await ws.recv())["stored"]
+            retrieve = {"type": "memory/retrieve/req", "version": "1.0", "memory_id": mid,
+                        "limit": 500}  # a reply of about 1 MB
+            await ws.send(json.dumps({"type": "memory/store/req", "id": "w", "version": "1.0",
+                                      "memory_id": mid, "entries": [
+                {"key": {"w": 1}, "content": 1, "tier": "episodic"}]}))  # replies queue behind it
+            for j in range(n):
+                await ws.send(json.dumps({**retrieve, "id": f"r{j}"}))
+            (conn,) = host.server.connections
+            most, last, still = 0, -1, 0
+            while still < 20:  # until the host stops reading (or has read everything)
+                await asyncio.sleep(0.05)
+                most = max(most, conn.in_flight)
+                still = still + 1 if conn.in_flight == last else 0
+                last = conn.in_flight
+            assert most <= bound + 1, f"{most} requests owed to a client that does not read"
+            ids = [json.loads(await ws.recv())["req_id"] for _ in range(n + 1)]
+            assert ids == ["w"] + [f"r{j}" for j in range(n)]
