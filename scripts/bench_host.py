@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import platform
+import re
 import resource
 import signal
 import socket
@@ -114,19 +115,31 @@ def _rss_mib(pid: int) -> float:
 class Server:
     """A server process (echo or host) on a free loopback port."""
 
-    def __init__(self, kind: str, workdir: Path, embedder: str = "none") -> None:
+    def __init__(self, kind: str, workdir: Path, embedder: str = "none",
+                 loop_debug: float = 0.0) -> None:
         self.kind = kind
         self.port = _free_port()
+        self.stderr_path: Path | None = None
+        self.stderr_seen = 0
+        stderr = None
         if kind == "echo":
             cmd = [sys.executable, str(HERE / "bench_echo.py"), "--port", str(self.port)]
         else:
             db = workdir / f"host-{self.port}.db"
             config = workdir / "bench-host.toml"
             config.write_text(HOST_CONFIG.format(embedder=embedder))
-            cmd = [sys.executable, "-m", "host.cli", "--log-level", "WARNING", "serve",
-                   "--port", str(self.port), "--db", str(db), "--config", str(config)]
+            serve = ["serve", "--port", str(self.port), "--db", str(db), "--config", str(config)]
+            if loop_debug:
+                cmd = [sys.executable, str(HERE / "bench_serve_debug.py"), str(loop_debug), *serve]
+                self.stderr_path = workdir / f"host-{self.port}.stderr"
+                stderr = self.stderr_path.open("wb")
+            else:
+                cmd = [sys.executable, "-m", "host.cli", "--log-level", "WARNING", *serve]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=stderr)
+        if stderr is not None:
+            stderr.close()
         _wait_port(self.port, self.proc)
         self.url = f"ws://127.0.0.1:{self.port}"
 
@@ -252,6 +265,14 @@ def run_case(server: Server, clients: Clients, case: str, namespace: str, level:
     }
     if first_error:
         row["first_error"] = first_error
+    if server.stderr_path is not None:  # --loop-debug: what held the loop during this case
+        with server.stderr_path.open() as fh:
+            fh.seek(server.stderr_seen)
+            text = fh.read()
+            server.stderr_seen = fh.tell()
+        slow = slow_callbacks(text)
+        row["slow_callbacks"] = sum(r["count"] for r in slow)
+        row["slow_max_ms"] = max((r["max_ms"] for r in slow), default=0.0)
     pending = sum(r.get("pending", 0) for r in replies)
     if pending:
         row["pending"] = pending
@@ -336,6 +357,21 @@ def idle_rss(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "kib_per_connection": (after - before) * 1024 / args.idle, "open_seconds": opened}
 
 
+_SLOW = re.compile(r"Executing (.*) took (\d+\.\d+) seconds")
+
+
+def slow_callbacks(log_text: str) -> list[dict[str, Any]]:
+    """asyncio's debug-mode warnings, grouped: what held the loop, how often, the longest."""
+    seen: dict[str, dict[str, Any]] = {}
+    for what, secs in _SLOW.findall(log_text):
+        what = re.sub(r" at 0x[0-9a-f]+| created at .*| result=.*| name='Task-\d+'", "", what)
+        what = re.sub(r"/\S*/(site-packages|lib/python3[.\d]*)/", "", what)[:200]
+        row = seen.setdefault(what, {"callback": what, "count": 0, "max_ms": 0.0})
+        row["count"] += 1
+        row["max_ms"] = max(row["max_ms"], float(secs) * 1e3)
+    return sorted(seen.values(), key=lambda r: -r["count"])
+
+
 def attach_ratios(rows: list[dict[str, Any]]) -> None:
     """Set `echo_msgs_per_s` and `ratio` on each host row from the echo row it compares to."""
     echo = {(r["case"], r["connections"], r["mode"]): r for r in rows if r["server"] == "echo"}
@@ -384,6 +420,25 @@ def print_table(rows: list[dict[str, Any]], idle: dict[str, Any] | None) -> None
               f" {idle['open_seconds']:.1f} s)")
 
 
+def markdown(rows: list[dict[str, Any]], idle: dict[str, Any] | None) -> str:
+    """The figures as the Markdown tables of docs/benchmarks.md."""
+    out = ["| case | conns | mode | msgs/s | echo msgs/s | ratio | p50 ms | p99 ms | host CPU us/msg |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r["server"] != "host":
+            continue
+        out.append(
+            f"| {r['case']} | {r['connections']:,} | {r['mode']} | {r['msgs_per_s']:,.0f}"
+            f" | {r.get('echo_msgs_per_s', 0):,.0f} | {r.get('ratio', 0):.2f}"
+            f" | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['server_cpu_us']:.0f} |")
+    if idle:
+        out.append("")
+        out.append(f"Idle: {idle['connections']:,} connections, a session each: host RSS"
+                   f" {idle['rss_mib']:.0f} MiB ({idle['rss_before_mib']:.0f} MiB before;"
+                   f" {idle['kib_per_connection']:.1f} KiB a connection).")
+    return "\n".join(out)
+
+
 def plot(rows: list[dict[str, Any]], path: str) -> None:
     """Throughput and p99 against connections, host cases beside the echo ceiling."""
     import matplotlib
@@ -422,6 +477,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="short run: 0.3 s warm-up, 1 s a case, 20 entries an agent, 2,000 idle")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--plot", metavar="FILE.png", help="write a chart (needs matplotlib)")
     p.add_argument("--levels", default="1,100,1000", help="connection counts (comma-separated)")
     p.add_argument("--modes", default="seq,pipe", help="seq, pipe or both")
@@ -435,6 +491,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--embedder", default="none",
                    help="the host's search.embedder (default none: a background embedder would"
                         " spend a core embedding every stored entry during the run)")
+    p.add_argument("--loop-debug", type=float, default=0.0, metavar="MS",
+                   help="run the host in asyncio debug mode and report every callback that held"
+                        " the loop longer than MS ms (slows the host: not for its figures)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
     args = p.parse_args(argv)
@@ -464,9 +523,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(row: dict[str, Any]) -> None:
         if not args.quiet:
             threads = " ".join(f"{k} {v:.0f}" for k, v in row["thread_cpu_us"].items())
+            slow = (f"  loop held > {args.loop_debug:g} ms: {row['slow_callbacks']} x,"
+                    f" max {row['slow_max_ms']:.0f} ms" if "slow_callbacks" in row else "")
             print(f"  {row['server']:5} {row['case']:9} {row['connections']:>5} {row['mode']:4}"
                   f" {row['msgs_per_s']:>9,.0f} msg/s  p99 {row['p99_ms']:.2f} ms"
-                  f"  cpu us: {threads}  {row['errors']} errors", file=sys.stderr, flush=True)
+                  f"  cpu us: {threads}  {row['errors']} errors{slow}", file=sys.stderr,
+                  flush=True)
 
     info = machine()
     rows: list[dict[str, Any]] = []
@@ -476,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = Path(tmp)
         try:
             echo = Server("echo", workdir)
-            host = Server("host", workdir, args.embedder)
+            host = Server("host", workdir, args.embedder, args.loop_debug)
             try:
                 info["preload_seconds"] = preload(host, args)
                 for level in args.levels:
@@ -484,6 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 host.stop()
                 echo.stop()
+            if host.stderr_path is not None:
+                info["slow_callbacks"] = slow_callbacks(host.stderr_path.read_text())
+                info["loop_debug_ms"] = args.loop_debug
             if args.idle:
                 idle = idle_rss(workdir, args)
         except Exception as exc:  # report what was measured before the failure
@@ -492,7 +557,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     info["failure"] = failure
     info["loadavg_end"] = os.getloadavg()
     attach_ratios(rows)
-    if args.json:
+    if args.loop_debug and not args.json:
+        slow = info.get("slow_callbacks") or []
+        print(f"loop held longer than {args.loop_debug:g} ms: {sum(r['count'] for r in slow)} times",
+              file=sys.stderr)
+        for r in slow[:20]:
+            print(f"  {r['count']:>6} x  max {r['max_ms']:7.1f} ms  {r['callback']}", file=sys.stderr)
+    if args.markdown:
+        print(markdown(rows, idle))
+    elif args.json:
         print(json.dumps({"machine": info, "args": {k: v for k, v in vars(args).items()},
                           "cases": rows, "idle": idle}, indent=1))
     else:
