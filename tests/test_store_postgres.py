@@ -245,7 +245,7 @@ async def test_concurrent_puts_of_one_host_share_a_commit(pg_url: str) -> None:
     async with PostgresEntryStore(pg_url, quotas=Quotas(max_entries_per_agent=40)) as store:
         results = await asyncio.gather(*(
             store.put(Scope("ns", "a" if i < 45 else "b"), [entry(i)], T0) for i in range(50)))
-        assert store._batcher is not None and store._batcher.batches <= 2
+        assert store._puts is not None and store._puts.batches <= 2
         assert results.count([None]) == 45 and results.count(["memory_full"]) == 5
         assert results[45:] == [[None]] * 5  # agent b has its own quota
 
@@ -268,3 +268,17 @@ async def test_a_failing_put_fails_alone_in_its_batch(
     assert out[0].startswith("error: ") and out[1] is None
     assert [r[0] for r in await sql.fetch("SELECT namespace FROM a2e_entries"
                                           " WHERE namespace IN ('n1', 'n2')")] == ["n2"]
+
+
+async def test_concurrent_forgets_share_a_commit(pg_url: str) -> None:
+    """Forty forgets issued together are committed in at most two batches, each answering its
+    own count; agents still forget only what they may see."""
+    async with PostgresEntryStore(pg_url) as store:
+        for agent in ("a", "b"):
+            await store.put(Scope("ns", agent), [entry(i, tags=["t"]) for i in range(20)], T0)
+        counts = await asyncio.gather(*(
+            store.forget(Scope("ns", "a" if i % 2 else "b"), BOTH, [key(i // 2)], ["t"], T0)
+            for i in range(40)))
+        assert store._forgets is not None and store._forgets.batches <= 2
+        assert counts == [1] * 40
+        assert await store.forget(Scope("ns", "a"), BOTH, [key(1)], [], T0) == 0

@@ -34,7 +34,7 @@ import msgspec
 from host.search.keyword import coverage, query_terms, tokens
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
-from host.store.postgres_batch import PendingPut, PutBatcher
+from host.store.postgres_batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres_schema import (
     LOCK_CLASS,
     LOCK_GC,
@@ -131,16 +131,20 @@ def _tsquery(namespace: str, terms: Sequence[str]) -> str:
 
 
 # Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
-# over the statistics of the namespace: rows (N), tokens a row (avgdl), rows holding each term.
+# over the statistics of the namespace: rows (N), tokens a row (avgdl), rows holding each term
+# (counted over the namespace's rows that hold any query term, `m`, found through the GIN
+# index; FTS5 reads these counts from its index, here they cost a scan of those rows).
 _BM25 = """
 WITH st AS (
     SELECT greatest(entries, 1)::float8 AS n,
            greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
     FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
-idf AS (
-    SELECT w.t, greatest(ln((st.n - w.hits + 0.5) / (w.hits + 0.5)), 1e-6) AS idf
-    FROM st, (SELECT q.t, (SELECT count(*) FROM a2e_entries x WHERE x.lexemes @@ q.q) AS hits
-              FROM unnest({terms}::text[], {queries}::tsquery[]) AS q(t, q)) w)
+m AS MATERIALIZED (
+    SELECT x.lexemes FROM a2e_entries x WHERE x.lexemes @@ {match}::tsquery),
+idf AS MATERIALIZED (
+    SELECT q.t, greatest(ln((st.n - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
+    FROM st, unnest({terms}::text[], {queries}::tsquery[]) AS q(t, q),
+         LATERAL (SELECT count(*)::float8 AS hits FROM m WHERE m.lexemes @@ q.q) h)
 SELECT {columns}, e.id, s.bm25, s.terms
 FROM a2e_entries e, st, LATERAL (
     SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
@@ -169,7 +173,8 @@ class PostgresEntryStore:
     ) -> None:
         self.url = url
         self.batch_max = batch_max
-        self._batcher: PutBatcher | None = None
+        self._puts: WriteBatcher | None = None
+        self._forgets: WriteBatcher | None = None
         self.quotas = quotas or Quotas()
         self.pool_min = pool_min
         self.pool_max = max(pool_max, pool_min)
@@ -206,14 +211,16 @@ class PostgresEntryStore:
             await pool.close()
             raise
         self._pool = pool
-        self._batcher = PutBatcher(self._put_batch, self.batch_max)
+        self._puts = WriteBatcher(self._put_batch, self.batch_max)
+        self._forgets = WriteBatcher(self._forget_batch, self.batch_max)
 
     async def close(self) -> None:
         """Commit the queued puts, wait for in-flight queries, close every connection.
         Idempotent."""
-        if self._batcher is not None:
-            await self._batcher.close()
-            self._batcher = None
+        for batcher in (self._puts, self._forgets):
+            if batcher is not None:
+                await batcher.close()
+        self._puts = self._forgets = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -246,17 +253,17 @@ class PostgresEntryStore:
             )
             for col, v in zip(cols, values):
                 col.append(v)
-        if self._batcher is None:
+        if self._puts is None:
             raise RuntimeError("store is not open")
-        return await self._batcher.submit(scope, now, cols)
+        return await self._puts.submit(scope, now, cols, len(entries))  # type: ignore[no-any-return]
 
-    async def _put_batch(self, batch: list[PendingPut]) -> list[list[StoreOutcome]]:
+    async def _put_batch(self, batch: list[PendingWrite]) -> list[list[StoreOutcome] | BatchError]:
         """Run queued puts (sorted by namespace) as one `a2e_put_batch` statement."""
         flat: list[list[Any]] = [[] for _ in range(11)]
         first: list[int] = []
         for put in batch:
             first.append(len(flat[0]) + 1)
-            for col, values in zip(flat, put.columns):
+            for col, values in zip(flat, put.args):
                 col.extend(values)
         q = self.quotas
         outcomes = await self.pool.fetchval(
@@ -268,20 +275,31 @@ class PostgresEntryStore:
              q.max_bytes_per_agent],
             *flat,
         )
-        return [list(outcomes[f - 1:f - 1 + p.size]) for f, p in zip(first, batch)]
+        results: list[list[StoreOutcome] | BatchError] = []
+        for f, put in zip(first, batch):
+            mine = list(outcomes[f - 1:f - 1 + put.size])
+            failed = next((o for o in mine if o and o.startswith("error: ")), None)
+            results.append(BatchError(failed[7:]) if failed else mine)
+        return results
 
     async def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
         now: float,
     ) -> int:
-        """Delete the live entries matching keys AND tags in `tiers`; returns after COMMIT."""
-        p = _Params()
-        where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)),
-                       now, p)
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT a2e_lock_namespace($1)", scope.namespace)
-            status = await conn.execute(f"DELETE FROM a2e_entries e WHERE {where}", *p.values)
-        return int(status.split()[-1])
+        """Delete the live entries matching keys AND tags in `tiers`; returns after COMMIT
+        (forgets queued together share a transaction: group commit)."""
+        if self._forgets is None:
+            raise RuntimeError("store is not open")
+        args = {"namespace": scope.namespace, "tiers": list(tiers),
+                "owners": [owner_for(t, scope.agent) for t in tiers],
+                "keys": [k.decode() for k in keys], "tags": list(dict.fromkeys(tags)), "now": now}
+        return await self._forgets.submit(scope, now, args)  # type: ignore[no-any-return]
+
+    async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
+        """Run queued forgets (sorted by namespace) as one `a2e_forget_batch` statement."""
+        out = await self.pool.fetchval("SELECT a2e_forget_batch($1::text::jsonb)",
+                                       _encode([w.args for w in batch]).decode())
+        return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
 
     async def collect_garbage(self, now: float) -> int:
         """Delete expired entries if no other host is collecting (`pg_try_advisory_lock`);
