@@ -70,7 +70,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
     if is_postgres_url(config.store.db):
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
                                   pool_max=config.store.pool_size,
-                                  batch_max=config.store.batch_max)
+                                  batch_max=config.store.batch_max,
+                                  max_term_docs=config.search.max_term_docs)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer,
                             max_term_docs=config.search.max_term_docs)

@@ -35,12 +35,12 @@ async def make_store(
     opened: list[EntryStore] = []
     url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
 
-    async def _make(quotas: Quotas | None = None) -> EntryStore:
+    async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
         s: EntryStore
         if url is not None:
-            s = PostgresEntryStore(url, quotas=quotas, pool_max=4)
+            s = PostgresEntryStore(url, quotas=quotas, pool_max=4, max_term_docs=max_term_docs)
         else:
-            s = SQLiteEntryStore(tmp_path / "a2e.db", quotas=quotas)
+            s = SQLiteEntryStore(tmp_path / "a2e.db", quotas=quotas, max_term_docs=max_term_docs)
         await s.open()
         opened.append(s)
         return s
@@ -283,6 +283,18 @@ async def test_search_query_operators_are_plain_words(store: EntryStore) -> None
     await store.put(A, [entry(1, b'"and or not near"')], T0)
     got = await store.search(A, Query(tiers=BOTH), "NOT & | ! ( ) : * near 'or' \"x", T0, 10)
     assert [e.key for e in got] == [key(1)]
+
+
+async def test_search_leaves_out_terms_in_too_many_entries(make_store: StoreFactory) -> None:
+    """With max_term_docs, a query term found in more entries of the namespace than that is
+    not searched (the rarest term is kept when all are too common)."""
+    store = await make_store(max_term_docs=2)
+    await store.put(A, [entry(i, b'"common words"') for i in range(3)]
+                    + [entry("r", b'"common rare"')], T0)
+    (e,) = await store.search(A, Query(tiers=BOTH), "common rare", T0, 10)
+    assert (e.key, e.relevance) == (key("r"), 1.0)  # coverage of the terms searched
+    # both too common (counts stop at max_term_docs + 1): the first of the rarest is searched
+    assert len(await store.search(A, Query(tiers=BOTH), "words common", T0, 10)) == 3
 
 
 # -- forget ---------------------------------------------------------------------------------

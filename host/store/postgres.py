@@ -170,9 +170,11 @@ class PostgresEntryStore:
         pool_max: int = 10,
         gc_batch: int = _GC_BATCH,
         batch_max: int = 512,
+        max_term_docs: int = 0,
     ) -> None:
         self.url = url
         self.batch_max = batch_max
+        self.max_term_docs = max_term_docs  # see _selective_terms
         self._puts: WriteBatcher | None = None
         self._forgets: WriteBatcher | None = None
         self.quotas = quotas or Quotas()
@@ -353,24 +355,39 @@ class PostgresEntryStore:
     ) -> list[StoredEntry]:
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
-        (`host.search.keyword.coverage`, as on SQLite); at most `candidates`."""
-        terms = query_terms(text)
-        usable = _indexable(terms)
-        if not usable:
+        (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
+        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
+        terms = await self._selective_terms(scope.namespace, _indexable(query_terms(text)))
+        if not terms:
             return []
         p = _Params()
         where = _where(scope, q, now, p)
         sql = _BM25.format(
-            ns=p(scope.namespace), terms=p(usable),
-            queries=p([_tsquery(scope.namespace, [t]) for t in usable]), columns=_COLUMNS,
-            match=p(_tsquery(scope.namespace, usable)), where=where, limit=p(candidates))
+            ns=p(scope.namespace), terms=p(terms),
+            queries=p([_tsquery(scope.namespace, [t]) for t in terms]), columns=_COLUMNS,
+            match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
         out = []
         for r in await self.pool.fetch(sql, *p.values):
             entry = _row(r)
             entry.id, entry.keyword = r[10], r[11]
-            entry.relevance = coverage(terms, " ".join(r[12]))
+            entry.relevance = coverage(tuple(terms), " ".join(r[12]))
             out.append(entry)
         return out
+
+    async def _selective_terms(self, namespace: str, terms: list[str]) -> list[str]:
+        """`terms` without those in more than `max_term_docs` entries of the namespace, the
+        rarest kept if all are (as `sqlite_ops.search_entries` does: such terms weigh little in
+        BM25 and cost the most to score)."""
+        cap = self.max_term_docs
+        if cap <= 0 or len(terms) < 2:
+            return terms
+        rows = await self.pool.fetch(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM a2e_entries x WHERE x.lexemes @@ q.q"
+            " LIMIT $2) s) FROM unnest($1::tsquery[]) WITH ORDINALITY AS q(q, i) ORDER BY q.i",
+            [_tsquery(namespace, [t]) for t in terms], cap + 1)
+        counts = [r[0] for r in rows]
+        kept = [t for t, n in zip(terms, counts, strict=True) if n <= cap]
+        return kept or [terms[counts.index(min(counts))]]
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
         """Live entries by tier (a scan: the metrics endpoint calls it at most every few
