@@ -99,44 +99,49 @@ def _row(r: tuple) -> StoredEntry:
     )
 
 
-def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
-    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, min score."""
-    vis = []
-    params: list[object] = [scope.namespace]
-    owners: list[object] = []
-    for tier in q.tiers:
-        vis.append("(e.tier = ? AND e.owner = ?)")
-        owners += [tier, owner_for(tier, scope.agent)]
-    if not vis:
-        vis.append("0")
-    params += owners
+@functools.lru_cache(maxsize=512)
+def _where_sql(tiers: int, keys: int, tags: int) -> str:
+    """The WHERE text for `tiers` visibility ranges, `keys` keys and `tags` distinct tags (the
+    same few shapes come back on every request, so the text is built once a shape)."""
+    vis = " OR ".join(["(e.tier = ? AND e.owner = ?)"] * tiers) or "0"
     # with tags (and no keys) the tag postings drive the read: the unary + keeps SQLite from
     # walking the whole visible range of the rank index instead
-    ns = "+e.namespace" if q.tags and not q.keys else "e.namespace"
-    sql = f"{ns} = ? AND ({' OR '.join(vis)}) AND (e.expires_at IS NULL OR e.expires_at > ?)"
-    params.append(now)
-    if q.keys:
-        sql += f" AND e.key IN ({','.join('?' * len(q.keys))})"
-        params += [k.decode() for k in q.keys]
-    if q.tags:
-        tags = list(dict.fromkeys(q.tags))
+    ns = "+e.namespace" if tags and not keys else "e.namespace"
+    sql = f"{ns} = ? AND ({vis}) AND (e.expires_at IS NULL OR e.expires_at > ?)"
+    if keys:
+        sql += f" AND e.key IN ({','.join('?' * keys)})"
+    if tags:
         # the tag postings of exactly the (namespace, tier, owner) ranges the reader may see:
         # one index range a tier (an OR of the tiers would scan the namespace's postings)
-        marks = ",".join("?" * len(tags))
+        marks = ",".join("?" * tags)
         per_tier = " UNION ALL ".join(
-            "SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND t.tier = ?"
-            f" AND t.owner = ? AND t.tag IN ({marks})"
-            for _ in q.tiers
+            ["SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND t.tier = ?"
+             f" AND t.owner = ? AND t.tag IN ({marks})"] * tiers
         ) or "SELECT NULL WHERE 0"
-        for i in range(0, len(owners), 2):
-            params += [scope.namespace, owners[i], owners[i + 1], *tags]
-        if len(tags) == 1:
+        if tags == 1:
             sql += f" AND e.id IN ({per_tier})"
         else:
             sql += (f" AND e.id IN (SELECT entry_id FROM ({per_tier})"
                     " GROUP BY entry_id HAVING count(*) = ?)")
+    return sql
+
+
+def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, min score."""
+    ns = scope.namespace
+    owners: list[object] = []
+    for tier in q.tiers:
+        owners += (tier, owner_for(tier, scope.agent))
+    params: list[object] = [ns, *owners, now]
+    if q.keys:
+        params += [k.decode() for k in q.keys]
+    tags = list(dict.fromkeys(q.tags)) if q.tags else []
+    if tags:
+        for i in range(0, len(owners), 2):
+            params += [ns, owners[i], owners[i + 1], *tags]
+        if len(tags) > 1:
             params.append(len(tags))
-    return sql, params
+    return _where_sql(len(q.tiers), len(q.keys), len(tags)), params
 
 
 def find_entries(

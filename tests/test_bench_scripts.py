@@ -1,0 +1,71 @@
+"""The benchmark scripts: their frames are valid requests and their report logic holds."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from protocol.codec import decode_request
+from protocol.messages import MemoryForgetRequest, MemoryRetrieveRequest, MemoryStoreRequest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_case_frame_is_a_valid_request() -> None:
+    """Each load-client case builds frames the host decodes as the request it means to send."""
+    pytest.importorskip("picows")
+    client = _load("bench_client")
+    kinds = {"store1": MemoryStoreRequest, "store20": MemoryStoreRequest,
+             "get_key": MemoryRetrieveRequest, "get_tags": MemoryRetrieveRequest,
+             "get_query": MemoryRetrieveRequest, "forget": MemoryForgetRequest}
+    assert set(kinds) == set(client.CASES)
+    for case, kind in kinds.items():
+        make = client.frame_maker(case, "m-1", 3, 4, 100)
+        first, second = decode_request(make(1)), decode_request(make(2))
+        assert isinstance(first, kind) and first.memory_id == "m-1"
+        assert first.id != second.id
+    store20 = decode_request(client.frame_maker("store20", "m", 0, 0, 1)(5))
+    assert isinstance(store20, MemoryStoreRequest) and len(store20.entries) == 20
+
+
+def _row(server: str, case: str, rate: float) -> dict[str, Any]:
+    return {"server": server, "case": case, "connections": 100, "mode": "seq",
+            "msgs_per_s": rate}
+
+
+def test_ratio_compares_with_the_echo_of_the_same_frame_size() -> None:
+    """store20 is compared with the echo of a store20 frame, every other case with store1's."""
+    host = _load("bench_host")
+    rows = [_row("echo", "store1", 20_000), _row("echo", "store20", 10_000),
+            _row("host", "get_key", 5_000), _row("host", "store20", 1_000)]
+    host.attach_ratios(rows)
+    assert rows[2]["ratio"] == 0.25 and rows[3]["ratio"] == 0.1
+    assert "ratio" not in rows[0]
+
+
+def test_slow_callbacks_grouped_without_task_numbers() -> None:
+    """asyncio's debug warnings group by what held the loop, whatever the task's number."""
+    host = _load("bench_host")
+    log = "\n".join([
+        "WARNING asyncio Executing <Task pending name='Task-7' coro=<f() running at x.py:3>"
+        " wait_for=<Future pending>> took 0.012 seconds",
+        "WARNING asyncio Executing <Task pending name='Task-9' coro=<f() running at x.py:3>"
+        " wait_for=<Future pending>> took 0.030 seconds",
+        "WARNING asyncio Executing <Handle _resolve at 0x7f00>(...) took 0.006 seconds",
+    ])
+    slow = host.slow_callbacks(log)
+    assert [(r["count"], round(r["max_ms"])) for r in slow] == [(2, 30), (1, 6)]
