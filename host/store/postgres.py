@@ -131,20 +131,16 @@ def _tsquery(namespace: str, terms: Sequence[str]) -> str:
 
 
 # Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
-# over the statistics of the namespace: rows (N), tokens a row (avgdl), rows holding each term
-# (counted over the namespace's rows that hold any query term, `m`, found through the GIN
-# index; FTS5 reads these counts from its index, here they cost a scan of those rows).
+# over the statistics of the namespace: rows (N), tokens a row (avgdl), and the rows holding
+# each term ({hits}, counted beforehand through the GIN index: `_term_counts`).
 _BM25 = """
 WITH st AS (
     SELECT greatest(entries, 1)::float8 AS n,
            greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
     FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
-m AS MATERIALIZED (
-    SELECT x.lexemes FROM a2e_entries x WHERE x.lexemes @@ {match}::tsquery),
 idf AS MATERIALIZED (
-    SELECT q.t, greatest(ln((st.n - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
-    FROM st, unnest({terms}::text[], {queries}::tsquery[]) AS q(t, q),
-         LATERAL (SELECT count(*)::float8 AS hits FROM m WHERE m.lexemes @@ q.q) h)
+    SELECT q.t, greatest(ln((st.n - q.hits + 0.5) / (q.hits + 0.5)), 1e-6) AS idf
+    FROM st, unnest({terms}::text[], {hits}::float8[]) AS q(t, hits))
 SELECT {columns}, e.id, s.bm25, s.terms
 FROM a2e_entries e, st, LATERAL (
     SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
@@ -357,14 +353,14 @@ class PostgresEntryStore:
         statistics), each with `keyword` (BM25), `id` and `relevance`
         (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
         `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
-        terms = await self._selective_terms(scope.namespace, _indexable(query_terms(text)))
+        terms = _indexable(query_terms(text))
         if not terms:
             return []
+        terms, hits = await self._selective_terms(scope.namespace, terms)
         p = _Params()
         where = _where(scope, q, now, p)
         sql = _BM25.format(
-            ns=p(scope.namespace), terms=p(terms),
-            queries=p([_tsquery(scope.namespace, [t]) for t in terms]), columns=_COLUMNS,
+            ns=p(scope.namespace), terms=p(terms), hits=p(hits), columns=_COLUMNS,
             match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
         out = []
         for r in await self.pool.fetch(sql, *p.values):
@@ -374,20 +370,30 @@ class PostgresEntryStore:
             out.append(entry)
         return out
 
-    async def _selective_terms(self, namespace: str, terms: list[str]) -> list[str]:
-        """`terms` without those in more than `max_term_docs` entries of the namespace, the
-        rarest kept if all are (as `sqlite_ops.search_entries` does: such terms weigh little in
-        BM25 and cost the most to score)."""
-        cap = self.max_term_docs
-        if cap <= 0 or len(terms) < 2:
-            return terms
+    async def _term_counts(self, namespace: str, terms: list[str], cap: int = 0) -> list[int]:
+        """How many entries of the namespace hold each term (expired ones included, as in
+        SQLite's FTS index); with `cap` > 0 counting stops at `cap` + 1."""
         rows = await self.pool.fetch(
             "SELECT (SELECT count(*) FROM (SELECT 1 FROM a2e_entries x WHERE x.lexemes @@ q.q"
             " LIMIT $2) s) FROM unnest($1::tsquery[]) WITH ORDINALITY AS q(q, i) ORDER BY q.i",
-            [_tsquery(namespace, [t]) for t in terms], cap + 1)
-        counts = [r[0] for r in rows]
-        kept = [t for t, n in zip(terms, counts, strict=True) if n <= cap]
-        return kept or [terms[counts.index(min(counts))]]
+            [_tsquery(namespace, [t]) for t in terms], cap + 1 if cap > 0 else None)
+        return [int(r[0]) for r in rows]
+
+    async def _selective_terms(
+        self, namespace: str, terms: list[str]
+    ) -> tuple[list[str], list[int]]:
+        """(the terms to search, how many entries hold each). Terms in more than
+        `max_term_docs` entries are left out, the rarest kept if all are (as
+        `sqlite_ops.search_entries` does: they weigh little in BM25 and cost the most)."""
+        cap = self.max_term_docs if len(terms) >= 2 else 0
+        counts = await self._term_counts(namespace, terms, cap)
+        if cap <= 0:
+            return terms, counts
+        kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
+        if kept:
+            return [t for t, _ in kept], [n for _, n in kept]
+        rarest = terms[counts.index(min(counts))]
+        return [rarest], await self._term_counts(namespace, [rarest])
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
         """Live entries by tier (a scan: the metrics endpoint calls it at most every few
