@@ -4,21 +4,22 @@ Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres:
 `postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
 
 The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
-- Puts are group-committed (`host.store.postgres_batch`): those queued while earlier batches
-  run go as one statement (`a2e_put_batch`, see `host.store.postgres_schema`) in autocommit;
-  the server upserts every entry under its namespace's advisory lock and commits before the
-  reply comes back, so a store is acknowledged only once it is committed, and a retrieve
-  through any other host sees it at once (reads run at READ COMMITTED on the primary).
+- Puts and forgets are group-committed (`host.store.postgres_batch`): those queued while
+  earlier batches run go as one statement (`a2e_put_batch` / `a2e_forget_batch`, see
+  `host.store.postgres_schema`) in autocommit; the server writes each under its namespace's
+  advisory lock and commits before the reply comes back, so a write is acknowledged only once
+  it is committed, and a retrieve through any other host sees it at once (reads run at READ
+  COMMITTED on the primary).
 - Quotas are counted from `a2e_usage` inside that transaction; the namespace lock serialises the
   writers of one namespace across hosts, so concurrent writers can never overshoot a quota.
 - Keyword search matches the `lexemes` tsvector (GIN index) within the namespace's scope
-  lexeme; candidates come best coverage first and `relevance` is `host.search.keyword.coverage`,
-  the same as the SQLite store, so both backends rank alike.
+  lexeme and scores candidates with SQLite FTS5's BM25 over the namespace's statistics
+  (`keyword`); `relevance` is `host.search.keyword.coverage`, as in the SQLite store, so the
+  search engine ranks both backends alike.
 - TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
   (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
 - Vectors: `put_vectors` / `vector_search` over `a2e_vectors`, with an HNSW index per dimension
-  when pgvector is present (`vectors_available`).
-
+  when pgvector is present (`vectors_available`); not yet used by the search engine.
 """
 
 from __future__ import annotations
