@@ -125,10 +125,11 @@ async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, limi
     reading its frames once max_pipelined replies (or max_unsent_bytes) are owed, instead of
     holding every reply in memory; once it reads, every reply comes, in order."""
     n, bound = 40, limits.get("max_pipelined", 1)
-    async with running(db_path, limits=limits) as host:
+    async with running(db_path, limits=limits, search={"embedder": "none"}) as host:
         # the client's own receive queue stays tiny: what it does not read stays in TCP buffers
         async with ws_connect(url_of(host), max_size=None, max_queue=1) as ws:
-            await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0", "namespace": "n"}))
+            await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0",
+                                      "namespace": "n"}))
             mid = json.loads(await ws.recv())["memory_id"]
             await ws.send(json.dumps({"type": "memory/store/req", "id": "s", "version": "1.0",
                                       "memory_id": mid, "entries": [
@@ -151,3 +152,31 @@ async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, limi
             assert most <= bound + 1, f"{most} requests owed to a client that does not read"
             ids = [json.loads(await ws.recv())["req_id"] for _ in range(n + 1)]
             assert ids == ["w"] + [f"r{j}" for j in range(n)]
+
+
+async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path) -> None:
+    """A client that vanishes while the host is holding off its frames (backpressure) ends its
+    connection on the host: nothing waits forever for a reader that is gone."""
+    async with running(db_path, limits={"max_pipelined": 2}, search={"embedder": "none"}) as host:
+        ws = await ws_connect(url_of(host), max_size=None, max_queue=1)
+        await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0", "namespace": "n"}))
+        mid = json.loads(await ws.recv())["memory_id"]
+        await ws.send(json.dumps({"type": "memory/store/req", "id": "s", "version": "1.0",
+                                  "memory_id": mid, "entries": [
+            {"key": {"i": i}, "content": "x" * 2000, "tier": "episodic"} for i in range(500)]}))
+        await ws.recv()
+        await ws.send(json.dumps({"type": "memory/store/req", "id": "w", "version": "1.0",
+                                  "memory_id": mid, "entries": [
+            {"key": {"w": 1}, "content": 1, "tier": "episodic"}]}))  # replies queue behind it
+        for j in range(30):
+            await ws.send(json.dumps({"type": "memory/retrieve/req", "id": f"r{j}",
+                                      "version": "1.0", "memory_id": mid, "limit": 500}))
+        (conn,) = host.server.connections
+        async with asyncio.timeout(60):
+            while conn.in_flight < 1:  # the host owes it replies it cannot send
+                await asyncio.sleep(0.01)
+        ws.transport.abort()
+        async with asyncio.timeout(60):
+            while host.server.connections:
+                await asyncio.sleep(0.05)
+        assert conn.ctx.sessions == {}
