@@ -287,6 +287,11 @@ class SearchConfig(_Section):
         1, ge=1, description="CPU threads of the local embedder (1 leaves a core to serving)."
     )
     batch_size: int = Field(32, ge=1, description="Most texts embedded in one background batch.")
+    max_embed_chars: int = Field(
+        2048, ge=1, description="Characters of an entry's searchable text, or of a query, that are"
+        " embedded (about e5's 512 tokens; the rest stays keyword-searchable): embedding costs"
+        " grow with the text, and one long text would hold the embedding thread for minutes."
+    )
     keyword_weight: float = Field(1.0, ge=0, description="Weight of the keyword (BM25) z-score.")
     vector_weight: float = Field(1.0, ge=0, description="Weight of the vector similarity z-score.")
     fusion_pool: int = Field(

@@ -243,3 +243,30 @@ async def test_reindex_command_embeds_queue_and_all(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0] == 0
     assert b"embedded 0 entries" in run_cli("reindex", "--db", str(path)).stdout
     assert b"embedded 2 entries" in run_cli("reindex", "--all", "--db", str(path)).stdout
+
+
+async def test_long_texts_are_embedded_up_to_the_cap(
+    tmp_path: Path, embedder: Embedder, embedding_endpoint: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """A long entry or query reaches the embedder cut to `search.max_embed_chars` (embedding
+    costs grow with the text: a frame of long texts would otherwise hold the embedding threads
+    for minutes), while the whole text stays keyword-searchable."""
+    url, seen = embedding_endpoint
+    store = SQLiteEntryStore(tmp_path / "a.db")
+    await store.open()
+    cfg = load_config().search
+    engine = SearchEngine(store, OpenAIEmbedder(url, "m"), cfg)
+    await engine.start(worker=False)
+    scope = Scope("ns", "a1")
+    try:
+        tail = "zebra " * 3000  # 18,000 characters after the first words
+        await _put(store, scope, {"long": f"{PUPPY} {tail}needle", "short": DISTRACTORS[0]})
+        assert await engine.drain() == 2
+        q = Query(tiers=("episodic",), limit=5)
+        found = await engine.search(scope, q, "needle " + "puppy " * 3000, 10.0, 100)
+        assert [e.key for e in found] == [canonical_key({"k": "long"})]
+        sizes = [len(t) for r in seen for t in r["body"]["input"]]
+        assert sizes and max(sizes) <= cfg.max_embed_chars < len(tail)
+    finally:
+        await engine.stop()
+        await store.close()

@@ -178,7 +178,8 @@ class SearchEngine:
         if fresh:
             loop = asyncio.get_running_loop()
             vecs = await loop.run_in_executor(
-                self._embed_pool, self.embedder.embed, [p.text for p in fresh])
+                self._embed_pool, self.embedder.embed,
+                [p.text[: self.cfg.max_embed_chars] for p in fresh])
         blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
         done = set(await self.store.write_vectors(
             [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
@@ -235,7 +236,7 @@ class SearchEngine:
         if self.embedder is not None and index is not None and len(index) > 0:
             # embed the query on its thread while the keyword search runs here
             qv_future = asyncio.get_running_loop().run_in_executor(
-                self._query_pool, self.embedder.embed_queries, [text])
+                self._query_pool, self.embedder.embed_queries, [text[: cfg.max_embed_chars]])
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw = await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
