@@ -302,6 +302,18 @@ class SearchConfig(_Section):
         description="A vector-only candidate matches when its similarity is this many standard"
         " deviations above the mean similarity of the query to the entries it may read.",
     )
+    neighbour_hits: int = Field(
+        5, ge=0, description="The best this many candidates bring in the entries written just"
+        " before and after them (same tier and owner) as candidates (0: off)."
+    )
+    neighbour_span: int = Field(
+        2, ge=1, description="How many entries before and after a best candidate are its"
+        " neighbours."
+    )
+    neighbour_weight: float = Field(
+        0.7, ge=0, le=1, description="A neighbour ranks at least as this share (per step of"
+        " distance) of its candidate's fused z-score."
+    )
     max_term_docs: int = Field(
         2000,
         ge=0,

@@ -4,6 +4,7 @@ a changed embedder and visibility, over the wire where the behaviour is a wire b
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -87,7 +88,8 @@ async def test_min_score_filters_on_relevance_not_stored_score(
     client: MemoryClient, host: Host
 ) -> None:
     """min_score keeps results whose relevance reaches it, whatever their stored score."""
-    await fill(client, host, [entry({"k": "puppy"}, PUPPY, score=0.0)])
+    # semantic, unlike the distractors: no neighbour of theirs (test_neighbours_* covers that)
+    await fill(client, host, [entry({"k": "puppy"}, PUPPY, "semantic", score=0.0)])
     query = "puppy adopted shelter marathon printer"  # shares words with three entries
     everything = await client.retrieve(query=query, limit=20)
     top = everything.entries[0]
@@ -270,3 +272,21 @@ async def test_long_texts_are_embedded_up_to_the_cap(
     finally:
         await engine.stop()
         await store.close()
+
+
+async def test_neighbours_of_a_match_rank_right_below_it(client: MemoryClient, host: Host) -> None:
+    """The entries written right before and after a strong match (a question and its reply)
+    rank just below it, above unrelated entries; an entry of another tier is no neighbour."""
+    await fill(client, host, [
+        entry({"q": 1}, "How long have you and your husband been married?"),
+        entry({"a": 1}, "Five years already, time flies!"),
+        entry({"s": 1}, "Seven years of weather records", "semantic"),
+        entry({"x": 1}, "The queue at the bakery was long this morning."),
+    ])
+    got = await client.retrieve(query="How long has Mel been married?", limit=20)
+    keys = keys_of(got)
+    assert keys[0] == {"q": 1} and {"a": 1} in keys[1:3]  # the other neighbour: {"d": 7}
+    rel = {json.dumps(e["key"]): e["relevance"] for e in got.entries}
+    assert rel['{"a": 1}'] < rel['{"q": 1}']
+    assert rel['{"a": 1}'] > max(rel.get(json.dumps({"d": i}), 0.0) for i in range(6))
+    assert rel['{"a": 1}'] > rel.get('{"s": 1}', 0.0)

@@ -44,3 +44,16 @@ def test_mismatched_lengths_raise() -> None:
     """Keyword and vector arrays must describe the same candidates."""
     with pytest.raises(ValueError):
         fuse(np.array([1.0, 2.0]), np.array([0.5]))
+
+
+def test_basis_sets_the_scale_without_moving_it() -> None:
+    """With a basis mask, the other candidates are scored on the basis candidates' scale: adding
+    a candidate outside the basis leaves every basis candidate's relevance unchanged."""
+    kw = np.array([3.0, 1.0, 0.0])
+    vec = np.array([0.9, 0.5, 0.7])
+    alone = fuse(kw[:2], vec[:2])
+    basis = np.array([True, True, False])
+    both = fuse(kw, vec, basis=basis)
+    assert np.allclose(both[:2], alone)
+    assert not np.allclose(fuse(kw, vec)[:2], alone)
+    assert 0 < both[2] < 1

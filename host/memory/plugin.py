@@ -20,7 +20,6 @@ from host.memory.session import ConnectionContext, Session
 from host.memory.working import ByteBudget, WorkingTier
 from host.router import Router, then
 from host.search.engine import SearchEngine
-from host.search.keyword import query_terms
 from host.search.rank import RankWeights, combined_score
 from host.search.text import searchable_text
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
@@ -246,13 +245,11 @@ class MemoryPlugin:
         keys: tuple[bytes, ...], tags: tuple[str, ...], req: MemoryRetrieveRequest, limit: int,
         t: float,
     ) -> tuple[list[EntryOut], int]:
-        candidates: list[StoredEntry] = []
-        if persistent:
-            q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
-            candidates = await self.search.search(
-                session.scope, q, req.query, t, self.config.ranking.search_candidates)
-        if "working" in tiers:
-            candidates += session.working.search(query_terms(req.query), keys, tags, t)
+        # every tier's candidates are fused as one pool: relevance means the same in each
+        q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
+        candidates = await self.search.search(
+            session.scope, q, req.query, t, self.config.ranking.search_candidates,
+            session.working if "working" in tiers else None)
         w = self.weights
         ranked = [
             (combined_score(e.relevance, e.score, e.updated_at, t, w), e)

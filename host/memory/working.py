@@ -1,15 +1,19 @@
 """The working tier: one session's scratch pad, in process memory, gone with the session.
 
 It answers the same reads as a persistent store (`find`, `search`, `forget`) with the same
-semantics: keys and tags ANDed, TTL from `updated_at`, keyword relevance from
-`host.search.keyword`, so results from every tier can be merged and ranked together.
+semantics: keys and tags ANDed, TTL from `updated_at`. A query scores working entries on the
+persistent store's keyword scale (`scored`: the BM25 each would have as a row of the store's
+index, `host.search.bm25`), so the search engine fuses them with stored candidates into one
+relevance and every tier ranks together; `search` (the share of query terms present) is for a
+store without BM25.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
+from host.search.bm25 import Analysis
 from host.search.keyword import coverage
 from host.store.base import NewEntry, StoredEntry
 
@@ -29,6 +33,7 @@ class _Item:
     entry: StoredEntry
     text: str
     expires_at: float | None
+    analysis: Analysis | None = None  # the store's analysis of `text`, made at the first query
 
 
 class WorkingTier:
@@ -106,12 +111,23 @@ class WorkingTier:
         for it in self._matching(keys, tags, now):
             rel = coverage(terms, it.text)
             if rel > 0:
-                e = it.entry
-                out.append(StoredEntry(
-                    tier=e.tier, owner=e.owner, key=e.key, content=e.content, tags=e.tags,
-                    source=e.source, score=e.score, ttl=e.ttl, created_at=e.created_at,
-                    updated_at=e.updated_at, relevance=rel,
-                ))
+                out.append(replace(it.entry, relevance=rel))
+        return out
+
+    def scored(
+        self, keys: Sequence[bytes], tags: Sequence[str], now: float,
+        analyse: Callable[[str], Analysis], keyword: Callable[[Analysis], float],
+    ) -> list[StoredEntry]:
+        """Live entries matching keys AND tags whose `keyword(analysis)` (their BM25 for the
+        query) is above 0, as copies with `keyword` set. `analyse` is the store's analysis of a
+        text; it is kept per entry (one store per host) until the entry is replaced."""
+        out = []
+        for it in self._matching(keys, tags, now):
+            if it.analysis is None:
+                it.analysis = analyse(it.text)
+            score = keyword(it.analysis)
+            if score > 0:
+                out.append(replace(it.entry, keyword=score))
         return out
 
     def forget(self, keys: Sequence[bytes], tags: Sequence[str], now: float) -> int:

@@ -14,7 +14,13 @@ A query search (see docs/search.md):
    ids allowed by key/tag filters, all applied before ranking); a vector-only hit counts when it
    stands `vector_min_z` standard deviations above the query's mean similarity to that memory;
 3. those hits read back through the store, which checks visibility again;
-4. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`.
+4. the session's working entries (when the query reads that tier) scored with the BM25 they
+   would have in the store's index (`host.search.bm25`), joining the candidates;
+5. the entries written just before and after the best `neighbour_hits` candidates (same tier
+   and owner, readable) join the candidates;
+6. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`;
+   a neighbour of a candidate that stands out ranks at least `neighbour_weight` ** distance of
+   that candidate's fused z-score (a reply written right after a matching question).
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from host.search.bm25 import Analysis, Bm25Stats, bm25
 from host.search.embed import Embedder
 from host.search.fusion import fuse
+from host.search.keyword import query_terms
 from host.search.vectors import Hits, Pending, VectorIndexes, digest, group_of
 from host.store.base import Query, Scope, StoredEntry, owner_for
 
-__all__ = ["SearchEngine", "VectorStore"]
+__all__ = ["KeywordStats", "SearchEngine", "VectorStore", "WorkingEntries"]
 
 log = logging.getLogger("a2e_host.search")
 
@@ -75,6 +83,26 @@ class VectorStore(Protocol):
     async def vectors_gone(self) -> list[int]: ...
     async def clear_vectors_gone(self, ids: Sequence[int]) -> None: ...
     def load_vectors(self, dim: int) -> Iterator[tuple[list[Pending], np.ndarray]]: ...
+
+
+@runtime_checkable
+class KeywordStats(Protocol):
+    """A store whose keyword search is BM25 and that can score a text outside its index on the
+    same scale (SQLite and PostgreSQL stores have it; see `host.search.bm25`)."""
+
+    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats: ...
+    def analyse(self, text: str) -> Analysis: ...
+
+
+class WorkingEntries(Protocol):
+    """What the engine needs of a session's working tier (`host.memory.working.WorkingTier`)."""
+
+    def __len__(self) -> int: ...
+    def search(self, terms: tuple[str, ...], keys: Sequence[bytes], tags: Sequence[str],
+               now: float) -> list[StoredEntry]: ...
+    def scored(self, keys: Sequence[bytes], tags: Sequence[str], now: float,
+               analyse: Callable[[str], Analysis], keyword: Callable[[Analysis], float],
+               ) -> list[StoredEntry]: ...
 
 
 class SearchEngine:
@@ -226,12 +254,22 @@ class SearchEngine:
     # -- the query path ------------------------------------------------------------------
 
     async def search(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int,
+        working: WorkingEntries | None = None,
     ) -> list[StoredEntry]:
         """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
-        in (0, 1); unordered, `limit` is the caller's."""
+        in (0, 1); unordered, `limit` is the caller's.
+
+        `working` (the session's working tier, when the query reads it) adds its entries that
+        match `q`'s keys and tags and share a term with the query: each scored with the BM25 it
+        would have in the store's keyword index (`host.search.bm25`), then fused with the
+        stored candidates as one pool, so relevance means the same in every tier. Working
+        entries have no vector (embedding a scratch pad's every write costs ~37 ms of a core
+        each): they rank on their keyword z-score, as a stored entry whose vector is not
+        written yet. With a store that has no BM25 their relevance is the store's (term share).
+        """
         cfg = self.cfg
-        index = self.index.get(scope.namespace) if self.index is not None else None
+        index = self.index.get(scope.namespace) if self.index is not None and q.tiers else None
         qv_future = None
         if self.embedder is not None and index is not None and len(index) > 0:
             # embed the query on its thread while the keyword search runs here
@@ -239,11 +277,26 @@ class SearchEngine:
                 self._query_pool, self.embedder.embed_queries, [text[: cfg.max_embed_chars]])
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
-        kw = await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
-        if any(e.keyword is None for e in kw):  # a store without BM25: its own relevance
-            return kw
+        kw = (await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
+              if q.tiers else [])
+        store: Any = self.store
+        if any(e.keyword is None for e in kw) or not isinstance(store, KeywordStats):
+            # a store without BM25: its own relevance, the working tier's term share alike
+            if qv_future is not None:
+                await asyncio.gather(qv_future, return_exceptions=True)
+            own = (working.search(query_terms(text), q.keys, q.tags, now)
+                   if working is not None and len(working) else [])
+            return kw + own
+        own = await self._working(scope, q, text, now, working)
         if qv_future is None or index is None:
-            return _with_relevance(kw, [e.keyword or 0.0 for e in kw], None, cfg)
+            stored, sims = kw, np.full(len(kw), np.nan)
+            links: dict[int, tuple[int, int]] = {}
+            added = 0
+            if cfg.neighbour_hits > 0 and kw and isinstance(self.store, VectorStore):
+                stored, sims, links, added = await self._neighbours(
+                    scope, q, now, kw, sims, None, None)
+            return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
+                                   cfg, links, len(stored) - added, added)
         qv = (await qv_future)[0]
         groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
         only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
@@ -252,9 +305,67 @@ class SearchEngine:
         extra = [int(i) for i in self._standouts(hits, await self._background_prior())
                  if int(i) not in seen]
         found = await self.store.fetch(scope, q, extra, now) if extra else []
-        cands = kw + found
-        sims = index.similarity(qv, [e.id for e in cands])
-        return _with_relevance(cands, [e.keyword or 0.0 for e in cands], sims, cfg)
+        stored = kw + found
+        sims = index.similarity(qv, [e.id for e in stored])
+        links = {}
+        added = 0
+        if cfg.neighbour_hits > 0 and stored:
+            stored, sims, links, added = await self._neighbours(
+                scope, q, now, stored, sims, qv, index)
+        return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
+                               cfg, links, len(stored) - added, added)
+
+    async def _neighbours(
+        self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
+        qv: np.ndarray | None, index: Any,
+    ) -> tuple[list[StoredEntry], np.ndarray, dict[int, tuple[int, int]], int]:
+        """Append the entries written just before and after the best candidates (row ids within
+        `neighbour_span`, same tier and owner, readable under `q`) to the candidates; also the
+        links {neighbour id: (candidate id, distance)} (see `_with_relevance`) and how many
+        entries were appended."""
+        cfg = self.cfg
+        first = fuse(np.array([e.keyword or 0.0 for e in stored]), sims,
+                     cfg.keyword_weight, cfg.vector_weight)
+        by_id = {e.id: e for e in stored}
+        wanted: dict[int, tuple[StoredEntry, int]] = {}
+        for j in np.argsort(-first)[: cfg.neighbour_hits]:
+            hit = stored[int(j)]
+            assert hit.id is not None
+            for d in range(1, cfg.neighbour_span + 1):
+                for n in (hit.id - d, hit.id + d):
+                    if n not in wanted:
+                        wanted[n] = (hit, d)
+        missing = [n for n in wanted if n not in by_id]
+        fetched = await self.store.fetch(scope, q, missing, now) if missing else []
+        links: dict[int, tuple[int, int]] = {}
+        added = []
+        for e in fetched:
+            hit, d = wanted[int(e.id or 0)]
+            if e.tier == hit.tier and e.owner == hit.owner:
+                links[int(e.id or 0)] = (int(hit.id or 0), d)
+                added.append(e)
+        for n, (hit, d) in wanted.items():
+            e = by_id.get(n)
+            if e is not None and e.tier == hit.tier and e.owner == hit.owner:
+                links[n] = (int(hit.id or 0), d)
+        if added:
+            stored = stored + added
+            more = (index.similarity(qv, [e.id for e in added]) if index is not None
+                    else np.full(len(added), np.nan))
+            sims = np.concatenate([sims, more])
+        return stored, sims, links, len(added)
+
+    async def _working(
+        self, scope: Scope, q: Query, text: str, now: float, working: WorkingEntries | None
+    ) -> list[StoredEntry]:
+        """The working entries matching `q` and the query, `keyword` set on the store's scale."""
+        if working is None or not len(working):
+            return []
+        stats = await self.store.keyword_stats(scope, text)
+        if not stats.terms:
+            return []
+        return working.scored(q.keys, q.tags, now, self.store.analyse,
+                              lambda a: bm25(stats, a))
 
     async def _background_prior(self) -> tuple[float, float]:
         if self._prior is None:
@@ -273,12 +384,38 @@ class SearchEngine:
 
 
 def _with_relevance(
-    entries: list[StoredEntry], keyword: list[float], sims: np.ndarray | None, cfg: Any
+    entries: list[StoredEntry], sims: np.ndarray, cfg: Any,
+    links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
 ) -> list[StoredEntry]:
+    """Set each entry's fused relevance from its `keyword` (BM25, None as 0) and `sims`.
+
+    With `links` ({neighbour id: (candidate id, distance)}): the `added` entries after the
+    first `first` are neighbours brought in, scored on the scale of the other candidates (they
+    do not move the mean and deviation), and a neighbour of a candidate that stands out (fused
+    z > 0) takes the larger of its own fused z and the candidate's times `neighbour_weight` **
+    distance: the turn that answers a matching question, written next to it, ranks near it."""
     if not entries:
         return entries
-    vec = sims if sims is not None else np.full(len(entries), np.nan)
-    rel = fuse(np.array(keyword), vec, cfg.keyword_weight, cfg.vector_weight)
+    keyword = np.array([e.keyword or 0.0 for e in entries])
+    basis = None
+    if added:
+        basis = np.ones(len(entries), dtype=bool)
+        basis[first:first + added] = False
+    rel = fuse(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
+    if links:
+        z = np.log(np.clip(rel, 1e-12, None) / np.clip(1.0 - rel, 1e-12, None))
+        pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
+        lifted = z.copy()
+        for n, (h, d) in links.items():
+            jn, jh = pos.get(n), pos.get(h)
+            if jn is not None and jh is not None and z[jh] > 0:
+                lifted[jn] = max(lifted[jn], z[jh] * cfg.neighbour_weight ** d)
+        rel = 1.0 / (1.0 + np.exp(-lifted))
+        # a neighbour brought in that no standing-out candidate lifted is no match
+        keep = np.ones(len(entries), dtype=bool)
+        keep[first:first + added] = lifted[first:first + added] > z[first:first + added]
+        entries = [e for e, k in zip(entries, keep.tolist(), strict=True) if k]
+        rel = rel[keep]
     for e, r in zip(entries, rel.tolist(), strict=True):
         e.relevance = r
     return entries

@@ -23,35 +23,40 @@ import numpy as np
 __all__ = ["fuse", "zscores"]
 
 
-def zscores(values: np.ndarray) -> np.ndarray:
-    """z-scores of the finite `values` (NaN stays NaN); all 0 when they have no spread."""
+def zscores(values: np.ndarray, basis: np.ndarray | None = None) -> np.ndarray:
+    """z-scores of the finite `values` (NaN stays NaN); all 0 when they have no spread. With
+    `basis` (a boolean mask), the mean and deviation are those of the basis values only."""
     out = np.full(values.shape, np.nan, dtype=np.float64)
     present = np.isfinite(values)
     if not present.any():
         return out
-    v = values[present].astype(np.float64)
+    ref = present if basis is None else present & basis
+    if not ref.any():
+        ref = present
+    v = values[ref].astype(np.float64)
     sd = float(v.std())
-    out[present] = (v - v.mean()) / sd if sd > 1e-12 else 0.0
+    out[present] = (values[present] - v.mean()) / sd if sd > 1e-12 else 0.0
     return out
 
 
 def fuse(
     keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
-    vector_weight: float = 1.0,
+    vector_weight: float = 1.0, basis: np.ndarray | None = None,
 ) -> np.ndarray:
     """Relevance in (0, 1) of each candidate, same order.
 
     `keyword`: BM25 of each candidate, higher is better, 0 for no shared term.
     `vector`: cosine similarity of each candidate, NaN when it has no vector (yet).
     A candidate without a vector is ranked on its keyword z-score alone; with both weights 0
-    every candidate gets 0.5.
+    every candidate gets 0.5. With `basis` (a boolean mask), each signal is standardised by
+    the basis candidates' mean and deviation (the others are scored on that scale).
     """
     kw = np.asarray(keyword, dtype=np.float64)
     vec = np.asarray(vector, dtype=np.float64)
     if kw.shape != vec.shape:
         raise ValueError(f"keyword and vector differ in length: {kw.shape} vs {vec.shape}")
-    zk = np.nan_to_num(zscores(kw))
-    zv = zscores(vec)
+    zk = np.nan_to_num(zscores(kw, basis))
+    zv = zscores(vec, basis)
     has_vec = np.isfinite(zv)
     fused = np.zeros(kw.shape, dtype=np.float64)
     both = keyword_weight + vector_weight

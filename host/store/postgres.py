@@ -32,6 +32,7 @@ from typing import Any, Self
 
 import msgspec
 
+from host.search.bm25 import Analysis, Bm25Stats
 from host.search.keyword import coverage, query_terms, tokens
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
@@ -395,6 +396,24 @@ class PostgresEntryStore:
             return [t for t, _ in kept], [n for _, n in kept]
         rarest = terms[counts.index(min(counts))]
         return [rarest], await self._term_counts(namespace, [rarest])
+
+    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
+        """The namespace's keyword statistics for the query `text`, as `search` scores it
+        (see `host.search.bm25`): rows, average length, rows holding each term."""
+        usable = _indexable(query_terms(text))
+        terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
+        row = await self.pool.fetchrow(
+            "SELECT entries, tokens FROM a2e_usage WHERE namespace = $1 AND agent = ''",
+            scope.namespace)
+        n, length = (max(row[0], 1), max(row[1], 1)) if row else (1, 1)
+        return Bm25Stats(tuple(terms), tuple(hits), n, length / n)
+
+    def analyse(self, text: str) -> Analysis:
+        """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256
+        as `lexemes_of` stores them; length plus the scope lexeme)."""
+        terms = {t: min(c, 256) for t, c in Counter(tokens(text)).items()
+                 if len(t.encode()) <= _MAX_LEXEME_BYTES}
+        return Analysis(terms, sum(terms.values()) + 1)
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
         """Live entries by tier (a scan: the metrics endpoint calls it at most every few

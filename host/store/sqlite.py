@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from host.search.bm25 import Analysis, Bm25Stats
 from host.search.keyword import query_terms
+from host.store import sqlite_bm25
 from host.store import sqlite_ops as ops
 from host.store import sqlite_vectors as vec
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
@@ -101,6 +103,18 @@ class SQLiteEntryStore:
         """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
         return ops.search_entries(
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs)
+
+    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
+        """The keyword index's statistics for the query `text`, with the terms `search` uses
+        (see `host.search.bm25`): what scores a text outside the index on the index's scale."""
+        conn = self._conn()
+        terms = ops.selective_terms(conn, ops.scope_token(scope.namespace), query_terms(text),
+                                    self.max_term_docs)
+        return sqlite_bm25.keyword_stats(conn, scope, terms)
+
+    def analyse(self, text: str) -> Analysis:
+        """`text` as the keyword index would hold it (stemmed terms and length)."""
+        return sqlite_bm25.analyse(text)
 
     def forget(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],

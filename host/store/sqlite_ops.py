@@ -27,6 +27,7 @@ __all__ = [
     "put_entries",
     "scope_token",
     "search_entries",
+    "selective_terms",
     "touch_entries",
 ]
 
@@ -211,10 +212,10 @@ def search_entries(
     (the share of terms present), and `id` and `keyword` (BM25, higher is better).
 
     With `max_term_docs` > 0, terms found in more entries of the namespace than that are left
-    out (see `_selective_terms`)."""
+    out (see `selective_terms`)."""
     if not terms:
         return []
-    terms = _selective_terms(conn, scope_token(scope.namespace), terms, max_term_docs)
+    terms = selective_terms(conn, scope_token(scope.namespace), terms, max_term_docs)
     where, params = _where(scope, q, now)
     match = f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
     rows = conn.execute(
@@ -232,7 +233,7 @@ def search_entries(
     return out
 
 
-def _selective_terms(
+def selective_terms(
     conn: sqlite3.Connection, token: str, terms: tuple[str, ...], cap: int
 ) -> tuple[str, ...]:
     """`terms` without those in more than `cap` entries of the namespace, the rarest kept if
