@@ -167,3 +167,14 @@ def test_root_that_is_not_a_folder_raises(tmp_path: Path) -> None:
 def test_file_name_and_extension(path: str | Path, expected: tuple[str, str]) -> None:
     """Only the last component counts; its last suffix is the extension."""
     assert file_name_and_extension(path) == expected
+
+
+def test_plain_root_cursorrules_is_general(tmp_path: Path) -> None:
+    """A project's single `.cursorrules` at the root loads as a general rule, not a problem."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / ".cursorrules").write_text("# Team\n## Style\nBe concise.\n", encoding="utf-8")
+    assert classify(".cursorrules") == (Level.GENERAL, "")
+    index = RulesIndex.from_root(root)
+    assert index.problems == ()
+    assert titles(index.resolve("any/file.txt")) == [("general", "Style")]

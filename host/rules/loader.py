@@ -4,6 +4,7 @@ The layout, relative to the root (the level comes from this relative path only, 
 names of folders above the root):
 
     general.cursorrules                      general
+    .cursorrules                             general (a project's usual single rules file)
     cross-module/<name>.cursorrules          cross-module (target: <name>)
     modules/<module>.cursorrules             module       (target: <module>)
     file-specific/<ext or name>.cursorrules  file-specific (target: `py`, `Dockerfile`, `setup.py`)
@@ -25,13 +26,14 @@ __all__ = ["RULES_SUFFIX", "LoadResult", "classify", "load_rules"]
 
 RULES_SUFFIX = ".cursorrules"
 _GENERAL = "general" + RULES_SUFFIX
+_GENERAL_NAMES = {(_GENERAL,), (RULES_SUFFIX,)}
 _FOLDERS = {
     "cross-module": Level.CROSS_MODULE,
     "modules": Level.MODULE,
     "file-specific": Level.FILE_SPECIFIC,
 }
 _LAYOUT = (
-    "expected general.cursorrules, cross-module/<name>.cursorrules, "
+    "expected general.cursorrules (or .cursorrules), cross-module/<name>.cursorrules, "
     "modules/<module>.cursorrules or file-specific/<ext or file name>.cursorrules"
 )
 
@@ -52,7 +54,7 @@ def classify(source: str) -> tuple[Level, str]:
     Raises `ValueError` with a human message for a path outside the layout.
     """
     parts = PurePosixPath(source).parts
-    if parts == (_GENERAL,):
+    if parts in _GENERAL_NAMES:
         return Level.GENERAL, ""
     if len(parts) == 2 and parts[0] in _FOLDERS and parts[1].endswith(RULES_SUFFIX):
         target = parts[1][: -len(RULES_SUFFIX)]
