@@ -320,6 +320,18 @@ class SearchConfig(_Section):
         description="Query terms found in more entries of the namespace than this are left out"
         " of the keyword search (cheap to skip, costly to score; 0: keep every term).",
     )
+    embed_lease: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds a host's embedding worker holds the entries it claimed from a"
+        " shared (PostgreSQL) store before another host may take them over.",
+    )
+    vector_sample: int = Field(
+        2000,
+        ge=1,
+        description="Readable vectors a shared (PostgreSQL) store samples for the mean and"
+        " deviation of a query's similarity (the match threshold of vector-only hits).",
+    )
     hnsw_threshold: int = Field(
         0,
         ge=0,

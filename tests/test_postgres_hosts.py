@@ -1,6 +1,7 @@
 """Two `a2e-host serve` processes on one PostgreSQL database: what one host acknowledges the
-other reads at once, a namespace quota holds across both under concurrent writers, and expired
-entries are collected by one host at a time."""
+other reads at once (by key, by keywords, and by meaning once embedded), a namespace quota holds
+across both under concurrent writers, and expired entries are collected by one host at a
+time."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient, RemoteError
 from host.store.postgres_schema import LOCK_CLASS, LOCK_GC
@@ -119,3 +121,30 @@ async def test_expired_entries_are_collected_by_exactly_one_host(
     collected = [[line for line in log.splitlines() if "gc deleted" in line] for log in logs]
     assert sorted(len(lines) for lines in collected) == [0, 1], collected
     assert "gc deleted 50 expired entries" in "".join(sum(collected, []))
+
+
+async def test_found_by_meaning_through_another_host(
+    pg_url: str, host_process: Callable[..., Any]
+) -> None:
+    """An entry stored through host A (and embedded by A's worker) is found by a paraphrase
+    sharing no word with it through host B, which never held it in memory."""
+    a, b = host_process(pg_url), host_process(pg_url)
+    ca, cb = await _session(a.url, "alice"), await _session(b.url, "bob")
+    try:
+        await ca.store([entry({"d": i}, t, "semantic") for i, t in enumerate(DISTRACTORS)]
+                       + [entry({"k": "puppy"}, PUPPY, "semantic")])
+        sql = await asyncpg.connect(pg_url)
+        try:
+            deadline = time.monotonic() + 60
+            while await sql.fetchval("SELECT count(*) FROM a2e_embed_queue") and (
+                    time.monotonic() < deadline):
+                await asyncio.sleep(0.1)
+            assert await sql.fetchval("SELECT count(*) FROM a2e_vectors") == len(DISTRACTORS) + 1
+            assert dict(await sql.fetch("SELECT name, value FROM a2e_search_meta"))["dim"] == "384"
+        finally:
+            await sql.close()
+        got = await cb.retrieve(query=PARAPHRASE, tier="semantic", limit=3)
+        assert keys_of(got)[0] == {"k": "puppy"}
+    finally:
+        await ca.close()
+        await cb.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from host.app import Host
 from host.client import MemoryClient
@@ -50,6 +51,7 @@ def keys_of(reply: Any) -> list[Any]:
     return [e["key"] for e in reply.entries]
 
 
+@pytest.mark.all_backends
 async def test_paraphrase_finds_entry_without_shared_keyword(
     client: MemoryClient, host: Host
 ) -> None:
@@ -101,6 +103,7 @@ async def test_min_score_filters_on_relevance_not_stored_score(
     assert all(e["relevance"] >= cut for e in got.entries)
 
 
+@pytest.mark.all_backends
 async def test_other_agents_episodic_never_returned(
     connect: Callable[..., Any], host: Host
 ) -> None:

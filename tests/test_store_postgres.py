@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
+import numpy as np
 import pytest
 
 from host.app import make_store
@@ -193,43 +194,101 @@ async def test_make_store_selects_postgres_for_a_url(pg_url: str) -> None:
 # -- vectors --------------------------------------------------------------------------------
 
 
+async def _embed(store: PostgresEntryStore, vectors: dict[bytes, list[float]],
+                 model: str = "m1") -> list[int]:
+    """Claim the whole queue and write `vectors` (by entry key) for the claimed entries."""
+    claimed = await store.claim_vectors(100, 60.0)
+    by_text = {}
+    for p, seq in claimed:
+        by_text[p.id] = seq
+    ids = await store.fetch(Scope("ns", "alice"), Query(tiers=BOTH), list(by_text), T0)
+    ids += await store.fetch(Scope("ns", "bob"), Query(tiers=("episodic",)), list(by_text), T0)
+    rows = [(int(e.id), by_text[int(e.id)], vectors[e.key])  # type: ignore[arg-type]
+            for e in ids if e.key in vectors]
+    return await store.put_vectors(model, rows)
+
+
 async def test_vector_search_nearest_first_within_visibility(
     stores: list[PostgresEntryStore], sql: asyncpg.Connection
 ) -> None:
-    """Vectors stored for entries come back nearest first (cosine), only for entries the
-    reader may see, with an HNSW index for their dimension."""
+    """Vectors written for claimed entries come back nearest first (cosine), only for entries
+    the reader may see and of the model asked for, with an HNSW index for their dimension."""
     a, _ = stores
     assert a.vectors_available
     alice, bob = Scope("ns", "alice"), Scope("ns", "bob")
     await a.put(alice, [entry("east"), entry("north"), entry("ne", tier="semantic")], T0)
     await a.put(bob, [entry("bob-east")], T0)
-    assert await a.put_vectors(alice, "m1", [
-        ("episodic", key("east"), [1.0, 0.0, 0.0]),
-        ("episodic", key("north"), [0.0, 1.0, 0.0]),
-        ("semantic", key("ne"), [0.7, 0.7, 0.0]),
-        ("episodic", key("missing"), [1.0, 0.0, 0.0]),
-    ]) == 3
-    await a.put_vectors(bob, "m1", [("episodic", key("bob-east"), [1.0, 0.0, 0.0])])
-    got = await a.vector_search(alice, Query(tiers=BOTH), "m1", [0.9, 0.1, 0.0], T0, 10)
-    assert [e.key for e in got] == [key("east"), key("ne"), key("north")]
-    assert got[0].relevance is not None and got[0].relevance > got[1].relevance > got[2].relevance
-    assert await a.vector_search(alice, Query(tiers=BOTH), "other-model", [1, 0, 0], T0, 10) == []
+    stored = await _embed(a, {key("east"): [1.0, 0.0, 0.0], key("north"): [0.0, 1.0, 0.0],
+                              key("ne"): [0.7, 0.7, 0.0], key("bob-east"): [1.0, 0.0, 0.0]})
+    assert len(stored) == 4 and await a.vector_queue() == 0
+    hits = await a.nearest_vectors(alice, Query(tiers=BOTH), "m1", [0.9, 0.1, 0.0], T0, 10)
+    got = await a.fetch(alice, Query(tiers=BOTH), hits.ids.tolist(), T0)
+    by_id = {e.id: e.key for e in got}
+    assert [by_id[i] for i in hits.ids.tolist()] == [key("east"), key("ne"), key("north")]
+    assert hits.similarities[0] > hits.similarities[1] > hits.similarities[2]
+    assert hits.allowed == 3 and 0 < hits.mean < 1
+    other = await a.nearest_vectors(alice, Query(tiers=BOTH), "other", [1, 0, 0], T0, 10)
+    assert other.ids.size == 0 and other.allowed == 0
     assert await sql.fetchval(
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_3'") == 1
 
 
+async def test_two_hosts_never_claim_the_same_entry(stores: list[PostgresEntryStore]) -> None:
+    """Two stores (hosts) claiming the embedding queue at once get disjoint entries; a claim
+    not written back is taken over once its lease ran out."""
+    a, b = stores
+    await a.put(Scope("ns", "alice"), [entry(i) for i in range(12)], T0)
+    got = await asyncio.gather(*(s.claim_vectors(4, 60.0) for s in (a, b, a, b)))
+    ids = [p.id for batch in got for p, _seq in batch]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert await a.claim_vectors(100, 60.0) == [] and await a.vector_queue() == 12
+    short = await b.put_vectors("m", [])  # nothing written: the claims stay until they lapse
+    assert short == []
+    await a.requeue_vectors()  # releases every claim, as a lapsed lease would
+    assert len(await b.claim_vectors(100, 0.05)) == 12
+    await asyncio.sleep(0.1)
+    assert len(await a.claim_vectors(100, 60.0)) == 12
+
+
 async def test_changed_content_drops_the_vector(stores: list[PostgresEntryStore]) -> None:
-    """An upsert that changes an entry's content deletes its vector (to be re-embedded); one
-    that changes only the score keeps it; forgetting the entry deletes it too."""
+    """An upsert that changes an entry's content deletes its vector and queues it again (a
+    vector computed from the old text is then refused); one that changes only the score keeps
+    it; forgetting the entry deletes it too."""
     a, _ = stores
     s = Scope("ns", "alice")
     await a.put(s, [entry(1, b'"a"'), entry(2, b'"b"')], T0)
-    await a.put_vectors(s, "m", [("episodic", key(1), [1.0, 0.0]), ("episodic", key(2), [0, 1])])
+    (id1, seq1), (id2, seq2) = sorted((p.id, q) for p, q in await a.claim_vectors(10, 60.0))
     await a.put(s, [entry(1, b'"changed"'), entry(2, b'"b"', score=0.5)], T0 + 1)
-    got = await a.vector_search(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10)
-    assert [e.key for e in got] == [key(2)]
+    rows = [(id1, seq1, [1.0, 0.0]), (id2, seq2, [0.0, 1.0])]
+    assert await a.put_vectors("m", rows) == [id2]
+    [(again, _seq)] = await a.claim_vectors(10, 60.0)
+    assert again.id == id1 and "changed" in again.text
+    hits = await a.nearest_vectors(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10)
+    assert hits.ids.tolist() == [id2]
+    sims = await a.vector_similarity("m", np.array([0.0, 1.0]), [id2, 999])
+    assert sims[0] == pytest.approx(1.0) and np.isnan(sims[1])
     await a.forget(s, BOTH, [key(2)], [], T0 + 1)
-    assert await a.vector_search(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10) == []
+    hits = await a.nearest_vectors(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 1, 10)
+    assert hits.ids.size == 0
+
+
+async def test_vector_model_recorded_and_change_requeues(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """The embedder's name and dimension are recorded in the database; the same one again
+    changes nothing, a different one deletes every vector and queues every entry."""
+    a, b = stores
+    s = Scope("ns", "alice")
+    await a.put(s, [entry(1, b'"a"')], T0)
+    assert await a.set_vector_model("m", 2) is True
+    assert dict(await sql.fetch("SELECT name, value FROM a2e_search_meta")) == {
+        "model": "m", "dim": "2"}
+    [(p, seq)] = await a.claim_vectors(10, 60.0)
+    assert await a.put_vectors("m", [(p.id, seq, [1.0, 0.0])]) == [p.id]
+    assert await b.set_vector_model("m", 2) is False and await a.vector_queue() == 0
+    assert await b.set_vector_model("m2", 3) is True
+    assert await sql.fetchval("SELECT count(*) FROM a2e_vectors") == 0
+    assert await a.vector_queue() == 1
 
 
 async def test_count_by_tier_counts_live_entries(stores: list[PostgresEntryStore]) -> None:

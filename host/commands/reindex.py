@@ -3,7 +3,8 @@
 The running host re-embeds in the background by itself (after each store, and for every entry
 when the embedder changed); this command does it on demand, for instance after an import or to
 finish before serving. Without `--all` it embeds only the entries whose vector is missing or
-stale; with `--all` it recomputes every vector.
+stale; with `--all` it recomputes every vector. On PostgreSQL it claims entries from the shared
+queue like a host's worker, so it can run while the hosts serve.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from host.app import make_store
 from host.cli import add_db_args, config_from_args, run_loop
 from host.commands._progress import Progress
-from host.commands._store import quotas, sqlite_path
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.sqlite import SQLiteEntryStore
 
 __all__ = ["register"]
 
@@ -27,7 +27,7 @@ async def _reindex(args: argparse.Namespace) -> int:
     if embedder is None:
         print("search.embedder is 'none': there are no vectors to compute")
         return 0
-    store = SQLiteEntryStore(sqlite_path(config, "reindex"), quotas=quotas(config))
+    store: Any = make_store(config)  # SQLite, or PostgreSQL (claims as a host's worker does)
     await store.open()
     engine = SearchEngine(store, embedder, config.search)
     try:

@@ -21,6 +21,12 @@ A query search (see docs/search.md):
 6. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`;
    a neighbour of a candidate that stands out ranks at least `neighbour_weight` ** distance of
    that candidate's fused z-score (a reply written right after a matching question).
+
+A store that searches vectors itself (`host.store.base.VectorSearch`: PostgreSQL with pgvector,
+shared by several hosts) keeps no vectors in this process: the worker claims queued entries
+from the store and writes their vectors back through it, step 2 asks the store for the nearest
+readable rows (visibility in its WHERE, before ranking), and the exact similarity of the other
+candidates comes from the store too. Everything else is the same code on both backends.
 """
 
 from __future__ import annotations
@@ -37,10 +43,10 @@ from host.search.bm25 import Analysis, Bm25Stats, bm25
 from host.search.embed import Embedder
 from host.search.fusion import fuse
 from host.search.keyword import query_terms
-from host.search.vectors import Hits, Pending, VectorIndexes, digest, group_of
-from host.store.base import Query, Scope, StoredEntry, owner_for
+from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, digest, group_of
+from host.store.base import Query, Scope, StoredEntry, VectorSearch, owner_for
 
-__all__ = ["KeywordStats", "SearchEngine", "VectorStore", "WorkingEntries"]
+__all__ = ["KeywordStats", "SearchEngine", "StoreVectors", "VectorStore", "WorkingEntries"]
 
 log = logging.getLogger("a2e_host.search")
 
@@ -111,8 +117,11 @@ class SearchEngine:
     def __init__(self, store: Any, embedder: Embedder | None, cfg: Any) -> None:
         self.store = store
         self.cfg = cfg
-        self.embedder = embedder if isinstance(store, VectorStore) else None
-        self.index = VectorIndexes(self.embedder.dim) if self.embedder is not None else None
+        # shared: the store keeps and searches the vectors (several hosts on one database)
+        self.shared = isinstance(store, VectorSearch)
+        self.embedder = embedder if self.shared or isinstance(store, VectorStore) else None
+        self.index = (VectorIndexes(self.embedder.dim)
+                      if self.embedder is not None and not self.shared else None)
         self._embed_pool: ThreadPoolExecutor | None = None
         self._query_pool: ThreadPoolExecutor | None = None
         self._wake: asyncio.Event | None = None
@@ -129,12 +138,17 @@ class SearchEngine:
         into memory, and start the background worker (unless `worker` is False)."""
         if self.embedder is None:
             return
+        if self.shared and not self.store.vectors_available:
+            log.warning("the store cannot search vectors (no pgvector): keywords only")
+            self.embedder = None
+            return
         self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed")
         self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed-query")
         loop = asyncio.get_running_loop()
         if await self.store.set_vector_model(self.embedder.name, self.embedder.dim):
             log.info("embedder is now %s: every entry will be re-embedded", self.embedder.name)
-        await loop.run_in_executor(self._embed_pool, self._load)
+        if not self.shared:
+            await loop.run_in_executor(self._embed_pool, self._load)
         self._prior = asyncio.ensure_future(self._calibrate())
         if worker:
             self._wake = asyncio.Event()
@@ -191,6 +205,8 @@ class SearchEngine:
     async def embed_pending(self) -> int:
         """Embed one batch of queued entries and store their vectors; the number handled
         (0 when nothing is queued). Also drops from memory the vectors deletes removed."""
+        if self.embedder is not None and self.shared:
+            return await self._embed_shared()
         if self.embedder is None or self.index is None:
             return 0
         gone = await self.store.vectors_gone()
@@ -217,15 +233,36 @@ class SearchEngine:
                                [group_of(p.tier, p.owner)], [p.expires_at])
         return len(batch)
 
+    async def _embed_shared(self) -> int:
+        """`embed_pending` for a `VectorSearch` store: claim a batch (other hosts skip it),
+        embed it, write the vectors through the store; the number claimed."""
+        assert self.embedder is not None
+        batch = await self.store.claim_vectors(self.cfg.batch_size, self.cfg.embed_lease)
+        if not batch:
+            return 0
+        vecs = await asyncio.get_running_loop().run_in_executor(
+            self._embed_pool, self.embedder.embed, [p.text for p, _seq in batch])
+        await self.store.put_vectors(
+            self.embedder.name, [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch)])
+        return len(batch)
+
     async def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Embed until the queue is empty, calling `progress(done, remaining)` after each
+        """Embed until the queue is empty (on a shared store, until other hosts' workers
+        finished what they claimed too), calling `progress(done, remaining)` after each
         batch; the number of entries handled."""
+        if self.embedder is None:
+            return 0
         done = 0
-        while n := await self.embed_pending():
-            done += n
-            if progress is not None:
-                progress(done, await self.store.vector_queue())
-        return done
+        while True:
+            n = await self.embed_pending()
+            if n:
+                done += n
+                if progress is not None:
+                    progress(done, await self.store.vector_queue())
+            elif not self.shared or not await self.store.vector_queue():
+                return done
+            else:  # the rest is claimed by other workers: wait for them (or their lease)
+                await asyncio.sleep(0.05)
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every entry now (the `a2e-host reindex` command)."""
@@ -269,9 +306,11 @@ class SearchEngine:
         written yet. With a store that has no BM25 their relevance is the store's (term share).
         """
         cfg = self.cfg
-        index = self.index.get(scope.namespace) if self.index is not None and q.tiers else None
+        index: VectorIndex | StoreVectors | None = (
+            self.index.get(scope.namespace) if self.index is not None and q.tiers else None)
         qv_future = None
-        if self.embedder is not None and index is not None and len(index) > 0:
+        if self.embedder is not None and (
+                self.shared and q.tiers or index is not None and len(index) > 0):
             # embed the query on its thread while the keyword search runs here
             qv_future = asyncio.get_running_loop().run_in_executor(
                 self._query_pool, self.embedder.embed_queries, [text[: cfg.max_embed_chars]])
@@ -288,25 +327,27 @@ class SearchEngine:
                    if working is not None and len(working) else [])
             return kw + own
         own = await self._working(scope, q, text, now, working)
-        if qv_future is None or index is None:
+        if qv_future is None or (index is None and not self.shared):
             stored, sims = kw, np.full(len(kw), np.nan)
             links: dict[int, tuple[int, int]] = {}
             added = 0
-            if cfg.neighbour_hits > 0 and kw and isinstance(self.store, VectorStore):
+            if cfg.neighbour_hits > 0 and kw and (
+                    isinstance(self.store, (VectorStore, VectorSearch))):
                 stored, sims, links, added = await self._neighbours(
                     scope, q, now, kw, sims, None, None)
             return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
                                    cfg, links, len(stored) - added, added)
         qv = (await qv_future)[0]
-        groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
-        only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
-        hits = index.search(qv, cfg.fusion_pool, groups, now, only)
+        if self.shared:  # the store ranks, within visibility, in its own query
+            index = await self._shared_vectors(scope, q, qv, now)
+        assert index is not None
+        hits = await self._nearest(scope, q, qv, now, index)
         seen = {e.id for e in kw}
         extra = [int(i) for i in self._standouts(hits, await self._background_prior())
                  if int(i) not in seen]
         found = await self.store.fetch(scope, q, extra, now) if extra else []
         stored = kw + found
-        sims = index.similarity(qv, [e.id for e in stored])
+        sims = await self._similarity(index, qv, [e.id for e in stored])
         links = {}
         added = 0
         if cfg.neighbour_hits > 0 and stored:
@@ -350,8 +391,8 @@ class SearchEngine:
                 links[n] = (int(hit.id or 0), d)
         if added:
             stored = stored + added
-            more = (index.similarity(qv, [e.id for e in added]) if index is not None
-                    else np.full(len(added), np.nan))
+            more = (await self._similarity(index, qv, [e.id for e in added])
+                    if index is not None and qv is not None else np.full(len(added), np.nan))
             sims = np.concatenate([sims, more])
         return stored, sims, links, len(added)
 
@@ -367,6 +408,44 @@ class SearchEngine:
         return working.scored(q.keys, q.tags, now, self.store.analyse,
                               lambda a: bm25(stats, a))
 
+    async def _nearest(
+        self, scope: Scope, q: Query, qv: np.ndarray, now: float,
+        index: VectorIndex | StoreVectors,
+    ) -> Hits:
+        """The `fusion_pool` nearest rows `q` lets `scope` read, from the in-memory `index`
+        (tier/owner groups, TTL, and the ids allowed by key/tag filters) or, for a shared
+        store, as `_shared_vectors` fetched them."""
+        if isinstance(index, StoreVectors):
+            return index.hits
+        groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
+        only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
+        return index.search(qv, self.cfg.fusion_pool, groups, now, only)
+
+    async def _shared_vectors(
+        self, scope: Scope, q: Query, qv: np.ndarray, now: float
+    ) -> StoreVectors:
+        """For a `VectorSearch` store: its nearest rows to `qv` that `q` lets `scope` read, as a
+        `StoreVectors` answering like an index (`_similarity` asks the store for the rest)."""
+        assert self.embedder is not None
+        name = self.embedder.name
+        hits = await self.store.nearest_vectors(
+            scope, q, name, qv, now, self.cfg.fusion_pool, self.cfg.vector_sample)
+        return StoreVectors(hits, dict(zip(
+            hits.ids.tolist(), hits.similarities.astype(np.float64).tolist(), strict=True)))
+
+    async def _similarity(
+        self, index: VectorIndex | StoreVectors, qv: np.ndarray, ids: Sequence[int | None]
+    ) -> np.ndarray:
+        """Exact similarity of `qv` to each of `ids` (NaN without a vector): from the in-memory
+        index, or from a shared store for the ids it has not answered for yet."""
+        if isinstance(index, StoreVectors):
+            ask = [int(i) for i in ids if i is not None and int(i) not in index.known]
+            if ask:
+                assert self.embedder is not None
+                sims = await self.store.vector_similarity(self.embedder.name, qv, ask)
+                index.known.update(zip(ask, sims.tolist(), strict=True))
+        return index.similarity(qv, ids)
+
     async def _background_prior(self) -> tuple[float, float]:
         if self._prior is None:
             self._prior = asyncio.ensure_future(self._calibrate())
@@ -381,6 +460,24 @@ class SearchEngine:
         scope = hits.mean + self.cfg.vector_min_z * hits.std
         threshold = (n * scope + _PRIOR_WEIGHT * prior[1]) / (n + _PRIOR_WEIGHT)
         return hits.ids[hits.similarities >= threshold]
+
+
+class StoreVectors:
+    """What a `VectorSearch` store answered for one query, with the in-memory index's read
+    interface (`similarity`), so the rest of the query path is the same code for both."""
+
+    def __init__(self, hits: Hits, known: dict[int, float]) -> None:
+        self.hits = hits
+        self.known = known
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+    def similarity(self, query: np.ndarray, ids: Sequence[int | None]) -> np.ndarray:
+        """Similarity of the query to each of `ids` as the store answered it (among the nearest,
+        or asked by `SearchEngine._similarity`); NaN for an id without a vector or not asked."""
+        return np.array([self.known.get(int(i), np.nan) if i is not None else np.nan
+                         for i in ids], dtype=np.float64)
 
 
 def _with_relevance(

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # the store layer names the search layer's value types, nothing more
+    import numpy as np
+
+    from host.search.vectors import Hits, Pending
 
 __all__ = [
     "EntryStore",
@@ -23,6 +28,7 @@ __all__ = [
     "Scope",
     "StoredEntry",
     "StoreOutcome",
+    "VectorSearch",
     "owner_for",
 ]
 
@@ -143,3 +149,55 @@ class EntryStore(Protocol):
 
     async def ready(self) -> bool:
         """True when the store answers a trivial query."""
+
+
+@runtime_checkable
+class VectorSearch(Protocol):
+    """Optional capability of an `EntryStore`: it keeps the vectors and searches them itself.
+
+    A store with it (`PostgresEntryStore` with pgvector) is shared by several hosts, so no host
+    can hold the vectors in memory: the search engine (`host.search.engine`) then writes every
+    vector through `put_vectors` and asks `nearest_vectors` for the neighbours of a query, with
+    the same visibility as every read (namespace, tier/owner, keys, tags, TTL) applied in the
+    query BEFORE ranking. `vectors_available` is False when the capability is absent at run time
+    (no pgvector on the server): the engine then searches by keywords alone. A store without
+    this protocol (SQLite) is searched through the engine's in-memory index instead.
+    """
+
+    vectors_available: bool
+
+    async def set_vector_model(self, name: str, dim: int) -> bool:
+        """Record the embedder in the database; a different one than recorded drops every
+        vector and queues every entry. True when that happened."""
+
+    async def claim_vectors(self, limit: int, lease: float) -> list[tuple[Pending, int]]:
+        """Claim up to `limit` queued entries for `lease` seconds (of the database's clock),
+        oldest first, skipping those another host holds: each with the text to embed and its
+        queue sequence number (for `put_vectors`)."""
+
+    async def put_vectors(self, model: str, rows: Sequence[tuple[int, int, np.ndarray]]
+                          ) -> list[int]:
+        """Store `(entry id, sequence, unit vector)` rows under `model` and dequeue them; a row
+        whose entry changed (sequence moved) or vanished since its claim is skipped. Returns
+        the ids stored; returns after the commit."""
+
+    async def nearest_vectors(
+        self, scope: Scope, q: Query, model: str, vector: np.ndarray, now: float, k: int,
+        sample: int,
+    ) -> Hits:
+        """The `k` entries `q` lets `scope` read nearest to `vector` (cosine), best first, and
+        the mean/std of the similarity over at most `sample` of those entries."""
+
+    async def vector_similarity(self, model: str, vector: np.ndarray, ids: Sequence[int]
+                                ) -> np.ndarray:
+        """Cosine similarity of `vector` to the entries `ids`, NaN for those without a vector."""
+
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]:
+        """The entries among `ids` that `q` lets `scope` read, with `id` set; any order."""
+
+    async def requeue_vectors(self) -> int:
+        """Queue every entry for re-embedding; the queue's length."""
+
+    async def vector_queue(self) -> int:
+        """Entries waiting for a vector."""

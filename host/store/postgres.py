@@ -18,8 +18,11 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
   search engine ranks both backends alike.
 - TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
   (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
-- Vectors: `put_vectors` / `vector_search` over `a2e_vectors`, with an HNSW index per dimension
-  when pgvector is present (`vectors_available`); not yet used by the search engine.
+- Vectors (`host.store.base.VectorSearch`): the hosts' embedding workers claim queued entries
+  (`claim_vectors`, `FOR UPDATE SKIP LOCKED` and a lease) and write their vectors
+  (`put_vectors`) into `a2e_vectors`; the search engine asks `nearest_vectors` for a query's
+  neighbours within the reader's visibility (an HNSW index per dimension when pgvector is
+  present: `vectors_available`), so every host searches every vector at once.
 """
 
 from __future__ import annotations
@@ -31,15 +34,18 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 import msgspec
+import numpy as np
 
 from host.search.bm25 import Analysis, Bm25Stats
 from host.search.keyword import coverage, query_terms, tokens
 from host.search.text import searchable_text
+from host.search.vectors import Hits, Pending
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
 from host.store.postgres_batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres_schema import (
     LOCK_CLASS,
     LOCK_GC,
+    LOCK_MIGRATE,
     enable_vectors,
     ensure_vector_index,
     migrate,
@@ -432,59 +438,154 @@ class PostgresEntryStore:
 
     # -- vectors ------------------------------------------------------------------------
 
+    async def set_vector_model(self, name: str, dim: int) -> bool:
+        """Record the embedder in `a2e_search_meta` (under the migration lock, so hosts
+        starting together agree). A different model than recorded deletes every vector and
+        queues every entry for re-embedding; True when that happened."""
+        async with self.pool.acquire() as conn:
+            await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+            try:
+                async with conn.transaction():
+                    rows = dict(await conn.fetch(
+                        "SELECT name, value FROM a2e_search_meta WHERE name IN ('model', 'dim')"))
+                    if rows == {"model": name, "dim": str(dim)}:
+                        return False
+                    await conn.execute("DELETE FROM a2e_vectors")
+                    await self._requeue(conn)
+                    await conn.executemany(
+                        "INSERT INTO a2e_search_meta (name, value) VALUES ($1, $2)"
+                        " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                        [("model", name), ("dim", str(dim))])
+                    return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+
+    @staticmethod
+    async def _requeue(conn: Any) -> None:
+        await conn.execute(
+            "INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM a2e_entries"
+            " ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0")
+
+    async def requeue_vectors(self) -> int:
+        """Queue every entry for re-embedding (releasing every claim); the queue's length."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._requeue(conn)
+            return int(await conn.fetchval("SELECT count(*) FROM a2e_embed_queue"))
+
+    async def vector_queue(self) -> int:
+        """Entries waiting for a vector (claimed or not)."""
+        return int(await self.pool.fetchval("SELECT count(*) FROM a2e_embed_queue"))
+
+    async def claim_vectors(self, limit: int, lease: float) -> list[tuple[Pending, int]]:
+        """Claim up to `limit` queued entries, oldest first, for `lease` seconds of the
+        database's clock: rows another host claimed (its lease running) or is claiming right
+        now (`FOR UPDATE SKIP LOCKED`) are skipped. Each comes with the text to embed and its
+        queue sequence number, for `put_vectors`."""
+        rows = await self.pool.fetch(
+            "WITH t AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"
+            " c AS (SELECT q.entry_id FROM a2e_embed_queue q, t WHERE q.claimed_until <= t.now"
+            "       ORDER BY q.entry_id LIMIT $1 FOR UPDATE OF q SKIP LOCKED),"
+            " u AS (UPDATE a2e_embed_queue q SET claimed_until = t.now + $2 FROM c, t"
+            "       WHERE q.entry_id = c.entry_id RETURNING q.entry_id, q.seq)"
+            " SELECT u.entry_id, u.seq, e.namespace, e.tier, e.owner, e.expires_at, e.key,"
+            " e.content, e.tags FROM u JOIN a2e_entries e ON e.id = u.entry_id"
+            " ORDER BY u.entry_id", limit, lease)
+        return [(Pending(r[0], r[2], r[3], r[4], r[5],
+                         searchable_text(_decode(r[7]), list(r[8]), _decode(r[6]))), r[1])
+                for r in rows]
+
     async def put_vectors(
-        self, scope: Scope, model: str,
-        items: Sequence[tuple[str, bytes, Sequence[float]]],
-    ) -> int:
-        """Store the embedding of each (tier, canonical key, vector) entry of `scope`'s agent
-        under `model`, replacing an older one; entries that do not exist are skipped. Returns
-        the number stored. A changed content or tags deletes the entry's vector (re-embed)."""
-        if not items:
-            return 0
-        dims = {len(v) for _t, _k, v in items}
+        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]]
+    ) -> list[int]:
+        """Store `(entry id, queue sequence, vector)` rows under `model` in one transaction and
+        dequeue them. A row whose entry changed since it was claimed (its sequence moved: it
+        stays queued) or was deleted is skipped. Returns the ids stored, after the commit."""
+        if not rows:
+            return []
+        dims = {len(v) for _i, _s, v in rows}
         if self.vectors_available:
             for dim in dims - self._indexed_dims:
                 async with self.pool.acquire() as conn:
                     await ensure_vector_index(conn, dim)
                 self._indexed_dims.add(dim)
-        stored = 0
-        async with self.pool.acquire() as conn, conn.transaction():
-            for tier, key, vec in items:
-                status = await conn.execute(
-                    "INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
-                    " SELECT id, $5, $6, $7::real[] FROM a2e_entries"
-                    " WHERE namespace = $1 AND tier = $2 AND owner = $3 AND key = $4"
-                    " AND a2e_key_hash(key) = a2e_key_hash($4)"
-                    " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
-                    " dim = excluded.dim, embedding = excluded.embedding",
-                    scope.namespace, tier, owner_for(tier, scope.agent), key.decode(), model,
-                    len(vec), [float(x) for x in vec],
-                )
-                stored += int(status.split()[-1])
-        return stored
+        got = await self.pool.fetch(
+            "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
+            "           AS r(id, seq, vec)),"
+            " d AS (DELETE FROM a2e_embed_queue q USING r"
+            "       WHERE q.entry_id = r.id AND q.seq = r.seq RETURNING q.entry_id)"
+            " INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
+            " SELECT r.id, $4, cardinality(r.vec::real[]), r.vec::real[] FROM r"
+            " JOIN d ON d.entry_id = r.id"
+            " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
+            " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
+            [int(i) for i, _s, _v in rows], [int(s) for _i, s, _v in rows],
+            ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
+        return [int(r[0]) for r in got]
 
-    async def vector_search(
-        self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float,
-        candidates: int,
-    ) -> list[StoredEntry]:
-        """The `candidates` visible entries nearest to `vector` (cosine) among those embedded by
-        `model`, nearest first, `relevance` = cosine similarity. Needs `vectors_available`."""
+    async def nearest_vectors(
+        self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float, k: int,
+        sample: int = 2000,
+    ) -> Hits:
+        """The `k` entries `q` lets `scope` read nearest to `vector` (cosine) among those
+        embedded by `model`, best first (HNSW with pgvector's iterative scan, so the
+        visibility filters, applied in the WHERE, do not starve the result), and the mean and
+        deviation of the similarity over at most `sample` of the readable embedded entries
+        (all of them in a namespace that small). Needs `vectors_available`."""
         if not self.vectors_available:
             raise RuntimeError("vector search needs the pgvector extension")
         dim = len(vector)
         p = _Params()
         where = _where(scope, q, now, p)
-        dist = f"v.embedding::vector({dim}) <=> {p([float(x) for x in vector])}::real[]::vector({dim})"
-        sql = (f"SELECT {_COLUMNS}, 1 - ({dist}) FROM a2e_vectors v"
-               " JOIN a2e_entries e ON e.id = v.entry_id"
-               f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}"
-               f" ORDER BY {dist} LIMIT {p(candidates)}")
+        qv = f"{p([float(x) for x in vector])}::real[]::vector({dim})"
+        dist = f"v.embedding::vector({dim}) <=> {qv}"
+        base = (f" FROM a2e_vectors v JOIN a2e_entries e ON e.id = v.entry_id"
+                f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}")
+        near = f"SELECT v.entry_id, 1 - ({dist}){base} ORDER BY {dist} LIMIT {int(k)}"
+        stats = (f"SELECT count(*), coalesce(avg(s), 0), coalesce(stddev_pop(s), 0) FROM"
+                 f" (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x")
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = await conn.fetch(sql, *p.values)
+            rows = await conn.fetch(near, *p.values)
+            n, mean, std = await conn.fetchrow(stats, *p.values)
+        return Hits(
+            ids=np.array([r[0] for r in rows], dtype=np.int64),
+            similarities=np.array([r[1] for r in rows], dtype=np.float32),
+            mean=float(mean), std=float(std), allowed=int(n))
+
+    async def vector_similarity(
+        self, model: str, vector: Sequence[float], ids: Sequence[int]
+    ) -> np.ndarray:
+        """Cosine similarity of `vector` to each of `ids` (same order), NaN for an entry
+        without a vector of `model`."""
+        out = np.full(len(ids), np.nan, dtype=np.float64)
+        if not len(ids):
+            return out
+        q = np.asarray(vector, dtype=np.float64).reshape(-1)
+        rows = await self.pool.fetch(
+            "SELECT entry_id, embedding FROM a2e_vectors WHERE entry_id = ANY($1::bigint[])"
+            " AND model = $2 AND dim = $3", [int(i) for i in ids], model, len(q))
+        pos = {int(i): j for j, i in enumerate(ids)}
+        for r in rows:
+            v = np.asarray(r[1], dtype=np.float64)
+            norm = float(np.linalg.norm(v)) or 1.0
+            out[pos[int(r[0])]] = float(v @ q) / norm
+        return out
+
+    async def fetch(
+        self, scope: Scope, q: Query, ids: Sequence[int], now: float
+    ) -> list[StoredEntry]:
+        """The entries among row `ids` that `q` lets `scope` read (visibility checked again),
+        with `id` set; any order."""
+        if not len(ids):
+            return []
+        p = _Params()
+        where = _where(scope, q, now, p)
+        rows = await self.pool.fetch(
+            f"SELECT {_COLUMNS}, e.id FROM a2e_entries e"
+            f" WHERE e.id = ANY({p([int(i) for i in ids])}::bigint[]) AND {where}", *p.values)
         out = []
         for r in rows:
             entry = _row(r)
-            entry.relevance = float(r[10])
+            entry.id = r[10]
             out.append(entry)
         return out
