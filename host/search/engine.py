@@ -444,7 +444,7 @@ class SearchEngine:
                 assert self.embedder is not None
                 sims = await self.store.vector_similarity(self.embedder.name, qv, ask)
                 index.known.update(zip(ask, sims.tolist(), strict=True))
-        return index.similarity(qv, ids)
+        return index.similarity(qv, [-1 if i is None else int(i) for i in ids])  # -1: no row
 
     async def _background_prior(self) -> tuple[float, float]:
         if self._prior is None:
@@ -473,11 +473,10 @@ class StoreVectors:
     def __len__(self) -> int:
         return len(self.known)
 
-    def similarity(self, query: np.ndarray, ids: Sequence[int | None]) -> np.ndarray:
+    def similarity(self, query: np.ndarray, ids: Sequence[int]) -> np.ndarray:
         """Similarity of the query to each of `ids` as the store answered it (among the nearest,
         or asked by `SearchEngine._similarity`); NaN for an id without a vector or not asked."""
-        return np.array([self.known.get(int(i), np.nan) if i is not None else np.nan
-                         for i in ids], dtype=np.float64)
+        return np.array([self.known.get(int(i), np.nan) for i in ids], dtype=np.float64)
 
 
 def _with_relevance(

@@ -508,18 +508,24 @@ class PostgresEntryStore:
                 async with self.pool.acquire() as conn:
                     await ensure_vector_index(conn, dim)
                 self._indexed_dims.add(dim)
-        got = await self.pool.fetch(
-            "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
-            "           AS r(id, seq, vec)),"
-            " d AS (DELETE FROM a2e_embed_queue q USING r"
-            "       WHERE q.entry_id = r.id AND q.seq = r.seq RETURNING q.entry_id)"
-            " INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
-            " SELECT r.id, $4, cardinality(r.vec::real[]), r.vec::real[] FROM r"
-            " JOIN d ON d.entry_id = r.id"
-            " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
-            " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
-            [int(i) for i, _s, _v in rows], [int(s) for _i, s, _v in rows],
-            ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
+        ids = [int(i) for i, _s, _v in rows]
+        async with self.pool.acquire() as conn, conn.transaction():
+            # lock the entries first, as a delete does before cascading to the queue: a forget
+            # or collection of one of them waits for this commit instead of deadlocking with it
+            await conn.execute("SELECT 1 FROM a2e_entries WHERE id = ANY($1::bigint[])"
+                               " ORDER BY id FOR KEY SHARE", ids)
+            got = await conn.fetch(
+                "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
+                "           AS r(id, seq, vec)),"
+                " d AS (DELETE FROM a2e_embed_queue q USING r"
+                "       WHERE q.entry_id = r.id AND q.seq = r.seq RETURNING q.entry_id)"
+                " INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
+                " SELECT r.id, $4, cardinality(r.vec::real[]), r.vec::real[] FROM r"
+                " JOIN d ON d.entry_id = r.id"
+                " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
+                " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
+                ids, [int(s) for _i, s, _v in rows],
+                ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
         return [int(r[0]) for r in got]
 
     async def nearest_vectors(
