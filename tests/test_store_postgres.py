@@ -233,6 +233,24 @@ async def test_vector_search_nearest_first_within_visibility(
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_3'") == 1
 
 
+async def test_nearest_vectors_filter_before_ranking(stores: list[PostgresEntryStore]) -> None:
+    """Expired entries and entries outside the tag filter are never among the nearest, even
+    when they are the closest: the filters apply before ranking, so `k` readable rows come
+    back."""
+    a, _ = stores
+    s = Scope("ns", "alice")
+    await a.put(s, [entry("near-expired", ttl=5), entry("near-untagged"),
+                    entry("far", tags=["t"]), entry("farther", tags=["t"])], T0)
+    await _embed(a, {key("near-expired"): [1.0, 0.0], key("near-untagged"): [1.0, 0.0],
+                     key("far"): [0.6, 0.8], key("farther"): [0.0, 1.0]}, model="m")
+    by_id = {e.id: e.key for e in await a.fetch(s, Query(tiers=BOTH), list(range(1, 99)), T0)}
+    later = await a.nearest_vectors(s, Query(tiers=BOTH), "m", [1.0, 0.0], T0 + 10, 2)
+    assert [by_id[i] for i in later.ids.tolist()] == [key("near-untagged"), key("far")]
+    tagged = await a.nearest_vectors(s, Query(tiers=BOTH, tags=("t",)), "m", [1.0, 0.0], T0, 2)
+    assert [by_id[i] for i in tagged.ids.tolist()] == [key("far"), key("farther")]
+    assert tagged.allowed == 2
+
+
 async def test_two_hosts_never_claim_the_same_entry(stores: list[PostgresEntryStore]) -> None:
     """Two stores (hosts) claiming the embedding queue at once get disjoint entries; a claim
     not written back is taken over once its lease ran out."""

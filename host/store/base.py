@@ -1,6 +1,7 @@
 """The store interface under the persistent tiers (episodic, semantic), one for every backend.
 
-A backend (`host/store/sqlite.py`, later `host/store/postgres.py`) implements `EntryStore`.
+A backend (`host/store/sqlite.py`, `host/store/postgres.py`) implements `EntryStore`; one that
+keeps and searches vectors itself, for hosts sharing it, also implements `VectorSearch`.
 Entries are addressed by (namespace, tier, owner, canonical key): `owner` is the agent for the
 episodic tier and "" for the semantic tier. Keys and contents travel as JSON bytes: the key in
 RFC 8785 canonical form (`protocol.keys.canonical_key`), the content exactly as the client sent it.
