@@ -74,7 +74,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
                                   max_term_docs=config.search.max_term_docs)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer,
-                            max_term_docs=config.search.max_term_docs)
+                            max_term_docs=config.search.max_term_docs,
+                            max_matches=config.search.max_keyword_matches)
 
 
 def _changed(old: BaseModel, new: BaseModel, section: str) -> list[str]:

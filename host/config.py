@@ -332,6 +332,12 @@ class SearchConfig(_Section):
         description="Readable vectors a shared (PostgreSQL) store samples for the mean and"
         " deviation of a query's similarity (the match threshold of vector-only hits).",
     )
+    max_keyword_matches: int = Field(
+        4000,
+        ge=0,
+        description="Keyword matches scored by BM25 in a query: the newest this many entries of"
+        " the namespace that share a term (bounds a query of common words; 0: every match).",
+    )
     hnsw_threshold: int = Field(
         0,
         ge=0,

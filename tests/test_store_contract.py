@@ -418,3 +418,20 @@ async def test_a_large_key_is_stored_read_and_forgotten(store: EntryStore) -> No
     (e,), total = await store.find(A, Query(tiers=BOTH, keys=(big,)), T0 + 1)
     assert (total, e.content, e.created_at) == (1, b'"v2"', T0)
     assert await store.forget(A, BOTH, [big], [], T0 + 1) == 1
+
+
+async def test_sqlite_search_scores_only_the_newest_matches(tmp_path: Path) -> None:
+    """On SQLite with max_matches, only the newest that many entries of the namespace sharing
+    a term are scored (a query of common words costs a bounded amount); without it, every one."""
+    rows = [entry(0, b'"zebra zebra zebra"'), entry(1, b'"zebra and a horse"'),
+            entry(2, b'"zebra and a mule"')]
+    for cap, want in ((2, {key(1), key(2)}), (0, {key(0), key(1), key(2)})):
+        store = SQLiteEntryStore(tmp_path / f"m{cap}.db", max_matches=cap)
+        await store.open()
+        try:
+            await store.put(A, rows, T0)
+            got = await store.search(A, Query(tiers=BOTH), "zebra", T0, 10)
+            assert {e.key for e in got} == want
+            assert cap or got[0].key == key(0)  # the best BM25, when every match is scored
+        finally:
+            await store.close()

@@ -156,8 +156,14 @@ class VectorIndex:
         n = self._n
         mask = np.ones(n, dtype=bool)
         if groups is not None:
-            codes = [self._group_codes[g] for g in groups if g in self._group_codes]
-            mask &= np.isin(self._groups[:n], np.array(codes, dtype=np.int32))
+            codes = {self._group_codes[g] for g in groups if g in self._group_codes}
+            if len(codes) < len(self._group_codes):  # else every row's group is allowed
+                # a comparison per allowed group: np.isin sorts, ~5x slower for a few groups
+                g = self._groups[:n]
+                allowed = np.zeros(n, dtype=bool)
+                for c in codes:
+                    allowed |= g == c
+                mask &= allowed
         if now is not None:
             mask &= self._expires[:n] > now
         if only is not None:

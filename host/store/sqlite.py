@@ -37,10 +37,12 @@ class SQLiteEntryStore:
         batch_max: int = 512,
         observer: CommitObserver | None = None,
         max_term_docs: int = 0,
+        max_matches: int = 0,
     ) -> None:
         self.path = str(path)
         self.quotas = quotas or ops.Quotas()
         self.max_term_docs = max_term_docs  # see sqlite_ops.search_entries
+        self.max_matches = max_matches
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
@@ -102,7 +104,8 @@ class SQLiteEntryStore:
     ) -> list[StoredEntry]:
         """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
         return ops.search_entries(
-            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs)
+            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
+            self.max_matches)
 
     async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
         """The keyword index's statistics for the query `text`, with the terms `search` uses

@@ -207,23 +207,39 @@ def search_entries(
     now: float,
     candidates: int,
     max_term_docs: int = 0,
+    max_matches: int = 0,
 ) -> list[StoredEntry]:
     """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
     (the share of terms present), and `id` and `keyword` (BM25, higher is better).
 
     With `max_term_docs` > 0, terms found in more entries of the namespace than that are left
-    out (see `selective_terms`)."""
+    out (see `selective_terms`). With `max_matches` > 0, only the newest `max_matches` entries
+    of the namespace that match are scored (visibility and filters apply to those): BM25 and
+    the join cost per match, and a query whose terms are all common matched ~37,000 of 100,000
+    entries (150-250 ms under load; ~20 ms with 4,000 scored)."""
     if not terms:
         return []
     terms = selective_terms(conn, scope_token(scope.namespace), terms, max_term_docs)
     where, params = _where(scope, q, now)
     match = f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
-    rows = conn.execute(
-        f"SELECT {_COLUMNS}, f.body, e.id, -bm25(entries_fts, 0.0, 1.0)"
-        " FROM entries_fts f JOIN entries e ON e.id = f.rowid"
-        f" WHERE entries_fts MATCH ? AND {where} ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
-        [match, *params, candidates],
-    ).fetchall()
+    if max_matches > 0:
+        # the text is read for the `candidates` rows kept, not for every match scored
+        rows = conn.execute(
+            "SELECT c.*, (SELECT body FROM entries_fts WHERE rowid = c.id)"
+            f" FROM (SELECT {_COLUMNS}, e.id, f.s FROM (SELECT rowid AS id,"
+            " -bm25(entries_fts, 0.0, 1.0) AS s FROM entries_fts WHERE entries_fts MATCH ?"
+            f" ORDER BY rowid DESC LIMIT ?) f JOIN entries e ON e.id = f.id WHERE {where}"
+            " ORDER BY f.s DESC LIMIT ?) c",
+            [match, max_matches, *params, candidates],
+        ).fetchall()
+        rows = [(*r[:10], r[12], r[10], r[11]) for r in rows]  # the layout below
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS}, f.body, e.id, -bm25(entries_fts, 0.0, 1.0)"
+            " FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+            f" WHERE entries_fts MATCH ? AND {where} ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
+            [match, *params, candidates],
+        ).fetchall()
     out = []
     for r in rows:
         entry = _row(r)
