@@ -290,6 +290,28 @@ async def test_changed_content_drops_the_vector(stores: list[PostgresEntryStore]
     assert hits.ids.size == 0
 
 
+async def test_vector_write_gives_way_to_a_held_row(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """A background vector write never waits long on an entry a request's write holds (it
+    could close a deadlock PostgreSQL would break by aborting the request): it writes nothing
+    and releases its claims, and succeeds once the row is free."""
+    a, _ = stores
+    await a.put(Scope("ns", "alice"), [entry(1)], T0)
+    [(p, seq)] = await a.claim_vectors(10, 60.0)
+    tx = sql.transaction()
+    await tx.start()
+    await sql.execute("SELECT 1 FROM a2e_entries WHERE id = $1 FOR UPDATE", p.id)
+    try:
+        # (a write that waited for the lock would time out here instead of hanging)
+        assert await asyncio.wait_for(a.put_vectors("m", [(p.id, seq, [1.0, 0.0])]), 30) == []
+    finally:
+        await tx.rollback()
+    [(again, seq2)] = await a.claim_vectors(10, 60.0)  # released: claimable at once
+    assert (again.id, seq2) == (p.id, seq)
+    assert await a.put_vectors("m", [(p.id, seq, [1.0, 0.0])]) == [p.id]
+
+
 async def test_vector_model_recorded_and_change_requeues(
     stores: list[PostgresEntryStore], sql: asyncpg.Connection
 ) -> None:

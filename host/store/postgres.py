@@ -64,6 +64,7 @@ _COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl
 _MAX_LEXEME_BYTES = 2046  # PostgreSQL's limit for one tsvector lexeme is 2047 bytes
 _MAX_LEXEMES_BYTES = 900_000  # and 1 MiB for all of them; a store entry is far below
 _GC_BATCH = 1000
+_VECTOR_LOCK_TIMEOUT_MS = 100  # longest a background vector write waits on a row lock
 
 
 def is_postgres_url(db: str) -> bool:
@@ -499,7 +500,9 @@ class PostgresEntryStore:
     ) -> list[int]:
         """Store `(entry id, queue sequence, vector)` rows under `model` in one transaction and
         dequeue them. A row whose entry changed since it was claimed (its sequence moved: it
-        stays queued) or was deleted is skipped. Returns the ids stored, after the commit."""
+        stays queued) or was deleted is skipped. Returns the ids stored, after the commit;
+        none, with the claims released, when a write of the hosts' requests held one of the
+        rows for longer than 100 ms (the background write gives way)."""
         if not rows:
             return []
         dims = {len(v) for _i, _s, v in rows}
@@ -508,13 +511,34 @@ class PostgresEntryStore:
                 async with self.pool.acquire() as conn:
                     await ensure_vector_index(conn, dim)
                 self._indexed_dims.add(dim)
+        import asyncpg
+
         ids = [int(i) for i, _s, _v in rows]
+        seqs = [int(s) for _i, s, _v in rows]
+        try:
+            got = await self._write_vectors(model, rows, ids, seqs)
+        except asyncpg.LockNotAvailableError:
+            # a put, forget or collection holds one of these rows: give way to it (it must
+            # never wait on this background write) and release the claims to be taken again
+            await self.pool.execute(
+                "UPDATE a2e_embed_queue q SET claimed_until = 0 FROM unnest($1::bigint[],"
+                " $2::bigint[]) AS r(id, seq) WHERE q.entry_id = r.id AND q.seq = r.seq",
+                ids, seqs)
+            return []
+        return [int(r[0]) for r in got]
+
+    async def _write_vectors(
+        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]], ids: list[int],
+        seqs: list[int],
+    ) -> list[Any]:
         async with self.pool.acquire() as conn, conn.transaction():
-            # lock the entries first, as a delete does before cascading to the queue: a forget
-            # or collection of one of them waits for this commit instead of deadlocking with it
+            # never wait long on a row lock: a write of the hosts' requests is in the way, and
+            # waiting could close a deadlock cycle that PostgreSQL would break by aborting it
+            await conn.execute(f"SET LOCAL lock_timeout = {_VECTOR_LOCK_TIMEOUT_MS}")
+            # the entries first (a delete locks its entry before cascading to the queue)
             await conn.execute("SELECT 1 FROM a2e_entries WHERE id = ANY($1::bigint[])"
                                " ORDER BY id FOR KEY SHARE", ids)
-            got = await conn.fetch(
+            return await conn.fetch(  # type: ignore[no-any-return]
                 "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
                 "           AS r(id, seq, vec)),"
                 " d AS (DELETE FROM a2e_embed_queue q USING r"
@@ -524,9 +548,8 @@ class PostgresEntryStore:
                 " JOIN d ON d.entry_id = r.id"
                 " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
                 " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
-                ids, [int(s) for _i, s, _v in rows],
+                ids, seqs,
                 ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
-        return [int(r[0]) for r in got]
 
     async def nearest_vectors(
         self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float, k: int,
