@@ -93,7 +93,7 @@ async def test_expired_entries_are_collected_by_exactly_one_host(
 ) -> None:
     """Both hosts run GC every 0.1 s. While another session holds the GC lock, neither collects;
     once it is released, one host deletes every expired entry and the other deletes none."""
-    cfg = _config(tmp_path, "[gc]\ninterval = 0.1\n")
+    cfg = _config(tmp_path, "[gc]\ninterval = 0.1\n[search]\nembedder = \"none\"\n")  # GC alone
     sql = await asyncpg.connect(pg_url)
     hosts = [host_process(pg_url, "--config", cfg) for _ in range(2)]
     try:
