@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from host.app import quotas_of as quotas
 from host.config import Config, mask_value
 from host.store.postgres import PostgresEntryStore
-from host.store.sqlite_ops import Quotas
 
 __all__ = ["open_postgres", "quotas", "sqlite_path"]
 
@@ -23,17 +23,6 @@ def sqlite_path(config: Config, command: str) -> str:
             " (for PostgreSQL use its own tools, e.g. pg_dump)"
         )
     return db
-
-
-def quotas(config: Config) -> Quotas:
-    """The persisted-entry quotas of the config's limits."""
-    limits = config.limits
-    return Quotas(
-        max_entries_per_namespace=limits.max_entries_per_namespace,
-        max_entries_per_agent=limits.max_entries_per_agent,
-        max_bytes_per_namespace=limits.max_bytes_per_namespace,
-        max_bytes_per_agent=limits.max_bytes_per_agent,
-    )
 
 
 @asynccontextmanager
