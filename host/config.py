@@ -338,12 +338,6 @@ class SearchConfig(_Section):
         description="Keyword matches scored by BM25 in a query: the newest this many entries of"
         " the namespace that share a term (bounds a query of common words; 0: every match).",
     )
-    hnsw_threshold: int = Field(
-        0,
-        ge=0,
-        description="Entries in a namespace past which an HNSW index replaces exact search"
-        " (0: always exact; exact is ~8 ms at 100,000 vectors).",
-    )
 
 
 class McpConfig(_Section):
