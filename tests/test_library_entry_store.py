@@ -7,10 +7,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from host.app import make_store
+from host.client import MemoryClient
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
 from host.library.models import Memory, MemoryImportance, MemoryType
@@ -97,6 +99,66 @@ async def test_get_does_not_extend_a_ttl(
     assert got is not None and got.content == "short-lived"
     found, _ = await store.find(SCOPE, Query(tiers=("episodic",), keys=(key,)), now=written)
     assert found[0].updated_at == written
+
+
+class _GatedWrites:
+    """The real store, whose writes (`put`, `touch`) first wait for `gate`: the test runs
+    another client's write between a get's read and the write that records the access."""
+
+    def __init__(self, store: EntryStore) -> None:
+        self.store = store
+        self.reached = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def _wait(self) -> None:
+        self.reached.set()
+        await self.gate.wait()
+
+    async def put(self, *args: Any) -> Any:
+        await self._wait()
+        return await self.store.put(*args)
+
+    async def touch(self, *args: Any) -> Any:
+        await self._wait()
+        return await self.store.touch(*args)
+
+
+async def test_get_never_undoes_a_concurrent_websocket_store(
+    store: EntryStore, config: Config, client: MemoryClient
+) -> None:
+    """A WebSocket store of new content that lands between a get's read and the recording of
+    that access stays: the get records it without writing the entry back."""
+    m = Memory(content="old note")
+    await EntryStoreMemories(store, SCOPE, config).set(m.id, m)
+    gated = _GatedWrites(store)
+    reader = EntryStoreMemories(gated, SCOPE, config)  # type: ignore[arg-type]
+    get = asyncio.create_task(reader.get(m.id))
+    await gated.reached.wait()
+    new = {"text": "new note", "metadata": {}}
+    await client.store([{"key": {"id": m.id}, "content": new, "tier": "episodic",
+                         "tags": ["type:episodic"], "score": 0.5}])
+    gated.gate.set()
+    got = await get
+    assert got is not None and got.content == "old note"  # what was read, before the store
+    reply = await client.retrieve(keys=[{"id": m.id}])
+    assert [e["content"] for e in reply.entries] == [new]
+    again = await EntryStoreMemories(store, SCOPE, config).get(m.id)
+    assert again is not None and again.content == "new note"
+
+
+async def test_get_of_a_working_memory_records_the_access(memories: EntryStoreMemories) -> None:
+    """A working memory's get moves its `last_accessed` and keeps its content."""
+    m = Memory(content="scratch", memory_type=MemoryType.WORKING, last_accessed=_ago(days=1))
+    await memories.set(m.id, m)
+    before = datetime.now(UTC)
+    first = await memories.get(m.id)
+    (e,) = memories.working.find([canonical_key({"id": m.id})], (), 0.0, time.time())
+    assert first is not None and first.content == "scratch"
+    assert e.updated_at >= before.timestamp() - 1
+    assert e.updated_at == pytest.approx(first.last_accessed.timestamp(), abs=1e-3)
 
 
 async def test_missing_and_delete(memories: EntryStoreMemories) -> None:

@@ -6,6 +6,7 @@ parametrised by backend, so a backend that drifts from the reference semantics f
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -320,6 +321,90 @@ async def test_forget_counts_only_live_entries(store: EntryStore) -> None:
     """An expired entry is not counted as deleted by forget."""
     await store.put(A, [entry(1, ttl=5)], T0)
     assert await store.forget(A, BOTH, [key(1)], [], T0 + 6) == 0
+
+
+# -- touch ----------------------------------------------------------------------------------
+
+
+async def test_touch_moves_updated_at_and_nothing_else(store: EntryStore) -> None:
+    """A touch moves updated_at forward; content, tags, source, score, ttl, created_at and
+    the keyword index stay as they were."""
+    await store.put(A, [entry(1, b'"apple pie"', tags=["t"], source="s", score=0.5, ttl=100),
+                        entry(2, b'"plum"', tier="semantic")], T0)
+    assert await store.touch(A, BOTH, [key(1), key(2), key("none")], T0 + 5) == 2
+    found, _ = await store.find(A, Query(tiers=BOTH), T0 + 5)
+    got = {e.key: e for e in found}
+    e = got[key(1)]
+    assert (e.content, e.tags, e.source, e.score, e.ttl) == (b'"apple pie"', ["t"], "s", 0.5, 100)
+    assert (e.created_at, e.updated_at) == (T0, T0 + 5)
+    assert (got[key(2)].content, got[key(2)].updated_at) == (b'"plum"', T0 + 5)
+    (hit,) = await store.search(A, Query(tiers=BOTH), "apple", T0 + 5, 10)
+    assert hit.key == key(1)
+
+
+async def test_touch_never_moves_updated_at_back(store: EntryStore) -> None:
+    """A touch older than the entry's last update changes nothing."""
+    await store.put(A, [entry(1)], T0 + 10)
+    assert await store.touch(A, BOTH, [key(1)], T0) == 0
+    (e,), _ = await store.find(A, Query(tiers=BOTH), T0 + 10)
+    assert e.updated_at == T0 + 10
+
+
+async def test_touch_after_a_newer_store_keeps_the_new_content(store: EntryStore) -> None:
+    """The touch of a read that a write overtook leaves the written entry whole (no lost
+    update): the touch is older than the write, so nothing moves."""
+    await store.put(A, [entry(1, b'"old"', tags=["a"])], T0)
+    (read,), _ = await store.find(A, Query(tiers=BOTH, keys=(key(1),)), T0 + 1)
+    await store.put(A, [entry(1, b'"new"', tags=["b"], score=0.5)], T0 + 2)
+    assert await store.touch(A, [read.tier], [read.key], T0 + 1) == 0
+    (e,), _ = await store.find(A, Query(tiers=BOTH), T0 + 3)
+    assert (e.content, e.tags, e.score, e.updated_at) == (b'"new"', ["b"], 0.5, T0 + 2)
+
+
+async def test_touch_does_not_extend_a_ttl(store: EntryStore) -> None:
+    """A touched entry with a TTL still expires when its last write said (updated_at + ttl of
+    the put), not later."""
+    await store.put(A, [entry(1, ttl=10)], T0)
+    assert await store.touch(A, BOTH, [key(1)], T0 + 5) == 1
+    assert await keys_of(store, A, T0 + 9.9) == [key(1)]
+    assert await keys_of(store, A, T0 + 10) == []
+    assert await store.collect_garbage(T0 + 10) == 1
+
+
+async def test_touch_does_not_revive_an_expired_entry(store: EntryStore) -> None:
+    """An entry expired at the touch's time is not touched and stays expired."""
+    await store.put(A, [entry(1, ttl=10)], T0)
+    assert await store.touch(A, BOTH, [key(1)], T0 + 20) == 0
+    assert await keys_of(store, A, T0 + 20) == []
+    assert await store.collect_garbage(T0 + 20) == 1
+
+
+async def test_touch_respects_visibility(store: EntryStore) -> None:
+    """A touch reaches only what its scope reads: not another agent's episodic entries nor
+    another namespace's, nor a tier it did not name; an empty key list touches nothing."""
+    await store.put(A, [entry(1), entry(2, tier="semantic")], T0)
+    assert await store.touch(B, BOTH, [key(1)], T0 + 1) == 0
+    assert await store.touch(OTHER_NS, BOTH, [key(1), key(2)], T0 + 1) == 0
+    assert await store.touch(A, ["semantic"], [key(1)], T0 + 1) == 0
+    assert await store.touch(A, BOTH, [], T0 + 1) == 0
+    assert await store.touch(B, ["semantic"], [key(2)], T0 + 1) == 1  # shared by the namespace
+    found, _ = await store.find(A, Query(tiers=BOTH), T0 + 1)
+    assert {e.key: e.updated_at for e in found} == {key(1): T0, key(2): T0 + 1}
+
+
+async def test_concurrent_touches_and_puts_all_land(store: EntryStore) -> None:
+    """Touches queued with puts of several namespaces commit together; each touch answers
+    for its own keys."""
+    scopes = [Scope(f"ns{i}", "alice") for i in range(4)]
+    for s in scopes:
+        await store.put(s, [entry(1), entry(2)], T0)
+    results = await asyncio.gather(
+        *(store.touch(s, BOTH, [key(1), key(2)], T0 + 1) for s in reversed(scopes)),
+        *(store.put(s, [entry(3)], T0 + 1) for s in scopes))
+    assert results[:4] == [2, 2, 2, 2]
+    for s in scopes:
+        found, _ = await store.find(s, Query(tiers=BOTH), T0 + 1)
+        assert sorted(e.updated_at for e in found) == [T0 + 1] * 3
 
 
 # -- quotas ---------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ Beyond the `AsyncStore` contract (`host.library.protocol`):
   with it;
 - an id that is not the id of an `{"id": ...}` key but the JSON text of a key (what `key_to_id`
   gives for entries other wire clients wrote, e.g. `{"user":"u1"}`) finds that entry too;
-- `get` records the access by writing the entry back with `updated_at` = now, except for entries
-  with a TTL (a read must not extend their life): those come back touched but are not rewritten;
+- `get` records the access with `EntryStore.touch` (`updated_at` moves forward to the time of the
+  read, nothing else changes), so a write of the entry by another client between the read and the
+  touch is never undone. Entries with a TTL come back touched but are not touched in the store: a
+  touch never moves the expiry, and wire clients read expiry as `updated_at + ttl`;
 - the searchable text of a memory is its content alone (not its metadata or tags), so relevance is
   the library's: the share of the query's terms found in the content;
 - a write past a storage quota raises `host.library.StoreFullError`, as `SQLiteStore` does;
@@ -55,13 +57,6 @@ def _as_dict(e: StoredEntry) -> dict[str, Any]:
         "tags": e.tags, "source": e.source, "score": e.score, "ttl": e.ttl,
         "created_at": e.created_at, "updated_at": e.updated_at,
     }
-
-
-def _rewrite(e: StoredEntry, updated_at: float, text: str = "") -> NewEntry:
-    return NewEntry(
-        tier=e.tier, key=e.key, content=e.content, tags=list(e.tags), source=e.source,
-        score=e.score, ttl=e.ttl, text=text, created_at=e.created_at, updated_at=updated_at,
-    )
 
 
 class EntryStoreMemories:
@@ -130,17 +125,13 @@ class EntryStoreMemories:
         if not found:
             return None
         e = found[0]
-        entry = _as_dict(e)
-        memory = entry_to_memory({**entry, "updated_at": now})
+        memory = entry_to_memory({**_as_dict(e), "updated_at": now})
         if e.ttl == 0:
-            # Written through the mapping: searchable text is the content; else the store's.
-            shaped = memory_to_entry(memory, key_to_id(entry["key"]))["content"] == entry["content"]
-            text = memory.content if shaped else ""
-            touched = _rewrite(e, now, text)
+            # never a write-back of `e`: a store of this key since the read must stand
             if e.tier == "working":
-                self.working.put(touched, memory.content, now)
+                self.working.touch([e.key], now)
             else:
-                await self.store.put(self.scope, [touched], now)
+                await self.store.touch(self.scope, [e.tier], [e.key], now)
         return memory
 
     async def _forget(self, keys: Sequence[bytes], tiers: Sequence[str], now: float) -> int:

@@ -130,6 +130,16 @@ class WorkingTier:
                 out.append(replace(it.entry, keyword=score))
         return out
 
+    def touch(self, keys: Sequence[bytes], when: float) -> int:
+        """Record a read, as `EntryStore.touch`: move `updated_at` of the live entries under
+        `keys` forward to `when`; content, text and expiry stay. The number moved."""
+        moved = 0
+        for it in self._matching(keys, (), when):
+            if it.entry.updated_at < when:
+                it.entry.updated_at = when
+                moved += 1
+        return moved
+
     def forget(self, keys: Sequence[bytes], tags: Sequence[str], now: float) -> int:
         """Delete live entries matching keys AND tags; the number deleted."""
         doomed = [it.entry.key for it in self._matching(keys, tags, now)]

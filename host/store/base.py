@@ -112,7 +112,8 @@ class EntryStore(Protocol):
     """What the memory plugin needs from a persistent backend. All methods are coroutines.
 
     Writes return only after their data is committed (durable). Reads never return expired
-    entries (expires at updated_at + ttl when ttl > 0).
+    entries (expires at updated_at + ttl when ttl > 0, as written by `put`; `touch` moves
+    updated_at but never the expiry).
     """
 
     async def open(self) -> None:
@@ -144,6 +145,21 @@ class EntryStore(Protocol):
         now: float,
     ) -> Awaitable[int]:
         """Delete the matching entries (with their index rows); the number deleted."""
+
+    def touch(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
+    ) -> Awaitable[int]:
+        """Record a read of the entries under `keys` in `tiers`: move their `updated_at` forward
+        to `when`, for those visible to `scope`, live at `when` and last updated before it; the
+        number moved. Returns after the commit, as `put` and `forget` do.
+
+        Nothing else changes: content, tags, source, score, ttl, created_at, the keyword index,
+        the vectors and the quota usage stay as they are, so a touch can never undo a write that
+        landed between the read and the touch (a write-back of the entry read could). Expiry
+        never moves either: a touch does not extend a TTL and cannot bring an expired entry
+        back. The entry then expires before `updated_at + ttl`: a caller that shows entries with
+        a TTL to wire clients (whose rule is `updated_at + ttl`) should not touch them.
+        """
 
     async def collect_garbage(self, now: float) -> int:
         """Physically delete expired entries; the number deleted."""

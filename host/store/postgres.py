@@ -4,8 +4,9 @@ Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres:
 `postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
 
 The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
-- Puts and forgets are group-committed (`host.store.postgres_batch`): those queued while
-  earlier batches run go as one statement (`a2e_put_batch` / `a2e_forget_batch`, see
+- Puts, forgets and touches are group-committed (`host.store.postgres_batch`): those queued
+  while earlier batches run go as one statement (`a2e_put_batch` / `a2e_forget_batch` /
+  `a2e_touch_batch`, see
   `host.store.postgres_schema`) in autocommit; the server writes each under its namespace's
   advisory lock and commits before the reply comes back, so a write is acknowledged only once
   it is committed, and a retrieve through any other host sees it at once (reads run at READ
@@ -182,6 +183,7 @@ class PostgresEntryStore:
         self.max_term_docs = max_term_docs  # see _selective_terms
         self._puts: WriteBatcher | None = None
         self._forgets: WriteBatcher | None = None
+        self._touches: WriteBatcher | None = None
         self.quotas = quotas or Quotas()
         self.pool_min = pool_min
         self.pool_max = max(pool_max, pool_min)
@@ -220,14 +222,15 @@ class PostgresEntryStore:
         self._pool = pool
         self._puts = WriteBatcher(self._put_batch, self.batch_max)
         self._forgets = WriteBatcher(self._forget_batch, self.batch_max)
+        self._touches = WriteBatcher(self._touch_batch, self.batch_max)
 
     async def close(self) -> None:
         """Commit the queued puts, wait for in-flight queries, close every connection.
         Idempotent."""
-        for batcher in (self._puts, self._forgets):
+        for batcher in (self._puts, self._forgets, self._touches):
             if batcher is not None:
                 await batcher.close()
-        self._puts = self._forgets = None
+        self._puts = self._forgets = self._touches = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -307,6 +310,28 @@ class PostgresEntryStore:
         out = await self.pool.fetchval("SELECT a2e_forget_batch($1::text::jsonb)",
                                        _encode([w.args for w in batch]).decode())
         return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
+
+    async def touch(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
+    ) -> int:
+        """Record a read (`EntryStore.touch`): move `updated_at` of the live entries under
+        `keys` forward to `when`, nothing else (expiry included), under the namespace's lock;
+        the number moved. Returns after COMMIT (touches queued together share a transaction:
+        group commit)."""
+        if self._touches is None:
+            raise RuntimeError("store is not open")
+        if not keys or not tiers:
+            return 0
+        args = {"namespace": scope.namespace, "tiers": list(tiers),
+                "owners": [owner_for(t, scope.agent) for t in tiers],
+                "keys": [k.decode() for k in keys], "when": when}
+        return await self._touches.submit(scope, when, args, len(keys))  # type: ignore[no-any-return]
+
+    async def _touch_batch(self, batch: list[PendingWrite]) -> list[int]:
+        """Run queued touches (sorted by namespace) as one `a2e_touch_batch` statement."""
+        out = await self.pool.fetchval("SELECT a2e_touch_batch($1::text::jsonb)",
+                                       _encode([w.args for w in batch]).decode())
+        return [int(n) for n in out]
 
     async def collect_garbage(self, now: float) -> int:
         """Delete expired entries if no other host is collecting (`pg_try_advisory_lock`);

@@ -126,6 +126,13 @@ class SQLiteEntryStore:
         """Delete matching live entries: the writer's future, resolved after the commit."""
         return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now)
 
+    def touch(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
+    ) -> asyncio.Future[int]:
+        """Record a read (`EntryStore.touch`: `updated_at` moves forward to `when`, nothing
+        else, expiry included): the writer's future, resolved after the group's commit."""
+        return self._submit(ops.touch_entries, scope, list(tiers), [(k, when) for k in keys])
+
     async def collect_garbage(self, now: float) -> int:
         """Delete every expired entry, in batches so other writes interleave."""
         total = 0

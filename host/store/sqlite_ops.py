@@ -290,8 +290,10 @@ def touch_entries(
 ) -> int:
     """Record reads: move `updated_at` of each live (key, when) forward to `when`, if later.
 
-    The library's `SQLiteStore` keeps `Memory.last_accessed` there. Expiry, tags, content and
-    the keyword index are unchanged. The number of rows updated.
+    The library's `SQLiteStore` keeps `Memory.last_accessed` there; `SQLiteEntryStore.touch`
+    runs it for `EntryStore.touch`. Expiry (`expires_at`: a touch never extends a TTL, and an
+    entry expired at `when` is not matched), tags, content and the keyword index are unchanged.
+    The number of rows updated.
     """
     n = 0
     for key, when in touches:
