@@ -27,6 +27,7 @@ from protocol.codec import decode_entry, new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
 from protocol.messages import (
+    TIERS,
     VERSION,
     EntryOut,
     MemoryForgetRequest,
@@ -211,8 +212,11 @@ class MemoryPlugin:
         session, grant = self.access.session(ctx, req.memory_id, req.id)
         keys = _keys(req.keys, req.id)
         tiers = self.access.read_tiers(grant, req.tier, req.id)
-        await ctx.writes_done()
-        persistent = tuple(t for t in tiers if t in PERSISTENT_TIERS)
+        w = ctx.last_write
+        if w is not None and not w.done():  # read-your-writes (ctx.writes_done, inlined)
+            await ctx.writes_done()
+        persistent = PERSISTENT_TIERS if tiers is TIERS else tuple(
+            t for t in tiers if t in PERSISTENT_TIERS)
         limit = min(req.limit, self.config.limits.max_limit)
         tags = tuple(req.tags)
         t = now()

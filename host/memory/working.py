@@ -99,6 +99,8 @@ class WorkingTier:
         self, keys: Sequence[bytes], tags: Sequence[str], min_score: float, now: float
     ) -> list[StoredEntry]:
         """Live entries matching keys AND tags with score >= min_score (unordered)."""
+        if not self._items:  # the common case of a session that keeps nothing here
+            return []
         return [
             it.entry for it in self._matching(keys, tags, now) if it.entry.score >= min_score
         ]
