@@ -27,8 +27,6 @@ import os
 import platform
 import re
 import resource
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -43,6 +41,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))  # also when loaded by file path (tests)
+
+from procs import free_port, stop_process, wait_port  # noqa: E402
+
 TICKS = os.sysconf("SC_CLK_TCK")
 CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
 ECHO_FRAMES = ("store1", "store20")
@@ -63,25 +65,6 @@ embedder = "{embedder}"
 """
 
 __all__ = ["main"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -120,7 +103,7 @@ class Server:
     def __init__(self, kind: str, workdir: Path, embedder: str = "none",
                  loop_debug: float = 0.0, db: str | None = None) -> None:
         self.kind = kind
-        self.port = _free_port()
+        self.port = free_port()
         self.stderr_path: Path | None = None
         self.stderr_seen = 0
         stderr = None
@@ -142,7 +125,7 @@ class Server:
                                      stderr=stderr)
         if stderr is not None:
             stderr.close()
-        _wait_port(self.port, self.proc)
+        wait_port(self.port, self.proc)
         self.url = f"ws://127.0.0.1:{self.port}"
 
     @property
@@ -151,13 +134,7 @@ class Server:
 
     def stop(self) -> None:
         """SIGTERM, then wait (kill after 30 s)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 class Clients:

@@ -24,8 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +35,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from procs import free_port, stop_process, wait_port  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 CASES = ("store1", "get_key", "query")
@@ -48,12 +49,6 @@ requests_per_second = 0
 """
 WORDS = ("apple", "river", "stone", "cloud", "music", "garden", "winter", "copper", "signal",
          "harbor", "lantern", "meadow")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cpu_seconds(pids: Sequence[int]) -> float:
@@ -87,32 +82,18 @@ class HostProc:
     """`a2e-host serve` on `db` on a free port."""
 
     def __init__(self, db: str, workdir: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         config = workdir / "bench.toml"
         config.write_text(HOST_CONFIG)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "host.cli", "--log-level", "WARNING", "serve", "--port",
              str(self.port), "--db", db, "--config", str(config)],
             cwd=workdir, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("host exited at start")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    break
-            except OSError:
-                time.sleep(0.05)
+        wait_port(self.port, self.proc)
         self.url = f"ws://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 # -- the load client (a child process: `bench_postgres.py --client JSON`) --------------------

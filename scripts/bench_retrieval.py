@@ -43,10 +43,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from procs import free_port, stop_process  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 
-DATA = ROOT.parent.parent / "shared" / "data" / "locomo"
+DATA = ROOT.parent / "shared" / "data" / "locomo"  # ../shared beside the repository
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BATCH = 100
 
@@ -68,9 +71,7 @@ class HostProcess:
     """`a2e-host serve` on a free port, in a subprocess."""
 
     def __init__(self, db: Path | str) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port), "--db", str(db)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -92,8 +93,7 @@ class HostProcess:
         return f"ws://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
+        stop_process(self.proc, grace=60)
 
 
 async def store_all(client: MemoryClient, entries: list[dict[str, Any]]) -> float:

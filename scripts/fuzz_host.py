@@ -31,6 +31,9 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procs import free_port  # noqa: E402
+
 MAX_FRAME = 4096
 CLOSERS = {"bad_utf8": 1007, "big": 1009}
 RETRYABLE = {"rate_limited", "internal_error"}
@@ -141,12 +144,6 @@ class Mutator:
             text = text[:i] if r.random() < 0.5 else text[:i] + chr(r.randrange(32, 127)) + text[i:]
             return "damaged", text, None  # may or may not still parse
         return "json", text, rid if isinstance(rid, str) else ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_host(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
