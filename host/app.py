@@ -17,13 +17,12 @@ from http import HTTPStatus
 from pathlib import Path
 
 from pydantic import BaseModel
-from websockets.asyncio.server import ServerConnection
-from websockets.http11 import Request, Response
 
 from host.auth import Authenticator
 from host.config import Config
 from host.gc import GarbageCollector
 from host.handshake import CoreHandlers
+from host.http import HttpReply, Upgrade
 from host.limits import ConnectionLimiter
 from host.logs import RequestLog
 from host.memory.access import Access
@@ -100,8 +99,9 @@ class Host:
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
+        self.server.step_in_callback = self.store.reads_on_loop
         self.server.gates += [self.auth.upgrade_gate, ConnectionLimiter(config.limits).gate]
-        self.server.on_open.append(lambda c: self.auth.attach(c.ctx, c.ws.request))
+        self.server.on_open.append(lambda c: self.auth.attach(c.ctx, c.upgrade))
         self.gc = GarbageCollector(self.store, config.gc.interval)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
@@ -129,12 +129,10 @@ class Host:
         )
         return counts
 
-    async def _metrics_route(self, conn: ServerConnection, request: Request) -> Response:
+    async def _metrics_route(self, request: Upgrade) -> HttpReply:
         await self._entry_counts.refresh()
-        response = conn.respond(HTTPStatus.OK, self.metrics.render().decode())
-        del response.headers["Content-Type"]
-        response.headers["Content-Type"] = CONTENT_TYPE
-        return response
+        return HttpReply(HTTPStatus.OK, self.metrics.render().decode(),
+                         {"Content-Type": CONTENT_TYPE})
 
     def reload(self, new: Config) -> list[str]:
         """Apply `new`'s limits and log sections to the running host, in place, so open

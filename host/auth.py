@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 
-from websockets.asyncio.server import ServerConnection
-from websockets.http11 import Request, Response
-
 from host.config import AuthConfig, TokenConfig, load_config
+from host.http import HttpReply, Upgrade
 from host.memory.session import ConnectionContext
 from protocol.errors import ErrorCode, ProtocolError
 
@@ -149,7 +147,7 @@ class Authenticator:
 
     # -- the WebSocket upgrade -------------------------------------------------------------
 
-    def _bearer(self, request: Request) -> tuple[bool, Grant | None]:
+    def _bearer(self, request: Upgrade) -> tuple[bool, Grant | None]:
         """(header present, its grant). A header that is not `Bearer <token>` has no grant."""
         value = request.headers.get("Authorization")
         if value is None:
@@ -159,7 +157,7 @@ class Authenticator:
             return True, None
         return True, self.check(token.strip())
 
-    def upgrade_gate(self, conn: ServerConnection, request: Request) -> Response | None:
+    def upgrade_gate(self, request: Upgrade) -> HttpReply | None:
         """`process_request` gate: HTTP 401 for an `Authorization` header with a bad token.
 
         A request without the header passes (its token may come in the handshake).
@@ -168,13 +166,12 @@ class Authenticator:
             return None
         present, grant = self._bearer(request)
         if present and grant is None:
-            log.warning("auth: bad bearer token at upgrade from %s", _remote(conn))
-            response = conn.respond(HTTPStatus.UNAUTHORIZED, "invalid bearer token\n")
-            response.headers["WWW-Authenticate"] = 'Bearer realm="a2e-host"'
-            return response
+            log.warning("auth: bad bearer token at upgrade from %s", request.remote_text)
+            return HttpReply(HTTPStatus.UNAUTHORIZED, "invalid bearer token\n",
+                             {"WWW-Authenticate": 'Bearer realm="a2e-host"'})
         return None
 
-    def attach(self, ctx: ConnectionContext, request: Request | None) -> None:
+    def attach(self, ctx: ConnectionContext, request: Upgrade | None) -> None:
         """Authenticate a new connection from its upgrade request's bearer token, if any."""
         if not self.enabled or request is None:
             return
@@ -249,7 +246,3 @@ class Authenticator:
             "listening on %s WITHOUT AUTHENTICATION: any client that can reach this port can"
             " read and write every namespace under any agent name", host or "every interface")
 
-
-def _remote(conn: ServerConnection) -> str:
-    addr = conn.remote_address
-    return f"{addr[0]}:{addr[1]}" if addr else "?"

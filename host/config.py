@@ -55,8 +55,14 @@ class ServerConfig(_Section):
 
     host: str = Field("127.0.0.1", description="Address to bind.")
     port: int = Field(8765, ge=0, le=65535, description="TCP port; 0 picks a free one.")
+    transport: Literal["websockets", "picows"] = Field(
+        "websockets",
+        description="WebSocket library: `websockets` (pure Python framing) or `picows`"
+        " (Cython; a fraction of the CPU a frame; no compression).",
+    )
     compression: bool = Field(
-        False, description="Negotiate permessage-deflate (costs ~35% CPU on small frames)."
+        False, description="Negotiate permessage-deflate (costs ~35% CPU on small frames;"
+        " `websockets` transport only)."
     )
     drain_timeout: float = Field(
         10.0, ge=0, description="Seconds to let in-flight requests finish on shutdown."
@@ -73,6 +79,8 @@ class ServerConfig(_Section):
     def _tls_pair(self) -> ServerConfig:
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("server.tls_cert and server.tls_key go together")
+        if self.compression and self.transport == "picows":
+            raise ValueError("server.compression needs server.transport = \"websockets\"")
         return self
 
 

@@ -29,14 +29,15 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from host.config import LimitsConfig
-from host.limits import TokenBucket
+from host.http import Upgrade
+from host.limits import RequestRate
 from host.memory.session import ConnectionContext, ConnectionState
 from host.router import Router
 from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import Error, Request
 
-__all__ = ["Connection", "RequestHook"]
+__all__ = ["TYPE_OF", "Connection", "RequestHook", "error_for", "past_deadline"]
 
 log = logging.getLogger("a2e_host.connection")
 
@@ -44,11 +45,12 @@ log = logging.getLogger("a2e_host.connection")
 # seconds from reading the frame to sending the reply). Must be cheap: it is on the hot path.
 RequestHook = Callable[[str, str, str, str, float], None]
 
-_TYPE_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore[attr-defined]
+TYPE_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore[attr-defined]
 _perf = time.perf_counter
 
 
-def _error_for(exc: BaseException, req_id: str) -> Any:
+def error_for(exc: BaseException, req_id: str) -> Any:
+    """The `error` reply for an exception a request raised (internal ones are logged)."""
     if isinstance(exc, ProtocolError):
         detail = {"field": exc.field} if exc.field else {}
         return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
@@ -59,7 +61,8 @@ def _error_for(exc: BaseException, req_id: str) -> Any:
     return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
 
 
-def _past_deadline(req_id: str, timeout: float | None) -> Any:
+def past_deadline(req_id: str, timeout: float | None) -> Any:
+    """The `error` reply for a request answered at its deadline (retryable)."""
     log.warning("request %s exceeded the deadline of %s s", req_id, timeout)
     return error_reply(ErrorCode.INTERNAL_ERROR,
                        f"request deadline of {timeout} s exceeded; it may still take effect;"
@@ -75,22 +78,22 @@ class Connection:
     """Serves one WebSocket until it closes. `run()` is the connection handler's body."""
 
     def __init__(
-        self, ws: ServerConnection, router: Router, conn_id: str, *,
+        self, ws: ServerConnection, router: Router, conn_id: str, upgrade: Upgrade, *,
         limits: LimitsConfig | None = None, on_request: RequestHook | None = None,
     ) -> None:
         self.ws = ws
+        self.upgrade = upgrade
         self.router = router
         self.on_request = on_request
         self.limits = limits
-        self._bucket: TokenBucket | None = None
+        self._rate = RequestRate(limits)
         # deadline bookkeeping: when the request being dispatched / awaited arrived (0: none)
         self._run_task: asyncio.Task[Any] | None = None
         self._dispatch_since = 0.0
         self._wait_since = 0.0
         self._expired = {"dispatch": False, "wait": False}
-        remote = ws.remote_address
         self.ctx = ConnectionContext(
-            conn_id=conn_id, remote=f"{remote[0]}:{remote[1]}" if remote else ""
+            conn_id=conn_id, remote=upgrade.remote_text if upgrade.remote else ""
         )
         self._queue: asyncio.Queue[tuple[str, Any, str, float, bytes | None]] = asyncio.Queue()
         self._queued = 0
@@ -125,6 +128,11 @@ class Connection:
         """Requests read and not yet answered on this connection."""
         return self._queued + self._busy
 
+    @property
+    def owes(self) -> bool:
+        """True while a request read from the client is not answered yet."""
+        return self.in_flight > 0
+
     def _done(self, req_id: str, msg_type: str, reply: Any, started: float) -> None:
         if self.on_request is not None:
             code = reply.code if type(reply) is Error else "ok"
@@ -134,14 +142,14 @@ class Connection:
         started = _perf()
         req_id = ""
         msg_type = "invalid"
-        allowed = self._allowed()
+        allowed = self._rate.allow()
         if isinstance(frame, bytes):
             reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
         else:
             try:
                 msg = decode_request(frame)
                 req_id = msg.id
-                msg_type = _TYPE_OF.get(type(msg), "invalid")
+                msg_type = TYPE_OF.get(type(msg), "invalid")
                 if not allowed:
                     raise ProtocolError(ErrorCode.RATE_LIMITED,
                                         "too many requests on this connection; retry later",
@@ -154,9 +162,9 @@ class Connection:
             except asyncio.CancelledError:
                 if not self._expiry_taken("dispatch"):
                     raise
-                reply = _past_deadline(req_id, self._timeout())
+                reply = past_deadline(req_id, self._timeout())
             except Exception as exc:
-                reply = _error_for(exc, req_id)
+                reply = error_for(exc, req_id)
         data = None if isinstance(reply, asyncio.Future) else encode(reply)
         if data is not None and self._queued == 0:
             await self.ws.send(data, text=True)
@@ -194,9 +202,9 @@ class Connection:
                         if not self._expiry_taken("wait"):
                             raise
                         fut.add_done_callback(_consume)
-                        item = _past_deadline(req_id, self._timeout())
+                        item = past_deadline(req_id, self._timeout())
                     except Exception as exc:
-                        item = _error_for(exc, req_id)
+                        item = error_for(exc, req_id)
                     finally:
                         self._wait_since = 0.0
                 await self.ws.send(data if data is not None else encode(item), text=True)
@@ -232,21 +240,13 @@ class Connection:
             self._expired["wait"] = True
             self._sender.cancel()
 
-    def _allowed(self) -> bool:
-        """Spend one token of the connection's bucket at the current rate; False when empty."""
-        limits = self.limits
-        if limits is None or limits.requests_per_second <= 0:
-            return True
-        if self._bucket is None:
-            self._bucket = TokenBucket(limits.requests_per_second, limits.request_burst)
-        else:
-            self._bucket.rate = limits.requests_per_second
-            self._bucket.burst = float(limits.request_burst)
-        return self._bucket.take()
-
     def _maybe_idle(self) -> None:
         if not self._busy and self._queued == 0:
             self._idle.set()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the WebSocket (the close handshake, then the socket)."""
+        await self.ws.close(code, reason)
 
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s until every request read is answered (the connection idle).

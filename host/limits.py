@@ -25,10 +25,8 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Protocol
 
-from websockets.asyncio.server import ServerConnection
-from websockets.http11 import Request, Response
-
 from host.config import LimitsConfig
+from host.http import HttpReply, Upgrade
 
 
 class Expirable(Protocol):
@@ -37,7 +35,7 @@ class Expirable(Protocol):
     def expire(self, now: float, timeout: float) -> None:
         """Answer the requests that arrived more than `timeout` s before `now` (perf_counter)."""
 
-__all__ = ["ConnectionLimiter", "DeadlineWatch", "Expirable", "TokenBucket"]
+__all__ = ["ConnectionLimiter", "DeadlineWatch", "Expirable", "RequestRate", "TokenBucket"]
 
 log = logging.getLogger("a2e_host.limits")
 
@@ -64,6 +62,29 @@ class TokenBucket:
         return False
 
 
+class RequestRate:
+    """One connection's `limits.requests_per_second`: a `TokenBucket` that follows the
+    current setting (a reload applies to open connections at their next frame)."""
+
+    __slots__ = ("_bucket", "limits")
+
+    def __init__(self, limits: LimitsConfig | None) -> None:
+        self.limits = limits
+        self._bucket: TokenBucket | None = None
+
+    def allow(self) -> bool:
+        """Spend one token at the current rate; False when the bucket is empty."""
+        limits = self.limits
+        if limits is None or limits.requests_per_second <= 0:
+            return True
+        if self._bucket is None:
+            self._bucket = TokenBucket(limits.requests_per_second, limits.request_burst)
+        else:
+            self._bucket.rate = limits.requests_per_second
+            self._bucket.burst = float(limits.request_burst)
+        return self._bucket.take()
+
+
 class ConnectionLimiter:
     """Counts admitted connections, in total and per remote IP."""
 
@@ -72,22 +93,21 @@ class ConnectionLimiter:
         self.total = 0
         self.per_ip: Counter[str] = Counter()
 
-    def gate(self, conn: ServerConnection, request: Request) -> Response | None:
-        """`process_request` gate: None admits (and counts) the connection, else the refusal.
+    def gate(self, up: Upgrade) -> HttpReply | None:
+        """Upgrade gate: None admits (and counts) the connection, else the refusal.
 
         Run it last among the gates, so that only admitted connections are counted.
         """
-        addr = conn.remote_address
-        ip = str(addr[0]) if addr else ""
+        ip = str(up.remote[0]) if up.remote else ""
         if self.total >= self.limits.max_connections:
             log.warning("refused a connection from %s: %d open", ip, self.total)
-            return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
+            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
         if self.per_ip[ip] >= self.limits.max_connections_per_ip:
             log.warning("refused a connection from %s: %d open from it", ip, self.per_ip[ip])
-            return conn.respond(HTTPStatus.TOO_MANY_REQUESTS, "too many connections from here\n")
+            return HttpReply(HTTPStatus.TOO_MANY_REQUESTS, "too many connections from here\n")
         self.total += 1
         self.per_ip[ip] += 1
-        conn.connection_lost_waiter.add_done_callback(lambda _: self._release(ip))
+        up.on_close(lambda: self._release(ip))
         return None
 
     def _release(self, ip: str) -> None:

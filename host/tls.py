@@ -1,13 +1,13 @@
-"""Transport security settings of the server: the TLS context and the Origin allow-list."""
+"""Transport security of the server: the TLS context (the Origin allow-list is a gate, in
+`host.http`)."""
 
 from __future__ import annotations
 
 import ssl
-from typing import Any
 
 from host.config import ServerConfig
 
-__all__ = ["origins_for", "ssl_context"]
+__all__ = ["ssl_context"]
 
 
 def ssl_context(server: ServerConfig) -> ssl.SSLContext | None:
@@ -21,12 +21,3 @@ def ssl_context(server: ServerConfig) -> ssl.SSLContext | None:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(server.tls_cert, server.tls_key)
     return ctx
-
-
-def origins_for(server: ServerConfig) -> Any:
-    """The `origins` argument of `websockets.serve`: None (any) when no allow-list is set; else
-    the listed Origins plus None, so that agents that send no Origin header still connect.
-    A browser page from an Origin not listed is refused with HTTP 403."""
-    if not server.allowed_origins:
-        return None
-    return [*server.allowed_origins, None]

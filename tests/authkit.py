@@ -38,12 +38,15 @@ def write_config(path: Path, db: Path, tokens: Sequence[dict[str, Any]], extra: 
 
 @asynccontextmanager
 async def running(db: Path, tokens: Sequence[dict[str, Any]] = (),
-                  config_path: Path | None = None, **sections: dict[str, Any]
-                  ) -> AsyncIterator[Host]:
-    """A started host: from `config_path` if given, else with `tokens` and `sections`."""
+                  config_path: Path | None = None, transport: str = "websockets",
+                  **sections: dict[str, Any]) -> AsyncIterator[Host]:
+    """A started host on `transport`: from `config_path` if given, else with `tokens` and
+    `sections`."""
     if config_path is not None:
-        config = load_config(config_path)
+        config = load_config(config_path, {"server": {"transport": transport}})
     else:
+        sections.setdefault("server", {})
+        sections["server"] = {"transport": transport, **sections["server"]}
         config = make_config(db, auth={"tokens": list(tokens)}, **sections)
     host = Host(config, config_path=config_path)
     await host.start()

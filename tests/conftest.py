@@ -4,7 +4,10 @@ PostgreSQL: `pg_server` starts one real server per session from the `embedded-po
 (it fails, never skips, when that server cannot start: CI must run these tests); `pg_url` is a
 fresh database on it for one test. A module (or test) marked `all_backends` runs each test that
 uses the `host` fixture (or `store_db`) twice: on SQLite (id `sqlite`) and on PostgreSQL
-(id `postgres`); unmarked tests stay on SQLite only.
+(id `postgres`); unmarked tests stay on SQLite only. Likewise a module marked `all_transports`
+runs each test that uses the `transport` fixture (through `host`, `host_process`, or
+`authkit.running(..., transport=transport)`) over both WebSocket transports, `websockets` and
+`picows`; unmarked tests use the default, `websockets`.
 """
 
 from __future__ import annotations
@@ -30,14 +33,17 @@ from host.config import Config, load_config
 from host.store.pg_embedded import EmbeddedPostgres, EmbeddedPostgresError
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
+TRANSPORTS: tuple[str, ...] = ("websockets", "picows")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run tests marked `all_backends` that use `store_db` once per backend."""
-    if "store_db" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
-        "all_backends"
-    ):
+    """Run tests marked `all_backends` that use `store_db` once per backend, and tests marked
+    `all_transports` that use `transport` once per WebSocket transport."""
+    marked = metafunc.definition.get_closest_marker
+    if "store_db" in metafunc.fixturenames and marked("all_backends"):
         metafunc.parametrize("store_db", BACKENDS, indirect=True)
+    if "transport" in metafunc.fixturenames and marked("all_transports"):
+        metafunc.parametrize("transport", TRANSPORTS, indirect=True)
 
 
 def make_config(db: Path | str, **sections: dict[str, Any]) -> Config:
@@ -92,9 +98,15 @@ def store_db(request: pytest.FixtureRequest, db_path: Path) -> str:
 
 
 @pytest.fixture
-async def host(store_db: str) -> AsyncIterator[Host]:
+def transport(request: pytest.FixtureRequest) -> str:
+    """The `server.transport` of the hosts a test starts (see `all_transports`)."""
+    return str(getattr(request, "param", "websockets"))
+
+
+@pytest.fixture
+async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
     """A started host on a free port, stopped (drained, committed) after the test."""
-    h = Host(make_config(store_db))
+    h = Host(make_config(store_db, server={"transport": transport}))
     await h.start()
     try:
         yield h
@@ -150,14 +162,14 @@ def free_port() -> int:
 class HostProcess:
     """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
 
-    def __init__(self, db: Path | str, *extra: str) -> None:
+    def __init__(self, db: Path | str, *extra: str, transport: str = "websockets") -> None:
         self.port = free_port()
         self.url = f"ws://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port),
              "--db", str(db), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "A2E_HOST_SERVER_TRANSPORT": transport},
         )
         self._wait_listening()
 
@@ -180,12 +192,13 @@ class HostProcess:
 
 
 @pytest.fixture
-def host_process(tmp_path: Path) -> Iterator[Callable[..., HostProcess]]:
-    """A factory of host subprocesses; any still running is killed after the test."""
+def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostProcess]]:
+    """A factory of host subprocesses (on the test's `transport`); any still running is
+    killed after the test."""
     procs: list[HostProcess] = []
 
     def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
-        p = HostProcess(db or tmp_path / "a2e.db", *extra)
+        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport)
         procs.append(p)
         return p
 

@@ -17,6 +17,8 @@ from host.auth import Authenticator, hash_token, is_loopback
 from host.client import MemoryClient, RemoteError
 from host.config import AuthConfig, TokenConfig
 
+pytestmark = pytest.mark.all_transports
+
 EPISODIC = {"key": {"k": 1}, "content": "mine", "tier": "episodic"}
 SEMANTIC = {"key": {"k": 2}, "content": "shared fact", "tier": "semantic"}
 
@@ -28,10 +30,10 @@ async def _code(coro: object) -> str:
     return err.value.code
 
 
-async def test_memory_messages_need_a_token(db_path: Path) -> None:
+async def test_memory_messages_need_a_token(db_path: Path, transport: str) -> None:
     """With tokens configured, init, store, retrieve and forget before any token are unauthorized."""
     _, spec = issue("a1")
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host)
         assert await _code(c.init("ns")) == "unauthorized"
         assert await _code(c.store([EPISODIC], memory_id="x")) == "unauthorized"
@@ -41,29 +43,29 @@ async def test_memory_messages_need_a_token(db_path: Path) -> None:
         await c.close()
 
 
-async def test_handshake_without_token_is_refused(db_path: Path) -> None:
+async def test_handshake_without_token_is_refused(db_path: Path, transport: str) -> None:
     """A handshake that leaves the connection unauthenticated is answered unauthorized."""
     _, spec = issue("a1")
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host)
         assert await _code(c.handshake(agent_id="a1")) == "unauthorized"
         await c.close()
 
 
-async def test_wrong_token_is_refused(db_path: Path) -> None:
+async def test_wrong_token_is_refused(db_path: Path, transport: str) -> None:
     """A token that is not configured fails the handshake, and the connection stays locked."""
     _, spec = issue("a1")
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host)
         assert await _code(c.handshake(auth_token="a2e_not-a-real-token")) == "unauthorized"
         assert await _code(c.init("ns")) == "unauthorized"
         await c.close()
 
 
-async def test_handshake_token_opens_its_namespaces_only(db_path: Path) -> None:
+async def test_handshake_token_opens_its_namespaces_only(db_path: Path, transport: str) -> None:
     """A token for namespace n1 opens n1 and is unauthorized for n2."""
     token, spec = issue("a1", ["n1"])
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host, token)
         assert await _code(c.init("n2")) == "unauthorized"
         await c.init("n1")
@@ -71,42 +73,42 @@ async def test_handshake_token_opens_its_namespaces_only(db_path: Path) -> None:
         await c.close()
 
 
-async def test_star_namespace_opens_any(db_path: Path) -> None:
+async def test_star_namespace_opens_any(db_path: Path, transport: str) -> None:
     """A token whose namespaces list "*" opens any namespace."""
     token, spec = issue("a1", ["*"])
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host, token)
         for ns in ("n1", "anything-else"):
             await c.init(ns)
         await c.close()
 
 
-async def test_bad_bearer_at_upgrade_is_http_401(db_path: Path) -> None:
+async def test_bad_bearer_at_upgrade_is_http_401(db_path: Path, transport: str) -> None:
     """A wrong bearer token, or another scheme, in the upgrade request is refused with HTTP 401."""
     _, spec = issue("a1")
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         for header in ("Bearer a2e_wrong", "Basic YTph", "Bearer"):
             with pytest.raises(InvalidStatus) as err:
                 await connect(host, additional_headers={"Authorization": header})
             assert err.value.response.status_code == 401
 
 
-async def test_bearer_at_upgrade_authenticates(db_path: Path) -> None:
+async def test_bearer_at_upgrade_authenticates(db_path: Path, transport: str) -> None:
     """A good bearer token authenticates the connection: no handshake needed."""
     token, spec = issue("a1", ["ns"])
-    async with running(db_path, [spec]) as host:
+    async with running(db_path, [spec], transport=transport) as host:
         c = await connect(host, bearer=token)
         await c.init("ns")
         assert (await c.store([EPISODIC])).stored == [{"k": 1}]
         await c.close()
 
 
-async def test_identity_comes_from_the_token(db_path: Path) -> None:
+async def test_identity_comes_from_the_token(db_path: Path, transport: str) -> None:
     """The agent is the token's: a differing scope.agent is unauthorized, and a claimed
     handshake agent_id does not change whose episodic memory is read."""
     t1, s1 = issue("a1")
     t2, s2 = issue("a2")
-    async with running(db_path, [s1, s2]) as host:
+    async with running(db_path, [s1, s2], transport=transport) as host:
         c1 = await connect(host, bearer=t1)
         assert await _code(c1.init("ns", {"agent": "a2"})) == "unauthorized"
         await c1.init("ns", {"agent": "a1"})
@@ -122,23 +124,23 @@ async def test_identity_comes_from_the_token(db_path: Path) -> None:
             await c.close()
 
 
-async def test_a_connection_cannot_switch_agents(db_path: Path) -> None:
+async def test_a_connection_cannot_switch_agents(db_path: Path, transport: str) -> None:
     """A second handshake with a token of another agent is unauthorized."""
     t1, s1 = issue("a1")
     t2, s2 = issue("a2")
-    async with running(db_path, [s1, s2]) as host:
+    async with running(db_path, [s1, s2], transport=transport) as host:
         c = await connect(host, t1)
         assert await _code(c.handshake(auth_token=t2)) == "unauthorized"
         await c.handshake(auth_token=t1)
         await c.close()
 
 
-async def test_rights_gate_the_semantic_tier_and_forget(db_path: Path) -> None:
+async def test_rights_gate_the_semantic_tier_and_forget(db_path: Path, transport: str) -> None:
     """Without read_semantic, write_semantic or forget the matching operations are refused, and
     a request for every tier covers only the permitted ones."""
     admin, s_admin = issue("boss", rights=["admin"])
     reader, s_reader = issue("r", rights=[])
-    async with running(db_path, [s_admin, s_reader]) as host:
+    async with running(db_path, [s_admin, s_reader], transport=transport) as host:
         boss = await connect(host, admin)
         await boss.init("ns")
         await boss.store([SEMANTIC])
@@ -161,13 +163,13 @@ async def test_rights_gate_the_semantic_tier_and_forget(db_path: Path) -> None:
             await c.close()
 
 
-async def test_reload_revokes_a_token(db_path: Path, tmp_path: Path) -> None:
+async def test_reload_revokes_a_token(db_path: Path, transport: str, tmp_path: Path) -> None:
     """After the config file drops a token and the host reloads, the token's open connection is
     unauthorized on its next request and a new connection with it gets HTTP 401."""
     t1, s1 = issue("a1")
     t2, s2 = issue("a2")
     cfg = write_config(tmp_path / "host.toml", db_path, [s1, s2])
-    async with running(db_path, config_path=cfg) as host:
+    async with running(db_path, transport=transport, config_path=cfg) as host:
         c1 = await connect(host, bearer=t1)
         c2 = await connect(host, t2)
         await c1.init("ns")
@@ -184,11 +186,11 @@ async def test_reload_revokes_a_token(db_path: Path, tmp_path: Path) -> None:
             await c.close()
 
 
-async def test_reload_keeps_tokens_when_the_file_is_bad(db_path: Path, tmp_path: Path) -> None:
+async def test_reload_keeps_tokens_when_the_file_is_bad(db_path: Path, transport: str, tmp_path: Path) -> None:
     """A reload that cannot read the file raises and leaves the old tokens in force."""
     t1, s1 = issue("a1")
     cfg = write_config(tmp_path / "host.toml", db_path, [s1])
-    async with running(db_path, config_path=cfg) as host:
+    async with running(db_path, transport=transport, config_path=cfg) as host:
         cfg.write_text("[auth\nbroken")
         with pytest.raises(ValueError):
             host.auth.reload()

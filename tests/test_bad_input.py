@@ -12,6 +12,8 @@ from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient
 
+pytestmark = pytest.mark.all_transports
+
 
 async def reply_to(ws: Any, frame: str | bytes) -> dict[str, Any]:
     await ws.send(frame)

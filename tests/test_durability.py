@@ -11,7 +11,7 @@ import pytest
 
 from host.client import MemoryClient
 
-pytestmark = pytest.mark.all_backends
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
 
 async def _writer(url: str, agent: str, acked: list[tuple[str, int]], stop: asyncio.Event) -> None:

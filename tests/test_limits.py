@@ -16,6 +16,8 @@ from websockets.exceptions import InvalidStatus
 from host.client import RemoteError
 from host.limits import TokenBucket
 
+pytestmark = pytest.mark.all_transports
+
 
 def test_token_bucket_spends_and_refills() -> None:
     """A bucket lets `burst` through at once, then one per 1/rate seconds."""
@@ -26,10 +28,10 @@ def test_token_bucket_spends_and_refills() -> None:
     assert [b.take(t + 100) for _ in range(4)] == [True, True, True, False]  # capped at burst
 
 
-async def test_frames_past_the_rate_are_rate_limited(db_path: Path) -> None:
+async def test_frames_past_the_rate_are_rate_limited(db_path: Path, transport: str) -> None:
     """Pipelined requests beyond the burst are answered rate_limited (retryable), in order,
     while another connection is served."""
-    async with running(db_path, limits={"requests_per_second": 0.001, "request_burst": 3}) as host:
+    async with running(db_path, transport=transport, limits={"requests_per_second": 0.001, "request_burst": 3}) as host:
         c = await connect(host)
         replies = await asyncio.gather(*(c.ping() for _ in range(6)), return_exceptions=True)
         assert [type(r).__name__ for r in replies[:3]] == ["Pong"] * 3
@@ -41,9 +43,9 @@ async def test_frames_past_the_rate_are_rate_limited(db_path: Path) -> None:
             await x.close()
 
 
-async def test_a_reloaded_rate_applies_to_open_connections(db_path: Path) -> None:
+async def test_a_reloaded_rate_applies_to_open_connections(db_path: Path, transport: str) -> None:
     """After `Host.reload` lowers the rate, an already open connection is limited by it."""
-    async with running(db_path, limits={"requests_per_second": 0}) as host:
+    async with running(db_path, transport=transport, limits={"requests_per_second": 0}) as host:
         c = await connect(host)
         await asyncio.gather(*(c.ping() for _ in range(20)))  # unlimited
         new = host.config.model_copy(deep=True)
@@ -56,10 +58,10 @@ async def test_a_reloaded_rate_applies_to_open_connections(db_path: Path) -> Non
         await c.close()
 
 
-async def test_connections_past_the_cap_get_503(db_path: Path) -> None:
+async def test_connections_past_the_cap_get_503(db_path: Path, transport: str) -> None:
     """Past max_connections an upgrade is refused with HTTP 503; a closed connection frees
     its place."""
-    async with running(db_path, limits={"max_connections": 2}) as host:
+    async with running(db_path, transport=transport, limits={"max_connections": 2}) as host:
         first, second = await connect(host), await connect(host)
         with pytest.raises(InvalidStatus) as err:
             await connect(host)
@@ -78,9 +80,9 @@ async def test_connections_past_the_cap_get_503(db_path: Path) -> None:
             await c.close()
 
 
-async def test_connections_past_the_per_ip_cap_get_429(db_path: Path) -> None:
+async def test_connections_past_the_per_ip_cap_get_429(db_path: Path, transport: str) -> None:
     """Past max_connections_per_ip from one address an upgrade is refused with HTTP 429."""
-    async with running(db_path, limits={"max_connections_per_ip": 1}) as host:
+    async with running(db_path, transport=transport, limits={"max_connections_per_ip": 1}) as host:
         first = await connect(host)
         with pytest.raises(InvalidStatus) as err:
             await connect(host)
@@ -89,11 +91,11 @@ async def test_connections_past_the_per_ip_cap_get_429(db_path: Path) -> None:
         await first.close()
 
 
-async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path) -> None:
+async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path, transport: str) -> None:
     """While another process holds the database's write lock, a store and a read queued behind
     it are answered internal_error, retryable, detail.reason "deadline"; the connection stays
     open, and the store commits once the lock is released (so a retry is an upsert)."""
-    async with running(db_path, limits={"request_timeout": 0.2}) as host:
+    async with running(db_path, transport=transport, limits={"request_timeout": 0.2}) as host:
         c = await connect(host)
         await c.init("ns", {"agent": "a1"})
         blocker = sqlite3.connect(db_path, isolation_level=None)
@@ -120,12 +122,12 @@ async def test_a_request_past_the_deadline_is_a_retryable_error(db_path: Path) -
 
 
 @pytest.mark.parametrize("limits", [{"max_pipelined": 4}, {"max_unsent_bytes": 1}])
-async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, limits: dict) -> None:
+async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, transport: str, limits: dict) -> None:
     """A client that pipelines big retrieves without reading its replies makes the host stop
     reading its frames once max_pipelined replies (or max_unsent_bytes) are owed, instead of
     holding every reply in memory; once it reads, every reply comes, in order."""
     n, bound = 40, limits.get("max_pipelined", 1)
-    async with running(db_path, limits=limits, search={"embedder": "none"}) as host:
+    async with running(db_path, transport=transport, limits=limits, search={"embedder": "none"}) as host:
         # the client's own receive queue stays tiny: what it does not read stays in TCP buffers
         async with ws_connect(url_of(host), max_size=None, max_queue=1) as ws:
             await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0",
@@ -154,10 +156,10 @@ async def test_a_client_that_does_not_read_gets_backpressure(db_path: Path, limi
             assert ids == ["w"] + [f"r{j}" for j in range(n)]
 
 
-async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path) -> None:
+async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path, transport: str) -> None:
     """A client that vanishes while the host is holding off its frames (backpressure) ends its
     connection on the host: nothing waits forever for a reader that is gone."""
-    async with running(db_path, limits={"max_pipelined": 2}, search={"embedder": "none"}) as host:
+    async with running(db_path, transport=transport, limits={"max_pipelined": 2}, search={"embedder": "none"}) as host:
         ws = await ws_connect(url_of(host), max_size=None, max_queue=1)
         await ws.send(json.dumps({"type": "memory/init/req", "version": "1.0", "namespace": "n"}))
         mid = json.loads(await ws.recv())["memory_id"]
@@ -173,7 +175,7 @@ async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path)
                                       "version": "1.0", "memory_id": mid, "limit": 500}))
         (conn,) = host.server.connections
         async with asyncio.timeout(60):
-            while conn.in_flight < 1:  # the host owes it replies it cannot send
+            while not conn.owes:  # the host owes it replies it cannot send
                 await asyncio.sleep(0.01)
         ws.transport.abort()
         async with asyncio.timeout(60):

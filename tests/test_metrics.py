@@ -15,6 +15,8 @@ from host.client import MemoryClient, RemoteError
 from host.metrics import Metrics
 from host.store.base import NewEntry, Scope
 
+pytestmark = pytest.mark.all_transports
+
 
 def _get(port: int, path: str) -> tuple[int, str, str]:
     try:

@@ -9,11 +9,15 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from authkit import issue, write_config
 from conftest import HostProcess
 from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError
+
+pytestmark = pytest.mark.all_transports
 
 
 async def test_sigterm_answers_in_flight_requests_and_exits_0(host_process, tmp_path: Path) -> None:

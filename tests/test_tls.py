@@ -13,6 +13,8 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from host.client import MemoryClient
 
+pytestmark = pytest.mark.all_transports
+
 
 def self_signed(folder: Path, name: str = "host") -> tuple[Path, Path]:
     """A throw-away certificate and key for 127.0.0.1 and localhost, made by openssl."""
@@ -26,12 +28,12 @@ def self_signed(folder: Path, name: str = "host") -> tuple[Path, Path]:
 
 
 async def test_tls_serves_wss_with_the_configured_certificate(
-    db_path: Path, tmp_path: Path
+    db_path: Path, tmp_path: Path, transport: str
 ) -> None:
     """With tls_cert and tls_key the host speaks wss:// (verified against the certificate) and
     a plain ws:// client cannot talk to it."""
     cert, key = self_signed(tmp_path)
-    async with running(db_path, server={"tls_cert": str(cert), "tls_key": str(key)}) as host:
+    async with running(db_path, transport=transport, server={"tls_cert": str(cert), "tls_key": str(key)}) as host:
         trust = ssl.create_default_context(cafile=str(cert))
         c = await MemoryClient.connect(f"wss://127.0.0.1:{host.port}", ssl=trust)
         await c.init("ns", {"agent": "a1"})
@@ -46,19 +48,19 @@ async def test_tls_serves_wss_with_the_configured_certificate(
 
 
 async def test_tls_with_a_key_of_another_certificate_does_not_start(
-    db_path: Path, tmp_path: Path
+    db_path: Path, tmp_path: Path, transport: str
 ) -> None:
     """A key that does not match the certificate stops the host at start."""
     cert, _ = self_signed(tmp_path, "a")
     _, key = self_signed(tmp_path, "b")
     with pytest.raises(ssl.SSLError):
-        async with running(db_path, server={"tls_cert": str(cert), "tls_key": str(key)}):
+        async with running(db_path, transport=transport, server={"tls_cert": str(cert), "tls_key": str(key)}):
             pass
 
 
-async def test_origin_allow_list(db_path: Path) -> None:
+async def test_origin_allow_list(db_path: Path, transport: str) -> None:
     """A listed Origin and a client without Origin connect; another Origin gets HTTP 403."""
-    async with running(db_path, server={"allowed_origins": ["https://app.example"]}) as host:
+    async with running(db_path, transport=transport, server={"allowed_origins": ["https://app.example"]}) as host:
         ok = await connect(host, origin="https://app.example")
         agent = await connect(host)
         for c in (ok, agent):

@@ -11,7 +11,7 @@ import pytest
 
 from host.client import MemoryClient, RemoteError
 
-pytestmark = pytest.mark.all_backends
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
 SPEC_MEMORY_ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
 INIT = ('{"type":"memory/init/req","id":"m0a","version":"1.0","ts":1716123456.500,'

@@ -114,7 +114,13 @@ class EntryStore(Protocol):
     Writes return only after their data is committed (durable). Reads never return expired
     entries (expires at updated_at + ttl when ttl > 0, as written by `put`; `touch` moves
     updated_at but never the expiry).
+
+    `reads_on_loop` is True when reads run synchronously on the event loop and no method
+    needs to run inside a task (no `asyncio.timeout`): the picows transport then steps a
+    request's handler in the frame callback itself (see `host.transport_picows`).
     """
+
+    reads_on_loop: bool
 
     async def open(self) -> None:
         """Create or migrate the schema and start workers. Call once before use."""

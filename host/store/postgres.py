@@ -168,6 +168,8 @@ LIMIT {limit}
 class PostgresEntryStore:
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
+    reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
+
     def __init__(
         self,
         url: str,

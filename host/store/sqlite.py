@@ -30,6 +30,8 @@ __all__ = ["SQLiteEntryStore"]
 class SQLiteEntryStore:
     """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
 
+    reads_on_loop = True  # reads run on the loop's own WAL connection
+
     def __init__(
         self,
         path: str | Path,
