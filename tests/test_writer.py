@@ -1,4 +1,5 @@
-"""The group-commit writer: operations share a transaction, and one that raises rolls back alone."""
+"""The group-commit writer: operations share a transaction, one that raises rolls back alone,
+and writes held for the end of the group land as the operations' order says."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from host.store.sqlite_schema import connect
+from host.search.keyword import query_terms
+from host.store import sqlite_ops as ops
+from host.store.base import NewEntry, Query, Scope
+from host.store.sqlite_ops import Deferred
+from host.store.sqlite_schema import connect, migrate
 from host.store.writer import Writer
 
 
@@ -66,3 +71,100 @@ async def test_lone_failing_operation_raises_and_writes_nothing(db_path: Path) -
     finally:
         w.stop()
     assert _values(db_path) == [6]
+
+
+# -- keyword rows held for the end of the group (sqlite_ops.Deferred) -----------------------
+
+_SCOPE = Scope("ns", "a1")
+
+
+def _entry(key: int, text: str) -> NewEntry:
+    return NewEntry(tier="episodic", key=b'{"k":%d}' % key, content=b'"%s"' % text.encode(),
+                    tags=["t"])
+
+
+def _store_writer(db: Path, observed: list[int]) -> tuple[Writer, Deferred]:
+    conn = connect(str(db))
+    migrate(conn)
+    conn.close()
+    held = Deferred()
+    w = Writer(lambda: connect(str(db)), observer=lambda n, _s: observed.append(n), held=held)
+    w.start()
+    return w, held
+
+
+def _found(db: Path, words: str) -> list[bytes]:
+    conn = connect(str(db))
+    try:
+        q = Query(tiers=("episodic",), limit=50)
+        hits = ops.search_entries(conn, _SCOPE, q, query_terms(words), 10.0, 50)
+        # every keyword row belongs to a live entry, one row an entry
+        orphans = conn.execute("SELECT count(*) FROM entries_fts f"
+                               " LEFT JOIN entries e ON e.id = f.rowid WHERE e.id IS NULL")
+        assert orphans.fetchone()[0] == 0
+        n_fts = conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0]
+        assert n_fts == conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    finally:
+        conn.close()
+    return sorted(h.key for h in hits)
+
+
+def _put_then_fail(conn: sqlite3.Connection, held: Deferred) -> None:
+    ops.put_entries(conn, _SCOPE, [_entry(9, "doomed walrus")], 1.0, ops.Quotas(), held)
+    raise ValueError("refused")
+
+
+async def test_group_indexes_puts_updates_and_forgets_in_order(db_path: Path) -> None:
+    """Within one group, keys stored, overwritten and forgotten (some committed before, some
+    new) leave the keyword index as the operations' order says: the last text searchable, a
+    forgotten entry not found, one keyword row a live entry."""
+    observed: list[int] = []
+    w, held = _store_writer(db_path, observed)
+    gate = threading.Event()
+    q = ops.Quotas()
+    try:
+        await w.submit(ops.put_entries, _SCOPE, [_entry(1, "amber falcon"),
+                                                 _entry(2, "cobalt otter")], 1.0, q, held)
+        first = w.submit(lambda conn: gate.wait(10))
+        futs = [
+            w.submit(ops.put_entries, _SCOPE, [_entry(3, "amber lynx"), _entry(4, "cobalt lynx"),
+                                               _entry(5, "violet lynx")], 2.0, q, held),
+            w.submit(ops.put_entries, _SCOPE, [_entry(1, "crimson heron")], 2.0, q, held),
+            w.submit(ops.put_entries, _SCOPE, [_entry(3, "crimson owl")], 2.0, q, held),
+            w.submit(ops.forget_entries, _SCOPE, ["episodic"], [b'{"k":2}', b'{"k":4}'], [], 2.0),
+        ]
+        gate.set()
+        await first
+        await asyncio.gather(*futs)
+    finally:
+        w.stop()
+    assert max(observed) >= 4  # one group
+    assert _found(db_path, "amber") == []
+    assert _found(db_path, "crimson") == [b'{"k":1}', b'{"k":3}']
+    assert _found(db_path, "cobalt") == []
+    assert _found(db_path, "lynx") == [b'{"k":5}']
+
+
+async def test_failed_operation_drops_its_held_keyword_rows(db_path: Path) -> None:
+    """An operation that raises after holding keyword rows (an overwrite of a committed entry)
+    rolls back alone: the entry keeps its indexed text, the other operations' rows are indexed."""
+    observed: list[int] = []
+    w, held = _store_writer(db_path, observed)
+    gate = threading.Event()
+    q = ops.Quotas()
+    try:
+        await w.submit(ops.put_entries, _SCOPE, [_entry(9, "steady walrus")], 1.0, q, held)
+        first = w.submit(lambda conn: gate.wait(10))
+        ok1 = w.submit(ops.put_entries, _SCOPE, [_entry(1, "amber walrus")], 1.0, q, held)
+        bad = w.submit(_put_then_fail, held)
+        ok2 = w.submit(ops.put_entries, _SCOPE, [_entry(2, "cobalt walrus")], 1.0, q, held)
+        gate.set()
+        await first
+        done = await asyncio.gather(ok1, bad, ok2, return_exceptions=True)
+    finally:
+        w.stop()
+    assert max(observed) >= 3
+    assert isinstance(done[1], ValueError)
+    assert _found(db_path, "walrus") == [b'{"k":1}', b'{"k":2}', b'{"k":9}']
+    assert _found(db_path, "steady") == [b'{"k":9}']
+    assert _found(db_path, "doomed") == []

@@ -48,6 +48,7 @@ class SQLiteEntryStore:
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
+        self._deferred = ops.Deferred()  # the writer thread's keyword rows of a commit group
         self._read: sqlite3.Connection | None = None
 
     async def __aenter__(self) -> SQLiteEntryStore:
@@ -67,7 +68,8 @@ class SQLiteEntryStore:
                 conn.close()
 
         await asyncio.to_thread(_open)
-        self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer)
+        self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer,
+                              self._deferred)
         await asyncio.to_thread(self._writer.start)
         self._read = connect(self.path)
 
@@ -95,7 +97,8 @@ class SQLiteEntryStore:
     ) -> asyncio.Future[list[StoreOutcome]]:
         """Upsert entries in one group-committed transaction: the writer's future, resolved
         after the commit (awaiting it needs no task)."""
-        return self._submit(ops.put_entries, scope, list(entries), now, self.quotas)
+        return self._submit(ops.put_entries, scope, list(entries), now, self.quotas,
+                            self._deferred)
 
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
         """Entries matching `q`, best stored score first; (page, total)."""

@@ -20,6 +20,7 @@ from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
 
 __all__ = [
+    "Deferred",
     "Quotas",
     "collect_expired",
     "find_entries",
@@ -77,6 +78,93 @@ class _Usage:
         self.ns_bytes += ns[1]
         self.agent_entries += agent[0]
         self.agent_bytes += agent[1]
+
+
+_MISSING = object()
+
+
+class Deferred:
+    """Keyword-index writes held back until just before a transaction commits.
+
+    FTS5 (SQLite 3.40) writes out its in-memory terms whenever another write statement of the
+    transaction opens a statement savepoint, as the insert into `entries` (it has triggers)
+    does. Written in turn with each entry, every FTS row became a segment of its own, merged
+    again and again: ~20 us an entry. Held here and written together, rowid ascending, right
+    before COMMIT, the rows of a whole commit group make one segment (~3 us an entry).
+
+    `put_entries` records each entry's FTS row (and the removal of the row it replaces) here;
+    the owner of the transaction calls `flush` before COMMIT, and `clear` after a rollback.
+    `mark`/`restore` undo what one operation recorded, for an operation rolled back to its
+    savepoint. A row whose entry is gone by the flush (forgotten later in the same group) is
+    not written. Reads inside the transaction do not see the held rows; nothing in a write
+    group reads them but `sqlite_vectors.write_vectors`, which then leaves the entry queued.
+    Used by one thread at a time (the writer's).
+    """
+
+    __slots__ = ("_rows", "_undo")
+
+    def __init__(self) -> None:
+        # rowid -> (drop the indexed row first?, (scope token, text) or None)
+        self._rows: dict[int, tuple[bool, tuple[str, str] | None]] = {}
+        self._undo: list[tuple[int, object]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._rows)
+
+    def _set(self, rowid: int, value: tuple[bool, tuple[str, str] | None]) -> None:
+        self._undo.append((rowid, self._rows.get(rowid, _MISSING)))
+        self._rows[rowid] = value
+
+    def replace(self, rowid: int) -> None:
+        """The indexed row `rowid` (if any) is to be dropped at the flush."""
+        old = self._rows.get(rowid)
+        self._set(rowid, (True, old[1] if old else None))
+
+    def index(self, rowid: int, token: str, text: str) -> None:
+        """Index `text` as row `rowid` of namespace `token` at the flush (last one wins)."""
+        old = self._rows.get(rowid)
+        self._set(rowid, (old[0] if old else False, (token, text)))
+
+    def mark(self) -> int:
+        """A point to `restore` to."""
+        return len(self._undo)
+
+    def restore(self, mark: int) -> None:
+        """Forget what was recorded since `mark`."""
+        while len(self._undo) > mark:
+            rowid, old = self._undo.pop()
+            if old is _MISSING:
+                del self._rows[rowid]
+            else:
+                self._rows[rowid] = old  # type: ignore[assignment]
+
+    def clear(self) -> None:
+        """Forget everything recorded (the transaction rolled back)."""
+        self._rows.clear()
+        self._undo.clear()
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write the held keyword-index rows, rowid ascending (inside the transaction)."""
+        if not self._rows:
+            return
+        ids = sorted(self._rows)
+        live: set[int] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            live.update(r[0] for r in conn.execute(
+                f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        drops, rows = [], []
+        for rowid in ids:
+            drop, row = self._rows[rowid]
+            if drop:
+                drops.append((rowid,))
+            if row is not None and rowid in live:
+                rows.append((rowid, *row))
+        self.clear()
+        if drops:
+            conn.executemany("DELETE FROM entries_fts WHERE rowid = ?", drops)
+        if rows:
+            conn.executemany("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -341,13 +429,22 @@ def put_entries(
     entries: Sequence[NewEntry],
     now: float,
     quotas: Quotas,
+    deferred: Deferred | None = None,
 ) -> list[StoreOutcome]:
     """Upsert `entries` (inside the caller's transaction); one outcome per entry.
 
     An existing live key keeps its `created_at`; an expired one is replaced by a new entry.
     A write past a quota is `memory_full` and leaves the entry as it was (expired rows of the
     namespace are collected first, once, to make room).
+
+    The keyword-index rows go to `deferred`, which the caller flushes before its COMMIT (the
+    writer thread: once a commit group); without one they are written when this call ends.
     """
+    if deferred is None:
+        own = Deferred()
+        done = put_entries(conn, scope, entries, now, quotas, own)
+        own.flush(conn)
+        return done
     ns, agent = scope.namespace, scope.agent
     token = scope_token(ns)
     usage = _usage(conn, ns, agent)
@@ -411,15 +508,13 @@ def put_entries(
                      size, entry_id),
                 )
                 conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
-                conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
+                deferred.replace(entry_id)
         if tags:
             conn.executemany(
                 "INSERT INTO entry_tags (namespace, tier, owner, tag, entry_id)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [(ns, e.tier, owner, t, entry_id) for t in tags],
             )
-        conn.execute(
-            "INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", (entry_id, token, text)
-        )
+        deferred.index(entry_id, token, text)
         outcomes.append(None)
     return outcomes

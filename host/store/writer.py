@@ -8,6 +8,11 @@ two statements an operation) and, if an operation raised, is rolled back and run
 each operation in its own SAVEPOINT. So `fn` may run twice and must have no effect outside the
 connection. A failed COMMIT fails the whole group. A future that resolves without an exception
 means its writes are durable.
+
+Operations may hold writes back in a `GroupWrites` given to the writer (and to them, as an
+argument): the writer flushes it after the group's last operation, before COMMIT, clears it
+when the group rolls back, and restores it to its mark when one operation rolls back to its
+savepoint.
 """
 
 from __future__ import annotations
@@ -18,12 +23,28 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Writer", "CommitObserver"]
+__all__ = ["Writer", "CommitObserver", "GroupWrites"]
 
 CommitObserver = Callable[[int, float], None]  # (operations in the group, seconds)
 _STOP = object()
+
+
+class GroupWrites(Protocol):
+    """Writes a group's operations held back for the end of the group (`sqlite_ops.Deferred`)."""
+
+    def mark(self) -> int:
+        """A point to `restore` to."""
+
+    def restore(self, mark: int) -> None:
+        """Forget what was held since `mark`."""
+
+    def clear(self) -> None:
+        """Forget everything held."""
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write what is held, inside the open transaction."""
 
 
 def _resolve(results: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
@@ -44,8 +65,10 @@ class Writer:
         connect: Callable[[], sqlite3.Connection],
         batch_max: int = 512,
         observer: CommitObserver | None = None,
+        held: GroupWrites | None = None,
     ) -> None:
         self._connect = connect
+        self._held = held
         self._batch_max = batch_max
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="a2e-sqlite-writer", daemon=True)
@@ -103,20 +126,20 @@ class Writer:
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         started = time.perf_counter()
-        results = self._apply(conn, batch, isolate=False)
+        results = self._apply(conn, batch, isolate=False, held=self._held)
         if results is None:  # an operation raised: run again, each in its own savepoint
-            results = self._apply(conn, batch, isolate=True)
+            results = self._apply(conn, batch, isolate=True, held=self._held)
         if self.observer is not None:
             self.observer(len(batch), time.perf_counter() - started)
         self._resolve(results or [])
 
     @staticmethod
     def _apply(
-        conn: sqlite3.Connection, batch: list[Any], isolate: bool
+        conn: sqlite3.Connection, batch: list[Any], isolate: bool, held: GroupWrites | None
     ) -> list[tuple[Any, Any, Any, BaseException | None]] | None:
         """Run `batch` in one transaction: one (future, loop, value, error) an operation, or
         None when `isolate` is off, the group has several operations and one of them raised
-        (then everything was rolled back)."""
+        (then everything was rolled back). `held` is flushed before COMMIT."""
         results: list[tuple[Any, Any, Any, BaseException | None]] = []
         in_op = False
         try:
@@ -128,17 +151,24 @@ class Writer:
                     in_op = False
                     continue
                 conn.execute("SAVEPOINT op")
+                mark = held.mark() if held is not None else 0
                 try:
                     value = fn(conn, *args)
                 except Exception as exc:
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
+                    if held is not None:
+                        held.restore(mark)
                     results.append((fut, loop, None, exc))
                 else:
                     conn.execute("RELEASE op")
                     results.append((fut, loop, value, None))
+            if held is not None:
+                held.flush(conn)
             conn.execute("COMMIT")
         except Exception as group_error:
+            if held is not None:
+                held.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if in_op and len(batch) > 1:
