@@ -1,11 +1,12 @@
-"""Schema migrations: a database made by an older version keeps its data and its tag filters."""
+"""Schema migrations: a database made by an older version keeps its data, its tag filters and
+its quota counts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from host.store import sqlite_ops as ops
-from host.store.base import Query, Scope
+from host.store.base import NewEntry, Query, Scope
 from host.store.sqlite_schema import MIGRATIONS, connect, migrate
 
 
@@ -31,4 +32,33 @@ def test_version_one_database_keeps_tags_after_migration(tmp_path: Path) -> None
     assert [e.key for e in found] == [b'{"k":3}', b'{"k":1}'] and total == 2
     conn.execute("DELETE FROM entries WHERE id = 1")  # the trigger still removes its tags
     assert conn.execute("SELECT count(*) FROM entry_tags WHERE entry_id = 1").fetchone()[0] == 0
+    conn.close()
+
+
+def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path) -> None:
+    """Counts kept by the row triggers of schema 3 carry on exactly once `put_entries` counts
+    inserts and overwrites itself (migration 4): new entries, another writer's overwrite and
+    a forget leave usage equal to what the entries add up to."""
+    conn = connect(str(tmp_path / "old.db"))
+    conn.executescript("\n".join(MIGRATIONS[:3]) + "\nPRAGMA user_version = 3;")
+    for i in range(3):  # written under schema 3: the insert trigger counts them
+        conn.execute(
+            "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
+            " score, ttl, created_at, updated_at, expires_at, size)"
+            " VALUES ('ns', 'semantic', '', ?, 'a1', '\"old\"', '[]', '', 1.0, 0, 1.0, 1.0, NULL, 5)",
+            (f'{{"k":{i}}}',),
+        )
+    assert migrate(conn) == len(MIGRATIONS)
+    q = ops.Quotas()
+    conn.execute("BEGIN IMMEDIATE")
+    new = NewEntry(tier="semantic", key=b'{"k":9}', content=b'"newer"')
+    over = NewEntry(tier="semantic", key=b'{"k":0}', content=b'"overwritten by b2"')
+    assert ops.put_entries(conn, Scope("ns", "a1"), [new], 2.0, q) == [None]
+    assert ops.put_entries(conn, Scope("ns", "b2"), [over], 2.0, q) == [None]
+    assert ops.forget_entries(conn, Scope("ns", "a1"), ["semantic"], [b'{"k":1}'], [], 2.0) == 1
+    conn.execute("COMMIT")
+    usage = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
+        "SELECT namespace, agent, entries, bytes FROM usage")}
+    n, o = len(new.content), len(over.content)
+    assert usage == {("ns", ""): (3, 5 + n + o), ("ns", "a1"): (2, 5 + n), ("ns", "b2"): (1, o)}
     conn.close()

@@ -13,7 +13,7 @@ import pytest
 from host.search.keyword import query_terms
 from host.store import sqlite_ops as ops
 from host.store.base import NewEntry, Query, Scope
-from host.store.sqlite_ops import Deferred
+from host.store.sqlite_deferred import Deferred
 from host.store.sqlite_schema import connect, migrate
 from host.store.writer import Writer
 
@@ -168,3 +168,105 @@ async def test_failed_operation_drops_its_held_keyword_rows(db_path: Path) -> No
     assert _found(db_path, "walrus") == [b'{"k":1}', b'{"k":2}', b'{"k":9}']
     assert _found(db_path, "steady") == [b'{"k":9}']
     assert _found(db_path, "doomed") == []
+
+
+def _usage_matches_entries(db: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    """The usage rows (those not zero), checked equal to counts computed from the entries."""
+    conn = connect(str(db))
+    try:
+        usage = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
+            "SELECT namespace, agent, entries, bytes FROM usage WHERE entries <> 0 OR bytes <> 0")}
+        actual = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
+            "SELECT namespace, agent, count(*), sum(size) FROM entries GROUP BY 1, 2"
+            " UNION ALL SELECT namespace, '', count(*), sum(size) FROM entries GROUP BY 1")}
+    finally:
+        conn.close()
+    assert usage == actual
+    return usage
+
+
+async def _one_group(w: Writer, calls: list[tuple]) -> list[object]:
+    """Run `calls` ((fn, *args) each) as one commit group; their results or errors."""
+    gate = threading.Event()
+    first = w.submit(lambda conn: gate.wait(10))
+    futs = [w.submit(*c) for c in calls]
+    gate.set()
+    await first
+    return await asyncio.gather(*futs, return_exceptions=True)
+
+
+async def test_quota_is_exact_within_a_group(db_path: Path) -> None:
+    """Puts of one group see each other's entries against the quota, and a forget earlier in
+    the group frees its room for the puts after it."""
+    observed: list[int] = []
+    w, held = _store_writer(db_path, observed)
+    q = ops.Quotas(max_entries_per_namespace=100, max_entries_per_agent=2)
+    a = _SCOPE
+
+    def put(k: int) -> tuple:
+        return (ops.put_entries, a, [_entry(k, "x")], 1.0, q, held)
+
+    try:
+        done = await _one_group(w, [
+            put(1), put(2), put(3),
+            (ops.forget_entries, a, ["episodic"], [b'{"k":1}'], [], 1.0),
+            put(4), put(5), put(2),  # the last one overwrites: no new entry
+        ])
+    finally:
+        w.stop()
+    assert max(observed) >= 7
+    assert done == [[None], [None], ["memory_full"], 1, [None], ["memory_full"], [None]]
+    assert _usage_matches_entries(db_path)[("ns", "a1")][0] == 2
+
+
+async def test_usage_counts_match_the_entries_after_mixed_groups(db_path: Path) -> None:
+    """After groups mixing new entries, overwrites by another writer, expired keys replaced,
+    a full namespace collecting its expired rows, forgets and an operation that failed, the
+    usage rows equal the counts and sizes computed from the entries."""
+    w, held = _store_writer(db_path, [])
+    q = ops.Quotas(max_entries_per_namespace=6, max_entries_per_agent=100)
+    a, b = Scope("ns", "a1"), Scope("ns", "b2")
+
+    def put(scope: Scope, k: int, text: str, tier: str = "episodic", ttl: int = 0,
+            now: float = 1.0) -> tuple:
+        e = NewEntry(tier=tier, key=b'{"k":%d}' % k, content=b'"%s"' % text.encode(), ttl=ttl)
+        return (ops.put_entries, scope, [e], now, q, held)
+
+    try:
+        await _one_group(w, [
+            put(a, 1, "one"), put(a, 2, "two", ttl=5), put(a, 3, "shared", tier="semantic"),
+            put(b, 4, "four", ttl=5), put(a, 1, "one again, longer"),
+            put(b, 3, "shared, now bob's", tier="semantic"), (_put_then_fail, held),
+        ])
+        _usage_matches_entries(db_path)
+        done = await _one_group(w, [
+            put(a, 2, "two, renewed after expiry", now=10.0),  # the expired key: a new entry
+            put(b, 5, "five", now=10.0), put(b, 6, "six", now=10.0),
+            put(b, 7, "seven: the namespace is full, b's expired entry makes room", now=10.0),
+            (ops.forget_entries, a, ["semantic"], [b'{"k":3}'], [], 10.0),
+            put(a, 8, "eight", now=10.0),
+        ])
+    finally:
+        w.stop()
+    assert done == [[None], [None], [None], [None], 1, [None]]
+    usage = _usage_matches_entries(db_path)
+    assert usage[("ns", "")][0] == 6 and ("ns", "b2") in usage
+
+
+async def test_quota_after_an_expired_key_is_replaced_in_the_group(db_path: Path) -> None:
+    """A put that replaces an expired key (a delete, then a new entry) leaves the next put of
+    the group counting the right number of entries against the quota."""
+    w, held = _store_writer(db_path, [])
+    q = ops.Quotas(max_entries_per_namespace=100, max_entries_per_agent=3)
+
+    def put(k: int, ttl: int, now: float) -> tuple:
+        e = NewEntry(tier="episodic", key=b'{"k":%d}' % k, content=b'"x"', ttl=ttl)
+        return (ops.put_entries, _SCOPE, [e], now, q, held)
+
+    try:
+        assert await _one_group(w, [put(1, 5, 1.0), put(2, 0, 1.0)]) == [[None], [None]]
+        assert await _one_group(w, [put(1, 0, 10.0), put(3, 0, 10.0), put(4, 0, 10.0)]) == [
+            [None], [None], ["memory_full"]]
+    finally:
+        w.stop()
+    assert _usage_matches_entries(db_path)[("ns", "a1")][0] == 3

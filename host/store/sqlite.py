@@ -21,6 +21,7 @@ from host.store import sqlite_ops as ops
 from host.store import sqlite_vectors as vec
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
 from host.store.sqlite_admin import count_by_tier
+from host.store.sqlite_deferred import Deferred
 from host.store.sqlite_schema import connect, migrate
 from host.store.writer import CommitObserver, Writer
 
@@ -48,7 +49,7 @@ class SQLiteEntryStore:
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
-        self._deferred = ops.Deferred()  # the writer thread's keyword rows of a commit group
+        self._deferred = Deferred()  # the writer thread's keyword rows of a commit group
         self._read: sqlite3.Connection | None = None
 
     async def __aenter__(self) -> SQLiteEntryStore:

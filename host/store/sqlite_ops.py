@@ -18,9 +18,9 @@ import msgspec
 from host.search.keyword import coverage, fts_match_expression
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.sqlite_deferred import Deferred
 
 __all__ = [
-    "Deferred",
     "Quotas",
     "collect_expired",
     "find_entries",
@@ -78,93 +78,6 @@ class _Usage:
         self.ns_bytes += ns[1]
         self.agent_entries += agent[0]
         self.agent_bytes += agent[1]
-
-
-_MISSING = object()
-
-
-class Deferred:
-    """Keyword-index writes held back until just before a transaction commits.
-
-    FTS5 (SQLite 3.40) writes out its in-memory terms whenever another write statement of the
-    transaction opens a statement savepoint, as the insert into `entries` (it has triggers)
-    does. Written in turn with each entry, every FTS row became a segment of its own, merged
-    again and again: ~20 us an entry. Held here and written together, rowid ascending, right
-    before COMMIT, the rows of a whole commit group make one segment (~3 us an entry).
-
-    `put_entries` records each entry's FTS row (and the removal of the row it replaces) here;
-    the owner of the transaction calls `flush` before COMMIT, and `clear` after a rollback.
-    `mark`/`restore` undo what one operation recorded, for an operation rolled back to its
-    savepoint. A row whose entry is gone by the flush (forgotten later in the same group) is
-    not written. Reads inside the transaction do not see the held rows; nothing in a write
-    group reads them but `sqlite_vectors.write_vectors`, which then leaves the entry queued.
-    Used by one thread at a time (the writer's).
-    """
-
-    __slots__ = ("_rows", "_undo")
-
-    def __init__(self) -> None:
-        # rowid -> (drop the indexed row first?, (scope token, text) or None)
-        self._rows: dict[int, tuple[bool, tuple[str, str] | None]] = {}
-        self._undo: list[tuple[int, object]] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._rows)
-
-    def _set(self, rowid: int, value: tuple[bool, tuple[str, str] | None]) -> None:
-        self._undo.append((rowid, self._rows.get(rowid, _MISSING)))
-        self._rows[rowid] = value
-
-    def replace(self, rowid: int) -> None:
-        """The indexed row `rowid` (if any) is to be dropped at the flush."""
-        old = self._rows.get(rowid)
-        self._set(rowid, (True, old[1] if old else None))
-
-    def index(self, rowid: int, token: str, text: str) -> None:
-        """Index `text` as row `rowid` of namespace `token` at the flush (last one wins)."""
-        old = self._rows.get(rowid)
-        self._set(rowid, (old[0] if old else False, (token, text)))
-
-    def mark(self) -> int:
-        """A point to `restore` to."""
-        return len(self._undo)
-
-    def restore(self, mark: int) -> None:
-        """Forget what was recorded since `mark`."""
-        while len(self._undo) > mark:
-            rowid, old = self._undo.pop()
-            if old is _MISSING:
-                del self._rows[rowid]
-            else:
-                self._rows[rowid] = old  # type: ignore[assignment]
-
-    def clear(self) -> None:
-        """Forget everything recorded (the transaction rolled back)."""
-        self._rows.clear()
-        self._undo.clear()
-
-    def flush(self, conn: sqlite3.Connection) -> None:
-        """Write the held keyword-index rows, rowid ascending (inside the transaction)."""
-        if not self._rows:
-            return
-        ids = sorted(self._rows)
-        live: set[int] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            live.update(r[0] for r in conn.execute(
-                f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})", chunk))
-        drops, rows = [], []
-        for rowid in ids:
-            drop, row = self._rows[rowid]
-            if drop:
-                drops.append((rowid,))
-            if row is not None and rowid in live:
-                rows.append((rowid, *row))
-        self.clear()
-        if drops:
-            conn.executemany("DELETE FROM entries_fts WHERE rowid = ?", drops)
-        if rows:
-            conn.executemany("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -404,18 +317,6 @@ def collect_expired(conn: sqlite3.Connection, now: float, batch: int = 1000) -> 
     return cur.rowcount
 
 
-def _usage(conn: sqlite3.Connection, namespace: str, agent: str) -> _Usage:
-    rows = {
-        r[0]: (r[1], r[2])
-        for r in conn.execute(
-            "SELECT agent, entries, bytes FROM usage WHERE namespace = ? AND agent IN ('', ?)",
-            (namespace, agent),
-        )
-    }
-    ns, own = rows.get("", (0, 0)), rows.get(agent, (0, 0))
-    return _Usage(ns[0], ns[1], own[0], own[1])
-
-
 _INSERT = (
     "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
     " score, ttl, created_at, updated_at, expires_at, size)"
@@ -437,8 +338,9 @@ def put_entries(
     A write past a quota is `memory_full` and leaves the entry as it was (expired rows of the
     namespace are collected first, once, to make room).
 
-    The keyword-index rows go to `deferred`, which the caller flushes before its COMMIT (the
-    writer thread: once a commit group); without one they are written when this call ends.
+    The keyword-index rows and the quota counters' changes go to `deferred` (see
+    `host.store.sqlite_deferred`), which the caller flushes before its COMMIT (the writer
+    thread: once a commit group); without one they are written when this call ends.
     """
     if deferred is None:
         own = Deferred()
@@ -447,8 +349,8 @@ def put_entries(
         return done
     ns, agent = scope.namespace, scope.agent
     token = scope_token(ns)
-    usage = _usage(conn, ns, agent)
-    collected = False
+    usage = _Usage(*deferred.usage(conn, ns, agent))
+    deleted = collected = False
     outcomes: list[StoreOutcome] = []
     for e in entries:
         owner = owner_for(e.tier, agent)
@@ -470,6 +372,7 @@ def put_entries(
             if got is not None:
                 entry_id = got[0]
                 usage.add((1, size), (1, size))
+                deferred.count(ns, agent, 1, size)
         if entry_id is None:
             row = conn.execute(
                 "SELECT id, expires_at, agent, size FROM entries"
@@ -478,6 +381,7 @@ def put_entries(
             ).fetchone()
             if row is not None and row[1] is not None and row[1] <= now:
                 conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+                deleted = True  # the delete trigger counted it in the table
                 usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
                 row = None
             growth: tuple[tuple[int, int], tuple[int, int]]
@@ -492,15 +396,19 @@ def put_entries(
                     " AND expires_at <= ?",
                     (ns, now),
                 )
-                usage = _usage(conn, ns, agent)
+                deleted = True
+                usage = _Usage(*deferred.usage(conn, ns, agent))
             if usage.over(quotas, *growth):
                 outcomes.append("memory_full")
                 continue
             usage.add(*growth)
             if row is None:
                 entry_id = conn.execute(_INSERT + " RETURNING id", values).fetchone()[0]
+                deferred.count(ns, agent, 1, size)
             else:
                 entry_id = row[0]
+                deferred.count(ns, row[2], -1, -row[3])
+                deferred.count(ns, agent, 1, size)
                 conn.execute(
                     "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
                     " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
@@ -517,4 +425,6 @@ def put_entries(
             )
         deferred.index(entry_id, token, text)
         outcomes.append(None)
+    if not deleted:  # the usage table is as read: the next put of the group need not read it
+        deferred.settled(conn)
     return outcomes

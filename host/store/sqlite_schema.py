@@ -7,9 +7,11 @@ Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" 
 `agent` the writer, for quotas), `entry_tags` (the tag postings of each (namespace, tier, owner),
 so a tag filter reads only what the reader may see),
 `entries_fts` (FTS5: a per-namespace `scope` token and the searchable `body`), `usage`
-(entries and bytes per (namespace, agent), agent "" holding the namespace total, kept by
-triggers so every writer process sees the same counts). Deleting an entry row removes its tags,
+(entries and bytes per (namespace, agent), agent "" holding the namespace total, in the
+database so every writer process sees the same counts). Deleting an entry row removes its tags,
 FTS row and usage through triggers, whoever deletes it (forget, TTL collection, another tool).
+Since migration 4 inserts and overwrites are counted by `sqlite_ops.put_entries`, the only
+writer of entries, once a commit group (`host/store/sqlite_deferred.py`).
 
 Migration 2 (similarity search, `host/store/sqlite_vectors.py`): `vectors` (one float32 BLOB an
 entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
@@ -142,6 +144,14 @@ MIGRATIONS: tuple[str, ...] = (
     DROP INDEX entries_rank;
     CREATE INDEX entries_rank
         ON entries (namespace, tier, owner, score DESC, updated_at DESC, expires_at);
+    """,
+    # 4: inserts and overwrites no longer count themselves in `usage` row by row (two upserts
+    # an entry): `put_entries` sums them over a commit group and writes one upsert a
+    # (namespace, agent) before COMMIT (host/store/sqlite_deferred.py). Deletes still count
+    # through entries_ad, whoever deletes.
+    """
+    DROP TRIGGER entries_ai;
+    DROP TRIGGER entries_au;
     """,
 )
 
