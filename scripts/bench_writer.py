@@ -1,13 +1,15 @@
 """The durable store path in one process: entries through the real `SQLiteEntryStore` writer.
 
     python scripts/bench_writer.py [--entries 8000] [--groups 1,32] [--per-put 1]
-                                   [--prefill 0] [--runs 3] [--json]
+                                   [--prefill 0] [--runs 3] [--forget] [--json]
 
 For each group size g it opens a fresh database (WAL, synchronous=FULL, in a temporary folder),
 optionally fills it with `--prefill` entries, then submits puts of `--per-put` entries g at a
 time (the writer's `batch_max` is g, so each commit group holds g puts) and awaits them. The
 entries are those of `bench_host.py`'s store cases (episodic, two tags, a sentence of text), with
 the searchable text derived before the put, as the memory plugin does on the event loop.
+With `--forget` it measures forgets instead: the entries are stored first (500 a commit), then
+forgotten one key a `memory/forget`, g forgets a commit group.
 
 It prints, per group size, the writer thread's CPU microseconds an entry (`time.thread_time`
 between the ends of successive commit groups, the first group left out: SQL, Python, the
@@ -79,7 +81,8 @@ class _GroupClock:
             self.cpu, self.sizes, self._last = [], [], None
 
 
-async def run_once(db: Path, entries: int, group: int, per_put: int, prefill: int) -> dict:
+async def run_once(db: Path, entries: int, group: int, per_put: int, prefill: int,
+                   forget: bool = False) -> dict:
     """One measurement on a fresh database `db`: a dict of the figures."""
     clock = _GroupClock()
     store = SQLiteEntryStore(db, batch_max=group, observer=clock)
@@ -88,10 +91,19 @@ async def run_once(db: Path, entries: int, group: int, per_put: int, prefill: in
         for i in range(0, prefill, 500):
             await store.put(_SCOPE, make_entries(1_000_000 + i, min(500, prefill - i)), 0.0)
         puts = [make_entries(i * per_put, per_put) for i in range(entries // per_put)]
+        if forget:
+            for i in range(0, len(puts), 500):
+                await asyncio.gather(*(store.put(_SCOPE, p, 0.0) for p in puts[i:i + 500]))
         clock.reset()
         started = time.perf_counter()
         for i in range(0, len(puts), group):
             now = time.time()
+            if forget:
+                futs = [store.forget(_SCOPE, ["episodic"], [e.key for e in p], [], now)
+                        for p in puts[i:i + group]]
+                for n, p in zip(await asyncio.gather(*futs), puts[i:i + group], strict=True):
+                    assert n == len(p), n
+                continue
             futs = [store.put(_SCOPE, p, now) for p in puts[i:i + group]]
             for outcomes in await asyncio.gather(*futs):
                 assert all(o is None for o in outcomes), outcomes
@@ -115,6 +127,7 @@ def main() -> None:
     ap.add_argument("--per-put", type=int, default=1, help="entries a put (store20: 20)")
     ap.add_argument("--prefill", type=int, default=0, help="entries stored before measuring")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--forget", action="store_true", help="measure forgets of stored entries")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     results = []
@@ -124,9 +137,9 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 n = args.entries if group > 1 else max(args.per_put, args.entries // 8)
                 runs.append(asyncio.run(run_once(Path(tmp) / f"w{r}.db", n, group,
-                                                 args.per_put, args.prefill)))
-        row = {"group": group, "per_put": args.per_put, "prefill": args.prefill,
-               "runs": runs}
+                                                 args.per_put, args.prefill, args.forget)))
+        row = {"op": "forget" if args.forget else "put", "group": group,
+               "per_put": args.per_put, "prefill": args.prefill, "runs": runs}
         for k in ("writer_cpu_us_per_entry", "entries_per_s", "mean_group"):
             row[k] = statistics.median(x[k] for x in runs)
         results.append(row)
@@ -134,12 +147,13 @@ def main() -> None:
         print(json.dumps({"host": host.__file__, "results": results}, indent=1))
         return
     print(f"host: {Path(host.__file__).parent.parent}")
-    print("| puts a group | entries a put | writer CPU us/entry | entries/s | mean group |"
+    print("| op | ops a group | entries an op | writer CPU us/entry | entries/s | mean group |"
           " runs (us/entry) |")
-    print("|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---|")
     for row in results:
         each = ", ".join(f"{x['writer_cpu_us_per_entry']:.1f}" for x in row["runs"])
-        print(f"| {row['group']} | {row['per_put']} | {row['writer_cpu_us_per_entry']:.1f} |"
+        print(f"| {row['op']} | {row['group']} | {row['per_put']} |"
+              f" {row['writer_cpu_us_per_entry']:.1f} |"
               f" {row['entries_per_s']:,.0f} | {row['mean_group']:.1f} | {each} |")
 
 

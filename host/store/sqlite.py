@@ -49,7 +49,7 @@ class SQLiteEntryStore:
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
-        self._deferred = Deferred()  # the writer thread's keyword rows of a commit group
+        self._deferred = Deferred()  # the writes a commit group holds for its end (writer thread)
         self._read: sqlite3.Connection | None = None
 
     async def __aenter__(self) -> SQLiteEntryStore:
@@ -130,7 +130,8 @@ class SQLiteEntryStore:
         now: float,
     ) -> asyncio.Future[int]:
         """Delete matching live entries: the writer's future, resolved after the commit."""
-        return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now)
+        return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now,
+                            self._deferred)
 
     def touch(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
@@ -143,7 +144,7 @@ class SQLiteEntryStore:
         """Delete every expired entry, in batches so other writes interleave."""
         total = 0
         while True:
-            n = await self._submit(ops.collect_expired, now)
+            n = await self._submit(ops.collect_expired, now, 1000, self._deferred)
             total += n
             if n < 1000:
                 return total

@@ -7,7 +7,9 @@ Two kinds, each written once a commit group instead of once an entry:
   (it has triggers) does. Written in turn with each entry, every FTS row became a segment of its
   own, merged again and again (~20 us an entry). Held here and written together, rowid
   ascending, the rows of a whole group make one segment (~3 us an entry). A row whose entry is
-  gone by the flush (forgotten later in the same group) is not written.
+  gone by the flush (forgotten later in the same group) is not written. Deleted entries' rows
+  too: the `entries_ad` trigger queues their ids in `fts_gone` (a delete in FTS5 cost as much
+  as an insert, ~35 us, for the same reason), and the flush deletes them with the rest.
 - **Quota counters** (`usage`, schema migration 4). An insert or an overwrite adds its change in
   entries and bytes here; the flush writes one upsert a (namespace, agent) with the summed
   changes. Deletes still count through the `entries_ad` trigger, whoever deletes (the usage rows
@@ -35,7 +37,7 @@ _Counts = tuple[int, int, int, int]  # namespace entries, namespace bytes, agent
 class Deferred:
     """The held writes of one transaction (or of one commit group)."""
 
-    __slots__ = ("_rows", "_counts", "_seen", "_quiet_at", "_undo")
+    __slots__ = ("_rows", "_counts", "_seen", "_quiet_at", "_undo", "_journal")
 
     def __init__(self) -> None:
         # rowid -> (drop the indexed row first?, (scope token, text) or None)
@@ -46,9 +48,11 @@ class Deferred:
         self._seen: dict[tuple[str, str], _Counts] = {}
         self._quiet_at = -1  # conn.total_changes at the end of the last put (see `settled`)
         self._undo: list[tuple[dict, object, object]] = []
+        self._journal = False  # record undo steps (from the first `mark` to `clear`)
 
     def _set(self, table: dict, key: object, value: object) -> None:
-        self._undo.append((table, key, table.get(key, _MISSING)))
+        if self._journal:
+            self._undo.append((table, key, table.get(key, _MISSING)))
         table[key] = value
 
     # -- keyword rows --------------------------------------------------------------------------
@@ -110,7 +114,9 @@ class Deferred:
     # -- the transaction -----------------------------------------------------------------------
 
     def mark(self) -> int:
-        """A point to `restore` to."""
+        """A point to `restore` to. Undo steps are recorded from the first mark on (a group
+        run without savepoints needs none: it is rolled back whole or not at all)."""
+        self._journal = True
         return len(self._undo)
 
     def restore(self, mark: int) -> None:
@@ -131,11 +137,19 @@ class Deferred:
         self._seen.clear()
         self._quiet_at = -1
         self._undo.clear()
+        self._journal = False
 
     def flush(self, conn: sqlite3.Connection) -> None:
-        """Write what is held, inside the transaction, and forget it."""
+        """Write what is held and delete the keyword rows of deleted entries (`fts_gone`),
+        inside the transaction, and forget what was held."""
         counts = [(ns, agent, e, b) for (ns, agent), (e, b) in self._counts.items()
                   if e or b]
+        gone = conn.execute("SELECT entry_id FROM fts_gone").fetchall()
+        if gone:
+            conn.execute("DELETE FROM fts_gone")
+            for (rowid,) in gone:
+                old = self._rows.get(rowid)
+                self._rows[rowid] = (True, old[1] if old else None)
         rows, drops = self._keyword_rows(conn)
         self.clear()
         if counts:

@@ -276,11 +276,17 @@ def forget_entries(
     keys: Sequence[bytes],
     tags: Sequence[str],
     now: float,
+    deferred: Deferred | None = None,
 ) -> int:
-    """Delete the live entries matching keys AND tags within `tiers`; the number deleted."""
+    """Delete the live entries matching keys AND tags within `tiers`; the number deleted.
+
+    Their keyword rows are deleted when `deferred` is flushed (without one, before this
+    call returns)."""
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)), now)
-    cur = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params)
-    return cur.rowcount
+    n = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params).rowcount
+    if deferred is None and n:
+        Deferred().flush(conn)
+    return n
 
 
 def touch_entries(
@@ -307,14 +313,19 @@ def touch_entries(
     return n
 
 
-def collect_expired(conn: sqlite3.Connection, now: float, batch: int = 1000) -> int:
-    """Delete up to `batch` expired entries; the number deleted (call again while == batch)."""
-    cur = conn.execute(
+def collect_expired(
+    conn: sqlite3.Connection, now: float, batch: int = 1000, deferred: Deferred | None = None
+) -> int:
+    """Delete up to `batch` expired entries; the number deleted (call again while == batch).
+    Their keyword rows go as in `forget_entries`."""
+    n = conn.execute(
         "DELETE FROM entries WHERE id IN"
         " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
         (now, batch),
-    )
-    return cur.rowcount
+    ).rowcount
+    if deferred is None and n:
+        Deferred().flush(conn)
+    return n
 
 
 _INSERT = (
@@ -322,6 +333,9 @@ _INSERT = (
     " score, ttl, created_at, updated_at, expires_at, size)"
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
+_INSERT_NEW = _INSERT + " ON CONFLICT DO NOTHING RETURNING id"  # a key already there: no row
+_INSERT_ID = _INSERT + " RETURNING id"
+_INSERT_TAGS = "INSERT INTO entry_tags (namespace, tier, owner, tag, entry_id) VALUES (?, ?, ?, ?, ?)"
 
 
 def put_entries(
@@ -368,7 +382,7 @@ def put_entries(
         entry_id = None
         if not usage.over(quotas, (1, size), (1, size)):
             # the common case, a new key, in one statement (a key already there inserts nothing)
-            got = conn.execute(_INSERT + " ON CONFLICT DO NOTHING RETURNING id", values).fetchone()
+            got = conn.execute(_INSERT_NEW, values).fetchone()
             if got is not None:
                 entry_id = got[0]
                 usage.add((1, size), (1, size))
@@ -403,7 +417,7 @@ def put_entries(
                 continue
             usage.add(*growth)
             if row is None:
-                entry_id = conn.execute(_INSERT + " RETURNING id", values).fetchone()[0]
+                entry_id = conn.execute(_INSERT_ID, values).fetchone()[0]
                 deferred.count(ns, agent, 1, size)
             else:
                 entry_id = row[0]
@@ -418,11 +432,7 @@ def put_entries(
                 conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
                 deferred.replace(entry_id)
         if tags:
-            conn.executemany(
-                "INSERT INTO entry_tags (namespace, tier, owner, tag, entry_id)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(ns, e.tier, owner, t, entry_id) for t in tags],
-            )
+            conn.executemany(_INSERT_TAGS, [(ns, e.tier, owner, t, entry_id) for t in tags])
         deferred.index(entry_id, token, text)
         outcomes.append(None)
     if not deleted:  # the usage table is as read: the next put of the group need not read it

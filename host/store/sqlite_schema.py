@@ -8,10 +8,13 @@ Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" 
 so a tag filter reads only what the reader may see),
 `entries_fts` (FTS5: a per-namespace `scope` token and the searchable `body`), `usage`
 (entries and bytes per (namespace, agent), agent "" holding the namespace total, in the
-database so every writer process sees the same counts). Deleting an entry row removes its tags,
-FTS row and usage through triggers, whoever deletes it (forget, TTL collection, another tool).
+database so every writer process sees the same counts). Deleting an entry row removes its tags
+and its usage through a trigger, whoever deletes it (forget, TTL collection, another tool).
 Since migration 4 inserts and overwrites are counted by `sqlite_ops.put_entries`, the only
-writer of entries, once a commit group (`host/store/sqlite_deferred.py`).
+writer of entries, once a commit group, and the trigger queues the deleted entry's FTS row in
+`fts_gone`: every write function of `sqlite_ops` deletes the queued rows before its transaction
+commits (`host/store/sqlite_deferred.py`). A row deleted by another tool stays in the keyword
+index until the store's next write; searches join `entries`, so it is never returned.
 
 Migration 2 (similarity search, `host/store/sqlite_vectors.py`): `vectors` (one float32 BLOB an
 entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
@@ -145,13 +148,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX entries_rank
         ON entries (namespace, tier, owner, score DESC, updated_at DESC, expires_at);
     """,
-    # 4: inserts and overwrites no longer count themselves in `usage` row by row (two upserts
-    # an entry): `put_entries` sums them over a commit group and writes one upsert a
-    # (namespace, agent) before COMMIT (host/store/sqlite_deferred.py). Deletes still count
-    # through entries_ad, whoever deletes.
+    # 4: the write path's held writes (host/store/sqlite_deferred.py). Inserts and overwrites
+    # no longer count themselves in `usage` row by row (two upserts an entry): `put_entries`
+    # sums them over a commit group and writes one upsert a (namespace, agent) before COMMIT;
+    # deletes still count through entries_ad, whoever deletes. A deleted entry's keyword row is
+    # no longer deleted by the trigger (FTS5 wrote each delete out as a segment of its own) but
+    # queued in `fts_gone`, and deleted with the rest of the transaction's keyword writes.
     """
     DROP TRIGGER entries_ai;
     DROP TRIGGER entries_au;
+    CREATE TABLE fts_gone (entry_id INTEGER PRIMARY KEY);
+    DROP TRIGGER entries_ad;
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
+    END;
     """,
 )
 

@@ -93,7 +93,9 @@ def write_vectors(
     (its text did not change). Returns the ids dequeued."""
     done = []
     for entry_id, text, blob in rows:
-        row = conn.execute("SELECT body FROM entries_fts WHERE rowid = ?", (entry_id,)).fetchone()
+        row = conn.execute(  # a deleted entry's keyword row may wait in fts_gone: not it
+            "SELECT f.body FROM entries_fts f JOIN entries e ON e.id = f.rowid WHERE f.rowid = ?",
+            (entry_id,)).fetchone()
         if row is None or row[0] != text:
             continue
         if blob is not None:
