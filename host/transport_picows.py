@@ -8,7 +8,8 @@ query's embedding, a read behind this connection's pending write) goes on in a t
 frames that arrive meanwhile wait their turn, so requests run in order as on `websockets`.
 Stepping outside a task is done only when the store reads on the loop (`reads_on_loop`:
 SQLite); on PostgreSQL (asyncpg needs a task) every handler runs in a task.
-Replies that wait for a commit (futures) are written in request order as they resolve. While
+Replies that wait for a commit (futures) are written in request order as they resolve.
+The replies to the frames of one socket read (a pipelining client) go out in one write. While
 the socket's send buffer is over its high-water mark (a client that does not read), replies
 wait here, counted by `max_pipelined` and `max_unsent_bytes`, and no frame is read.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 import types
 from collections import deque
@@ -74,7 +76,9 @@ _CONTINUATION = WSMsgType.CONTINUATION
 _CLOSE = WSMsgType.CLOSE
 _PING_SECONDS = 20.0
 _CLOSE_WAIT = 2.0  # seconds to wait for the peer's answer to our close frame
-_HEAD_MAX = 16 * 1024  # bytes of an HTTP request line picows would accept
+_HEAD_MAX = 16 * 1024
+_SHORT = struct.Struct("!BBH")
+_LONG = struct.Struct("!BBQ")  # bytes of an HTTP request line picows would accept
 
 
 @types.coroutine
@@ -117,6 +121,8 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         self._step = host.step_in_callback
         self._transport: WSTransport | None = None
         self._send: Any = None
+        self._raw: Any = None  # the socket's asyncio transport
+        self._out: list[bytes] | None = None  # frames of one socket read's replies
         # owed replies in request order: [req_id, reply or future, type, started, data]
         self._replies: deque[list[Any]] = deque()
         self._unsent = 0  # bytes encoded and not yet written (replies behind a pending one)
@@ -137,6 +143,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
     def on_ws_connected(self, transport: WSTransport) -> None:
         self._transport = transport
         self._send = transport.send
+        self._raw = transport.underlying_transport
         self.host.opened(self)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
@@ -162,6 +169,35 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         self._flush()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        last = frame.last_in_buffer
+        if not last and self._out is None:
+            # more frames came in this read: gather their replies into one socket write
+            self._out = []
+            asyncio.get_running_loop().call_soon(self._write_out)  # in case no last frame
+        self._frame(transport, frame)
+        if last and self._out is not None:
+            self._write_out()
+
+    def _write_out(self) -> None:
+        out, self._out = self._out, None
+        if out and not self._closed:
+            self._raw.write(b"".join(out))
+
+    def _write(self, data: bytes) -> None:
+        out = self._out
+        if out is None:
+            self._send(_TEXT, data)
+            return
+        n = len(data)  # a server's frame: FIN + text, no mask
+        if n < 126:
+            out.append(bytes((0x81, n)))
+        elif n < 65536:
+            out.append(_SHORT.pack(0x81, 126, n))
+        else:
+            out.append(_LONG.pack(0x81, 127, n))
+        out.append(data)
+
+    def _frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
         if kind is _TEXT and frame.fin and self._fragments is None:
             try:
@@ -182,6 +218,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         elif kind is _CONTINUATION:
             self._continuation(frame)
         elif kind is _CLOSE:
+            self._write_out()
             if not transport.is_close_frame_sent:
                 transport.send_close(frame.get_close_code(), frame.get_close_message())
             transport.disconnect()
@@ -213,6 +250,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         transport = self._transport
         if transport is None:
             return
+        self._write_out()
         self._fragments = None
         if not transport.is_close_frame_sent:
             transport.send_close(code, reason.encode())
@@ -304,7 +342,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         data = encode(reply)
         if not self._replies and not self._writing_paused:
             if not self._closed:
-                self._send(_TEXT, data)
+                self._write(data)
             self._done(req_id, msg_type, reply, started)
             return
         self._replies.append([req_id, reply, msg_type, started, data])
@@ -334,7 +372,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
                 self._unsent -= len(data)
             replies.popleft()
             if not self._closed:
-                self._send(_TEXT, data)
+                self._write(data)
             self._done(item[0], item[2], item[1], item[3])
         self._pump()
 
