@@ -83,6 +83,8 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         overrides.setdefault("server", {})["host"] = args.host
     if getattr(args, "port", None) is not None:
         overrides.setdefault("server", {})["port"] = args.port
+    if getattr(args, "transport", None) is not None:
+        overrides.setdefault("server", {})["transport"] = args.transport
     if getattr(args, "db", None) is not None:
         overrides.setdefault("store", {})["db"] = args.db
     return overrides

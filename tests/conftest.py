@@ -167,9 +167,9 @@ class HostProcess:
         self.url = f"ws://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port),
-             "--db", str(db), *extra],
+             "--transport", transport, "--db", str(db), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "A2E_HOST_SERVER_TRANSPORT": transport},
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self._wait_listening()
 

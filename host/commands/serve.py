@@ -75,5 +75,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the WebSocket host")
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to bind (default 8765; 0 = any free port)")
+    p.add_argument("--transport", choices=("websockets", "picows"),
+                   help="WebSocket library (default websockets; picows: Cython framing)")
     add_db_args(p)
     p.set_defaults(func=cmd_serve)
