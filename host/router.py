@@ -35,8 +35,10 @@ class Router:
         if capability:
             self.capabilities.add(capability)
 
-    async def dispatch(self, msg: Any, ctx: ConnectionContext) -> Reply:
-        """Run the handler of `msg`; `invalid_message` for a type nobody handles."""
+    def dispatch(self, msg: Any, ctx: ConnectionContext) -> Awaitable[Reply]:
+        """The handler's coroutine for `msg` (await it for the reply); raises
+        `invalid_message` at once for a type nobody handles. Not a coroutine itself: one
+        coroutine a request fewer on the hot path."""
         handler = self._handlers.get(type(msg))
         if handler is None:
             raise ProtocolError(
@@ -45,7 +47,7 @@ class Router:
                 req_id=getattr(msg, "id", ""),
                 field="type",
             )
-        return await handler(msg, ctx)
+        return handler(msg, ctx)
 
 
 def then(fut: asyncio.Future[Any], fn: Callable[[Any], Any]) -> asyncio.Future[Any]:
