@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import resource
 import signal
+from typing import Any
 
 from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_create_server
 from websockets.asyncio.server import ServerConnection, serve
@@ -33,6 +34,16 @@ async def _echo(ws: ServerConnection) -> None:
         pass
 
 
+async def _until_signalled(server: Any) -> None:
+    """Print the bound port, then wait for SIGTERM or SIGINT."""
+    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
 class _PicowsEcho(WSListener):  # type: ignore[misc]
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         if frame.msg_type == WSMsgType.TEXT:
@@ -47,12 +58,7 @@ async def _serve_picows(port: int) -> None:
     server = await ws_create_server(
         lambda _: _PicowsEcho(), "127.0.0.1", port, max_frame_size=cfg.limits.max_frame_bytes,
         enable_auto_ping=True, auto_ping_idle_timeout=20, auto_ping_reply_timeout=20)
-    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await _until_signalled(server)
     server.close()
 
 
@@ -60,12 +66,7 @@ async def _serve(port: int) -> None:
     cfg = Config()
     async with serve(_echo, "127.0.0.1", port, max_size=cfg.limits.max_frame_bytes,
                      compression=None, ping_interval=20, ping_timeout=20) as server:
-        print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await _until_signalled(server)
 
 
 def main() -> None:
