@@ -68,6 +68,9 @@ log = logging.getLogger("a2e_host.picows")
 # picows logs every connection and disconnection at INFO: keep its own lines to warnings
 _wire_log = logging.getLogger("a2e_host.picows.wire")
 _wire_log.setLevel(logging.WARNING)
+# given an adapter (not a Logger), picows makes no child logger a connection
+_wire = logging.LoggerAdapter(_wire_log, {})
+_READ_BUFFER = 4096  # bytes a connection starts with; picows doubles it when a frame needs it
 _perf = time.perf_counter
 
 _TEXT = WSMsgType.TEXT
@@ -483,9 +486,9 @@ class _Protocol(WSProtocol):  # type: ignore[misc]
     def __init__(self, host: HostServer) -> None:
         limits = host.config.limits
         super().__init__(
-            None, None, False, self._listener, _wire_log, True, 10.0,
+            None, None, False, self._listener, _wire, True, 10.0,
             True, _PING_SECONDS, _PING_SECONDS, WSAutoPingStrategy.PING_WHEN_IDLE,
-            True, limits.max_frame_bytes, None, 16 * 1024,
+            True, limits.max_frame_bytes, None, _READ_BUFFER,
         )
         self.host = host
         self.up: Upgrade | None = None
