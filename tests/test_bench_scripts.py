@@ -69,3 +69,14 @@ def test_slow_callbacks_grouped_without_task_numbers() -> None:
     ])
     slow = host.slow_callbacks(log)
     assert [(r["count"], round(r["max_ms"])) for r in slow] == [(2, 30), (1, 6)]
+
+
+async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: Path) -> None:
+    """bench_writer's groups hold the puts (or forgets) it queued together, and each run
+    reports the writer's CPU an entry."""
+    pytest.importorskip("picows")
+    bench = _load("bench_writer")
+    put = await bench.run_once(tmp_path / "p.db", 48, 8, 2, 0)
+    forget = await bench.run_once(tmp_path / "f.db", 48, 8, 1, 0, forget=True)
+    for run in (put, forget):
+        assert run["mean_group"] == 8 and run["writer_cpu_us_per_entry"] > 0
