@@ -300,6 +300,10 @@ class SearchConfig(_Section):
         " embedded (about e5's 512 tokens; the rest stays keyword-searchable): embedding costs"
         " grow with the text, and one long text would hold the embedding thread for minutes."
     )
+    max_query_terms: int = Field(
+        64, ge=1, description="Distinct words of a query (stop words aside) that keyword search"
+        " uses, the first ones; a query of thousands of words would hold the loop for a second."
+    )
     keyword_weight: float = Field(1.0, ge=0, description="Weight of the keyword (BM25) z-score.")
     vector_weight: float = Field(1.0, ge=0, description="Weight of the vector similarity z-score.")
     fusion_pool: int = Field(

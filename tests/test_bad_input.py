@@ -139,3 +139,14 @@ async def test_content_number_out_of_range_is_a_bad_entry(raw_ws: Any, tier: str
     got = await reply_to(raw_ws, json.dumps({"type": "memory/retrieve/req", "id": "r", "version": "1.0",
                                              "memory_id": mid, "tier": tier}))
     assert [e["key"] for e in got["entries"]] == [{"a": 2}]
+
+
+async def test_a_query_of_thousands_of_words_uses_its_first_terms(client: MemoryClient) -> None:
+    """A query of 30,000 words is answered from its first `search.max_query_terms` distinct
+    terms: an entry matching the first word is found, one matching only a word past the
+    limit is not (the rest of the query is ignored rather than searched term by term)."""
+    await client.store([{"key": {"k": 1}, "content": "zebra crossing", "tier": "episodic"},
+                        {"key": {"k": 2}, "content": "giraffe neck", "tier": "episodic"}])
+    filler = " ".join(f"w{i}x" for i in range(30_000))
+    found = await client.retrieve(query=f"zebra {filler} giraffe", limit=10)
+    assert [e["key"] for e in found.entries] == [{"k": 1}]

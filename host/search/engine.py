@@ -306,6 +306,7 @@ class SearchEngine:
         written yet. With a store that has no BM25 their relevance is the store's (term share).
         """
         cfg = self.cfg
+        words = self._keyword_text(text)
         index: VectorIndex | StoreVectors | None = (
             self.index.get(scope.namespace) if self.index is not None and q.tiers else None)
         qv_future = None
@@ -316,17 +317,17 @@ class SearchEngine:
                 self._query_pool, self.embedder.embed_queries, [text[: cfg.max_embed_chars]])
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
-        kw = (await self.store.search(scope, q, text, now, min(candidates, cfg.fusion_pool))
+        kw = (await self.store.search(scope, q, words, now, min(candidates, cfg.fusion_pool))
               if q.tiers else [])
         store: Any = self.store
         if any(e.keyword is None for e in kw) or not isinstance(store, KeywordStats):
             # a store without BM25: its own relevance, the working tier's term share alike
             if qv_future is not None:
                 await asyncio.gather(qv_future, return_exceptions=True)
-            own = (working.search(query_terms(text), q.keys, q.tags, now)
+            own = (working.search(query_terms(words), q.keys, q.tags, now)
                    if working is not None and len(working) else [])
             return kw + own
-        own = await self._working(scope, q, text, now, working)
+        own = await self._working(scope, q, words, now, working)
         if qv_future is None or (index is None and not self.shared):
             stored, sims = kw, np.full(len(kw), np.nan)
             links: dict[int, tuple[int, int]] = {}
@@ -445,6 +446,14 @@ class SearchEngine:
                 sims = await self.store.vector_similarity(self.embedder.name, qv, ask)
                 index.known.update(zip(ask, sims.tolist(), strict=True))
         return index.similarity(qv, [-1 if i is None else int(i) for i in ids])  # -1: no row
+
+    def _keyword_text(self, text: str) -> str:
+        """`text` for keyword search: as it is, or, when it is long, its first
+        `search.max_query_terms` distinct terms (which read back as the same terms)."""
+        limit = self.cfg.max_query_terms
+        if len(text) <= limit * 16:
+            return text
+        return " ".join(query_terms(text[: limit * 64])[:limit])
 
     async def _background_prior(self) -> tuple[float, float]:
         if self._prior is None:
