@@ -8,7 +8,7 @@ It raises `ProtocolError` for a request it refuses.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from host.memory.session import ConnectionContext
@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode, ProtocolError
 __all__ = ["Router", "Handler", "Reply", "is_pending", "then"]
 
 Reply = Any  # a protocol message, or an asyncio.Future resolving to one
-Handler = Callable[[Any, ConnectionContext], Awaitable[Reply]]
+Handler = Callable[[Any, ConnectionContext], Coroutine[Any, Any, Reply]]
 
 
 class Router:
@@ -35,7 +35,7 @@ class Router:
         if capability:
             self.capabilities.add(capability)
 
-    def dispatch(self, msg: Any, ctx: ConnectionContext) -> Awaitable[Reply]:
+    def dispatch(self, msg: Any, ctx: ConnectionContext) -> Coroutine[Any, Any, Reply]:
         """The handler's coroutine for `msg` (await it for the reply); raises
         `invalid_message` at once for a type nobody handles. Not a coroutine itself: one
         coroutine a request fewer on the hot path."""
