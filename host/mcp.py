@@ -38,10 +38,12 @@ from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, BeforeValidator, Field
 
+from host.auth import Authenticator
 from host.config import Config
 from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalResult
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
+from host.mcp_auth import BearerGate
 from host.search.keyword import query_terms
 
 __all__ = ["RulesFn", "build_server", "serve_http", "serve_stdio"]
@@ -262,7 +264,6 @@ def _add_rules_tool(server: MCPServer[Any], rules: RulesFn) -> None:
         return _reply(await rules(path, module or None), wrap=True)
 
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class _Uvicorn(uvicorn.Server):
@@ -347,18 +348,23 @@ async def serve_http(
 
     `on_listening(port)` is called with the bound port once the socket is bound (useful with
     port 0). uvicorn's logs go to the root logger (stderr). Raises `OSError` when the address
-    cannot be bound.
+    cannot be bound, `ValueError` for a non-loopback address without tokens (unless
+    `auth.allow_anonymous_remote`). With tokens every request needs a bearer token fit for the
+    server's agent and namespace (`host.mcp_auth`).
     """
 
     cfg = config.mcp
+    auth = Authenticator(config.auth)
+    auth.check_exposure(cfg.host, config.auth.allow_anonymous_remote)  # ValueError: refused
     sock = socket.create_server((cfg.host, cfg.port))
     try:
         port = int(sock.getsockname()[1])
-        app = server.streamable_http_app(streamable_http_path=cfg.path, host=cfg.host)
+        app: Any = server.streamable_http_app(streamable_http_path=cfg.path, host=cfg.host)
+        if auth.enabled:
+            app = BearerGate(app, auth, cfg)
         uv = _Uvicorn(uvicorn.Config(app, log_config=None, lifespan="on"))
-        log.info("MCP server on http://%s:%d%s", cfg.host, port, cfg.path)
-        if cfg.host not in _LOOPBACK:
-            log.warning("the MCP HTTP endpoint has no authentication and listens on %s", cfg.host)
+        log.info("MCP server on http://%s:%d%s (authentication %s)", cfg.host, port, cfg.path,
+                 "on" if auth.enabled else "off")
         if on_listening is not None:
             on_listening(port)
         await uv.serve(sockets=[sock])

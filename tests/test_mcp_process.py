@@ -3,6 +3,7 @@ a WebSocket host sharing the same SQLite file."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -170,3 +171,65 @@ async def test_websocket_host_and_mcp_share_one_database(
         assert _ok(await c.call_tool("memory_forget", {"memory_id": m["id"]}))["deleted"]
     assert (await ws.retrieve(keys=[{"user": "u1"}, {"id": m["id"]}], tier="")).entries == []
     assert [e["key"] for e in (await ws.retrieve(tier="semantic")).entries] == [{"id": "fact-1"}]
+
+
+def _status(url: str, token: str | None) -> int:
+    """The HTTP status of an MCP initialize POST with `token` as bearer (None: no header)."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+async def test_http_with_tokens_needs_a_bearer_fit_for_the_server(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """With tokens configured, the HTTP endpoint answers 401 without a valid bearer token,
+    403 for a token of another agent, of another namespace or without every right the tools
+    use, and serves the tools with the server's own agent's full token."""
+    from authkit import issue, write_config
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    good, g = issue("a1", ["ns"])
+    other_agent, o = issue("a2", ["ns"])
+    other_ns, n = issue("a1", ["elsewhere"])
+    read_only, r = issue("a1", ["ns"], rights=["read_semantic"])
+    cfg = write_config(tmp_path / "mcp.toml", db_path, [g, o, n, r])
+    proc, url = _start_http(db_path, tmp_path, "--config", str(cfg), "--namespace", "ns",
+                            "--agent", "a1")
+    try:
+        assert await asyncio.to_thread(_status, url, None) == 401
+        assert await asyncio.to_thread(_status, url, "not-a-token") == 401
+        for token in (other_agent, other_ns, read_only):
+            assert await asyncio.to_thread(_status, url, token) == 403
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {good}"})
+        async with Client(streamable_http_client(url, http_client=http)) as c:
+            m = _ok(await c.call_tool("memory_put", {"content": "only with a token"}))
+            hits = _ok(await c.call_tool("memory_search", {"query": "token"}))
+            assert [h["memory"]["id"] for h in hits] == [m["id"]]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_http_on_a_public_address_without_tokens_is_refused(db_path: Path, tmp_path: Path) -> None:
+    """`mcp --transport http` on every interface without tokens exits 2 and says why,
+    as the WebSocket host does."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "host.cli", "mcp", "--transport", "http", "--host", "0.0.0.0",
+         "--port", str(free_port()), "--db", str(db_path)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "without authentication" in proc.stderr
