@@ -2,9 +2,11 @@
 
     python scripts/bench_host.py [--quick] [--json] [--plot FILE.png] [--levels 1,100,1000]
                                  [--db postgresql://...|embedded]
+                                 [--transport websockets,picows] [--echo websockets,picows]
 
 It starts, as separate processes, a `websockets` echo server (`bench_echo.py`: same loop kind,
-same settings) and the host (`a2e-host serve` on a fresh database in a temporary folder), then
+same settings) and the host (`a2e-host serve` on a fresh database in a temporary folder; one
+host a `--transport`, each with its own database), then
 drives each from separate load-client processes (`bench_client.py`, picows: cheaper per
 message than either server) at each connection level, with sequential round trips (one request
 in flight a connection) and pipelined (`--depth` in flight a connection). Cases: memory/store
@@ -13,9 +15,10 @@ of 1 and of 20 entries, memory/retrieve by key, by tags and by query, memory/for
 For each case it prints msgs/s, p50/p99 latency, the server's CPU microseconds a message (from
 /proc/<pid>/stat: every thread of the process, writer included) and the ratio to the echo
 server's msgs/s at the same level and mode with a frame of the same size (the store-of-1 frame
-for every case but store-of-20, which has its own). Last, on a fresh host, the RSS with
-`--idle` connections open, each with a memory session. Loopback only; it stops by itself.
-Needs the `bench` extra (picows; matplotlib for `--plot`).
+for every case but store-of-20, which has its own), whatever the host's transport; a picows
+echo (`--echo websockets,picows`) is printed beside it for reference. Last, on a fresh host of
+each transport, the RSS with `--idle` connections open, each with a memory session. Loopback
+only; it stops by itself. Needs the `bench` extra (matplotlib for `--plot`).
 """
 
 from __future__ import annotations
