@@ -529,6 +529,10 @@ class _Protocol(WSProtocol):  # type: ignore[misc]
         path = parts[1].decode("latin-1") if len(parts) == 3 else ""
         route = self.host.route(path) if path else None
         if route is None:
+            # from now on picows' own methods read the socket: no Python step a read
+            self.get_buffer = WSProtocol.get_buffer.__get__(self)  # type: ignore[method-assign]
+            self.buffer_updated = WSProtocol.buffer_updated.__get__(self)  # type: ignore[method-assign]
+            self._raw.set_protocol(self)  # the loop looks the methods up again
             super().buffer_updated(nbytes)
             return
         self._raw.pause_reading()
