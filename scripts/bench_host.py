@@ -31,6 +31,7 @@ import platform
 import re
 import resource
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -384,6 +385,29 @@ def attach_ratios(rows: list[dict[str, Any]]) -> None:
             r["ratio"] = r["msgs_per_s"] / ref["msgs_per_s"] if ref["msgs_per_s"] else 0.0
 
 
+def merge_rounds(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row a case from `--repeat` rounds: the median of each figure, and of the ratios
+    taken within each round (host and echo measured minutes apart drift with the machine)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
+    for rnd in rounds:
+        for r in rnd:
+            merged.setdefault((r["server"], r["case"], r["connections"], r["mode"]), []).append(r)
+    out = []
+    for runs in merged.values():
+        row = dict(runs[0])
+        for name in ("msgs_per_s", "p50_ms", "p99_ms", "server_cpu_us", "client_cpu_us",
+                     "echo_msgs_per_s", "ratio"):
+            values = [r[name] for r in runs if name in r]
+            if values:
+                row[name] = statistics.median(values)
+        row["errors"] = sum(r["errors"] for r in runs)
+        row["rounds_msgs_per_s"] = [r["msgs_per_s"] for r in runs]
+        out.append(row)
+    return out
+
+
 def machine() -> dict[str, Any]:
     """What the figures were taken on."""
     def version(name: str) -> str:
@@ -506,6 +530,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         " the loop longer than MS ms (slows the host: not for its figures)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--clients", type=int, default=1, help="load-client processes a level")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of each level (echo, then hosts, in turn); the medians, and the"
+                        " median of the ratios taken within each round, are printed")
     p.add_argument("--transport", default="websockets,picows",
                    help="the host's server.transport values to measure (comma-separated);"
                         " each is its own host process and database")
@@ -581,7 +608,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     hosts.append(Server("host", workdir, args.embedder, args.loop_debug, db, t))
                     info[f"preload_seconds_{t}"] = preload(hosts[-1], args)
                 for level in args.levels:
-                    rows += bench_level(echos, hosts, level, args, log)
+                    rounds = []
+                    for _ in range(args.repeat):  # echo and hosts in turn, round after round
+                        rounds.append(bench_level(echos, hosts, level, args, log))
+                        attach_ratios(rounds[-1])
+                    rows += merge_rounds(rounds)
             finally:
                 for srv in [*hosts, *echos]:
                     srv.stop()
@@ -597,7 +628,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"benchmark stopped: {failure}", file=sys.stderr)
     info["failure"] = failure
     info["loadavg_end"] = os.getloadavg()
-    attach_ratios(rows)
     for name, slow in info.items():
         if not name.startswith("slow_callbacks_") or args.json:
             continue
