@@ -146,7 +146,8 @@ class SearchEngine:
         self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed-query")
         loop = asyncio.get_running_loop()
         if await self.store.set_vector_model(self.embedder.name, self.embedder.dim):
-            log.info("embedder is now %s: every entry will be re-embedded", self.embedder.name)
+            log.info("embedding model recorded: %s (entries embedded by another model, if any,"
+                     " are re-embedded in the background)", self.embedder.name)
         if not self.shared:
             await loop.run_in_executor(self._embed_pool, self._load)
         self._prior = asyncio.ensure_future(self._calibrate())
