@@ -129,9 +129,9 @@ async def test_content_number_out_of_range_is_a_bad_entry(raw_ws: Any, tier: str
     """A content number beyond float range (1e999) is that entry's invalid_message, not an
     internal_error of the request: the other entries are stored."""
     mid = (await reply_to(raw_ws, '{"type":"memory/init/req","version":"1.0","namespace":"n"}'))["memory_id"]
-    frame = ('{"type":"memory/store/req","id":"big","version":"1.0","memory_id":"%s","entries":['
-             '{"key":{"a":1},"content":[1e999],"tier":"%s"},'
-             '{"key":{"a":2},"content":"fine","tier":"%s"}]}' % (mid, tier, tier))
+    frame = ('{"type":"memory/store/req","id":"big","version":"1.0","memory_id":"' + mid
+             + '","entries":[{"key":{"a":1},"content":[1e999],"tier":"' + tier + '"},'
+             '{"key":{"a":2},"content":"fine","tier":"' + tier + '"}]}')
     reply = await reply_to(raw_ws, frame)
     assert reply["type"] == "memory/store/resp", reply
     assert reply["stored"] == [{"a": 2}]

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import asyncpg
-
 from conftest import make_config, run_cli
+
 from host.app import Host
 from host.client import MemoryClient
 from host.store.postgres_schema import LOCK_CLASS, LOCK_GC

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from authkit import issue, write_config
 from conftest import HostProcess
 from websockets.exceptions import ConnectionClosed
