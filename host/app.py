@@ -178,8 +178,8 @@ class Host:
         await self.server.start()
         self.gc.start()
         scheme = "wss" if srv.tls_cert else "ws"
-        log.info("a2e-host listening on %s://%s:%d (authentication %s)", scheme, srv.host,
-                 self.port, "on" if self.auth.enabled else "off")
+        log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
+                 srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")
 
     async def stop(self) -> None:
         """Stop accepting, drain in-flight requests, stop the GC, commit and close the store."""
