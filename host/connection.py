@@ -37,7 +37,8 @@ from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import Error, Request
 
-__all__ = ["TYPE_OF", "Connection", "RequestHook", "error_for", "past_deadline"]
+__all__ = ["TYPE_OF", "Connection", "RequestHook", "binary_refused", "error_for", "past_deadline",
+           "rate_limited"]
 
 log = logging.getLogger("a2e_host.connection")
 
@@ -59,6 +60,17 @@ def error_for(exc: BaseException, req_id: str) -> Any:
         return error_reply(ErrorCode.INVALID_MESSAGE, "JSON nested too deeply", req_id)
     log.error("internal error on request %s", req_id, exc_info=exc)
     return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
+
+
+def rate_limited(req_id: str) -> ProtocolError:
+    """The error of a request past the connection's `limits.requests_per_second`."""
+    return ProtocolError(ErrorCode.RATE_LIMITED,
+                         "too many requests on this connection; retry later", req_id=req_id)
+
+
+def binary_refused() -> Any:
+    """The `parse_error` reply to a binary message (the protocol is JSON text)."""
+    return error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
 
 
 def past_deadline(req_id: str, timeout: float | None) -> Any:
@@ -144,16 +156,13 @@ class Connection:
         msg_type = "invalid"
         allowed = self._rate.allow()
         if isinstance(frame, bytes):
-            reply: Any = error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
+            reply: Any = binary_refused()
         else:
             try:
                 msg = decode_request(frame)
-                req_id = msg.id
-                msg_type = TYPE_OF.get(type(msg), "invalid")
+                req_id, msg_type = msg.id, TYPE_OF.get(type(msg), "invalid")
                 if not allowed:
-                    raise ProtocolError(ErrorCode.RATE_LIMITED,
-                                        "too many requests on this connection; retry later",
-                                        req_id=req_id)
+                    raise rate_limited(req_id)
                 self._dispatch_since = started
                 try:
                     reply = await self.router.dispatch(msg, self.ctx)

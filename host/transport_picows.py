@@ -50,13 +50,12 @@ from picows import (
 )
 from picows.picows import WSProtocol  # type: ignore[attr-defined]
 
-from host.connection import TYPE_OF, error_for, past_deadline
+from host.connection import TYPE_OF, binary_refused, error_for, past_deadline, rate_limited
 from host.http import Headers, HttpReply, Upgrade
 from host.limits import RequestRate
 from host.memory.session import ConnectionContext, ConnectionState
 from host.tls import ssl_context
-from protocol.codec import decode_request, encode, error_reply
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.codec import decode_request, encode
 from protocol.messages import Error
 
 if TYPE_CHECKING:
@@ -286,17 +285,13 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         allowed = self._rate.allow()
         reply: Any
         if type(data) is bytes:
-            reply = error_reply(ErrorCode.PARSE_ERROR,
-                                "binary frames are not accepted; send JSON text")
+            reply = binary_refused()
         else:
             try:
                 msg = decode_request(data)
-                req_id = msg.id
-                msg_type = TYPE_OF.get(type(msg), "invalid")
+                req_id, msg_type = msg.id, TYPE_OF.get(type(msg), "invalid")
                 if not allowed:
-                    raise ProtocolError(ErrorCode.RATE_LIMITED,
-                                        "too many requests on this connection; retry later",
-                                        req_id=req_id)
+                    raise rate_limited(req_id)
                 coro = self.router.dispatch(msg, self.ctx)
                 if not self._step:
                     self._wait(coro, None, req_id, msg_type, started)

@@ -10,7 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def test_stdio_stdout_is_only_json_rpc_and_sigterm_exits_0(db_path: Path, tmp_pa
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    try:
+    with _reaped(proc):
         assert proc.stdin is not None and proc.stdout is not None
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -77,10 +78,24 @@ def test_stdio_stdout_is_only_json_rpc_and_sigterm_exits_0(db_path: Path, tmp_pa
         out, err = proc.communicate(timeout=20)
         assert out == b""
         assert b"MCP server on stdio" in err
+
+
+@contextmanager
+def _reaped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """`proc`, killed and waited for at the end if it is still running."""
+    try:
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def _put_then_find(c: Client, content: str, query: str) -> None:
+    """memory_put `content`, then memory_search `query` finds exactly it."""
+    m = _ok(await c.call_tool("memory_put", {"content": content}))
+    hits = _ok(await c.call_tool("memory_search", {"query": query}))
+    assert [h["memory"]["id"] for h in hits] == [m["id"]]
 
 
 def _start_http(db: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -109,18 +124,12 @@ def _start_http(db: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[byte
 async def test_streamable_http_subprocess(db_path: Path, tmp_path: Path) -> None:
     """Over streamable HTTP the SDK's client puts and searches; SIGTERM then exits 0."""
     proc, url = _start_http(db_path, tmp_path, "--namespace", "ns")
-    try:
+    with _reaped(proc):
         async with Client(url) as c:
-            m = _ok(await c.call_tool("memory_put", {"content": "HTTP transport works"}))
-            hits = _ok(await c.call_tool("memory_search", {"query": "transport"}))
-            assert [h["memory"]["id"] for h in hits] == [m["id"]]
+            await _put_then_find(c, "HTTP transport works", "transport")
             assert _error_text(await c.call_tool("memory_search", {"query": "x", "k": 999}))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def _error_text(result: CallToolResult) -> str:
@@ -207,22 +216,16 @@ async def test_http_with_tokens_needs_a_bearer_fit_for_the_server(
     cfg = write_config(tmp_path / "mcp.toml", db_path, [g, o, n, r])
     proc, url = _start_http(db_path, tmp_path, "--config", str(cfg), "--namespace", "ns",
                             "--agent", "a1")
-    try:
+    with _reaped(proc):
         assert await asyncio.to_thread(_status, url, None) == 401
         assert await asyncio.to_thread(_status, url, "not-a-token") == 401
         for token in (other_agent, other_ns, read_only):
             assert await asyncio.to_thread(_status, url, token) == 403
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {good}"})
         async with Client(streamable_http_client(url, http_client=http)) as c:
-            m = _ok(await c.call_tool("memory_put", {"content": "only with a token"}))
-            hits = _ok(await c.call_tool("memory_search", {"query": "token"}))
-            assert [h["memory"]["id"] for h in hits] == [m["id"]]
+            await _put_then_find(c, "only with a token", "token")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_http_on_a_public_address_without_tokens_is_refused(db_path: Path, tmp_path: Path) -> None:
