@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import HostProcess
+from conftest import TRANSPORTS, HostProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
@@ -116,13 +116,16 @@ def _check(reply_text: str | bytes, req_id: str) -> None:
     assert reply["req_id"] == req_id, (reply, req_id)
 
 
-@pytest.fixture(scope="module")
-def fuzz_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    """A host subprocess with small frames and no rate limit, killed after the module."""
+@pytest.fixture(scope="module", params=TRANSPORTS)
+def fuzz_host(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HostProcess]:
+    """A host subprocess (on each transport) with small frames and no rate limit, killed after
+    the module."""
     folder = tmp_path_factory.mktemp("fuzz")
     cfg = folder / "host.toml"
     cfg.write_text(f"[limits]\nmax_frame_bytes = {MAX_FRAME}\nrequests_per_second = 0\n")
-    proc = HostProcess(folder / "a2e.db", "--config", str(cfg))
+    proc = HostProcess(folder / "a2e.db", "--config", str(cfg), transport=request.param)
     yield proc
     proc.proc.kill()
     proc.proc.wait()
