@@ -146,14 +146,14 @@ class Mutator:
         return "json", text, rid if isinstance(rid, str) else ""
 
 
-def start_host(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_host(folder: Path, transport: str = "websockets") -> tuple[subprocess.Popen[bytes], str]:
     """`a2e-host serve` on a free port with its log (errors only) in folder/host.log."""
     cfg = folder / "host.toml"
     cfg.write_text(f"[limits]\nmax_frame_bytes = {MAX_FRAME}\nrequests_per_second = 0\n")
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "host.cli", "--log-level", "ERROR", "serve", "--port", str(port),
-         "--db", str(folder / "fuzz.db"), "--config", str(cfg)],
+         "--transport", transport, "--db", str(folder / "fuzz.db"), "--config", str(cfg)],
         stdout=subprocess.DEVNULL, stderr=(folder / "host.log").open("wb"), env={**os.environ})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -257,9 +257,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=300.0, help="stop after this long")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch", type=int, default=100, help="frames pipelined before reading")
+    ap.add_argument("--transport", choices=("websockets", "picows"), default="websockets",
+                    help="the host's server.transport")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_host(Path(tmp))
+        proc, url = start_host(Path(tmp), args.transport)
         try:
             fz, elapsed = asyncio.run(run(url, args.frames, args.seconds, args.seed, args.batch))
             alive = proc.poll() is None
