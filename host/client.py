@@ -159,14 +159,3 @@ class MemoryClient:
     async def ping(self) -> Pong:
         """Liveness check."""
         return await self.request(Ping(id=new_id(), version=VERSION, ts=now()))
-
-    async def send_raw(self, frame: str | bytes) -> None:
-        """Send a frame as is (tests of bad input). Its reply is not matched: use `recv_raw`."""
-        await self.ws.send(frame)
-
-    async def raw_exchange(self, frame: str | bytes) -> Any:
-        """Send a raw frame and return the next reply, decoded (for bad-input tests)."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[f"raw-{new_id()}"] = fut
-        await self.ws.send(frame)
-        return await fut
