@@ -212,8 +212,8 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
             if self._fragments is not None:
                 self._fail(WSCloseCode.PROTOCOL_ERROR, "a new message inside a fragmented one")
                 return
-            if frame.fin:
-                self._message(frame.get_payload_as_bytes())
+            if frame.fin:  # a whole binary message: refused whatever it holds, so not copied
+                self._message(b"")
                 return
             self._fragments = bytearray(frame.get_payload_as_memoryview())
             self._fragment_text = kind is _TEXT
@@ -239,7 +239,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
             return
         self._fragments = None
         if not self._fragment_text:
-            self._message(bytes(parts))
+            self._message(b"")  # binary: refused whatever it holds
             return
         try:
             text = parts.decode("utf-8")
