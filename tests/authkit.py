@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import make_config
+from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.auth import hash_token, new_token
@@ -48,17 +48,8 @@ async def running(db: Path, tokens: Sequence[dict[str, Any]] = (),
         sections.setdefault("server", {})
         sections["server"] = {"transport": transport, **sections["server"]}
         config = make_config(db, auth={"tokens": list(tokens)}, **sections)
-    host = Host(config, config_path=config_path)
-    await host.start()
-    try:
+    async with running_host(config, config_path) as host:
         yield host
-    finally:
-        await host.stop()
-
-
-def url_of(host: Host) -> str:
-    """The WebSocket URL of a started host."""
-    return f"ws://127.0.0.1:{host.port}"
 
 
 async def connect(host: Host, token: str = "", *, bearer: str = "",

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,10 @@ def transport(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "websockets"))
 
 
-@pytest.fixture
-async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
-    """A started host on a free port, stopped (drained, committed) after the test."""
-    h = Host(make_config(store_db, server={"transport": transport}))
+@asynccontextmanager
+async def running_host(config: Config, config_path: Path | None = None) -> AsyncIterator[Host]:
+    """A host of `config` started, stopped (drained, committed) on leaving the block."""
+    h = Host(config, config_path=config_path)
     await h.start()
     try:
         yield h
@@ -114,10 +115,22 @@ async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
         await h.stop()
 
 
+def url_of(host: Host) -> str:
+    """The WebSocket URL of a started host."""
+    return f"ws://127.0.0.1:{host.port}"
+
+
+@pytest.fixture
+async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
+    """A started host on a free port, stopped (drained, committed) after the test."""
+    async with running_host(make_config(store_db, server={"transport": transport})) as h:
+        yield h
+
+
 @pytest.fixture
 def url(host: Host) -> str:
     """The WebSocket URL of the `host` fixture."""
-    return f"ws://127.0.0.1:{host.port}"
+    return url_of(host)
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import HostProcess, make_config, run_cli
+from conftest import HostProcess, make_config, run_cli, running_host, url_of
 
-from host.app import Host
 from host.client import MemoryClient
 from host.commands._progress import Progress
 
@@ -59,16 +58,12 @@ async def test_export_import_round_trip(client: MemoryClient, db_path: Path, tmp
         assert again.returncode == 0, again.stderr.decode()
         assert _sorted(_jsonl(again.stdout)) == _sorted(first)
 
-    h = Host(make_config(target))
-    await h.start()
-    try:
-        c = await MemoryClient.connect(f"ws://127.0.0.1:{h.port}")
+    async with running_host(make_config(target)) as h:
+        c = await MemoryClient.connect(url_of(h))
         await c.init("ns", {"agent": "a1"})
         found = await c.retrieve(query="apples", limit=5)
         assert len(found.entries) == 5
         await c.close()
-    finally:
-        await h.stop()
 
 
 async def test_export_one_namespace_to_stdout(connect, db_path: Path) -> None:

@@ -8,28 +8,17 @@ import time
 from pathlib import Path
 
 import asyncpg
-from conftest import make_config, run_cli
+from conftest import make_config, run_cli, running_host, url_of
+from test_commands import _jsonl, _sorted
 
-from host.app import Host
 from host.client import MemoryClient
 from host.store.postgres_schema import LOCK_CLASS, LOCK_GC
 
 
-def _jsonl(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
-
-
-def _sorted(rows: list[dict]) -> list[dict]:
-    return sorted(rows, key=lambda r: (r["namespace"], r["tier"], r["owner"],
-                                       json.dumps(r["key"], sort_keys=True)))
-
-
 async def _fill(db: str) -> None:
     """Entries in two namespaces and both persistent tiers, one with a TTL, through a host."""
-    h = Host(make_config(db))
-    await h.start()
-    try:
-        c = await MemoryClient.connect(f"ws://127.0.0.1:{h.port}")
+    async with running_host(make_config(db)) as h:
+        c = await MemoryClient.connect(url_of(h))
         for ns, agent in (("alpha", "a1"), ("alpha", "a2"), ("beta", "a1")):
             await c.init(ns, {"agent": agent})
             await c.store([{"key": {"k": i, "by": agent}, "content": {"text": f"apples {i} ☕"},
@@ -37,8 +26,6 @@ async def _fill(db: str) -> None:
                             "tags": ["fruit", f"n{i}"], "score": 0.5, "source": "t",
                             "ttl": 3600 if i == 1 else 0} for i in range(6)])
         await c.close()
-    finally:
-        await h.stop()
 
 
 async def test_sqlite_to_postgres_and_back_through_a_pipe(tmp_path: Path, pg_url: str) -> None:
@@ -63,16 +50,12 @@ async def test_sqlite_to_postgres_and_back_through_a_pipe(tmp_path: Path, pg_url
     assert run_cli("import", "-", "--db", back, input=from_pg.stdout).returncode == 0
     assert _sorted(_jsonl(run_cli("export", "--db", back).stdout)) == _sorted(first)
 
-    h = Host(make_config(pg_url))
-    await h.start()
-    try:
-        c = await MemoryClient.connect(f"ws://127.0.0.1:{h.port}")
+    async with running_host(make_config(pg_url)) as h:
+        c = await MemoryClient.connect(url_of(h))
         await c.init("alpha", {"agent": "a2"})
         found = await c.retrieve(query="apples", limit=100)
         assert found.total == 6 + 2  # a2's episodic entries and alpha's semantic ones
         await c.close()
-    finally:
-        await h.stop()
 
 
 async def test_export_one_namespace_to_a_file(tmp_path: Path, pg_url: str) -> None:

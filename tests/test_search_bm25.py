@@ -15,7 +15,7 @@ from host.search.bm25 import Analysis, Bm25Stats, bm25
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope
 from protocol.keys import canonical_key
-from tests.conftest import make_config
+from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
 
@@ -34,18 +34,15 @@ async def keyword_host(store_db: str) -> AsyncIterator[Host]:
     """A started host without an embedder and without neighbour lifting: relevance is the
     fused keyword signal alone (a stored entry written next to a match may be lifted above
     it; tests/test_search_engine.py covers that)."""
-    h = Host(make_config(store_db, search={"embedder": "none", "neighbour_hits": 0}))
-    await h.start()
-    try:
+    config = make_config(store_db, search={"embedder": "none", "neighbour_hits": 0})
+    async with running_host(config) as h:
         yield h
-    finally:
-        await h.stop()
 
 
 @pytest.fixture
 async def kw_client(keyword_host: Host) -> AsyncIterator[MemoryClient]:
     """A client of `keyword_host` with an open session."""
-    c = await MemoryClient.connect(f"ws://127.0.0.1:{keyword_host.port}")
+    c = await MemoryClient.connect(url_of(keyword_host))
     await c.init("tiers", {"agent": "alice"})
     try:
         yield c

@@ -6,21 +6,18 @@ on PostgreSQL too (marked `all_backends`)."""
 from __future__ import annotations
 
 import asyncpg
-from conftest import make_config, run_cli
+from conftest import make_config, run_cli, running_host, url_of
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
-from host.app import Host
 from host.client import MemoryClient
 from host.store.postgres import PostgresEntryStore
 
 
 async def test_forget_removes_vector_on_postgres(pg_url: str) -> None:
     """Forgetting an entry deletes its vector row; a paraphrase no longer finds it."""
-    host = Host(make_config(pg_url))
-    await host.start()
-    try:
+    async with running_host(make_config(pg_url)) as host:
         assert isinstance(host.store, PostgresEntryStore) and host.search.shared
-        c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
+        c = await MemoryClient.connect(url_of(host))
         await c.init("ns", {"agent": "alice"})
         await c.store([entry({"d": i}, t) for i, t in enumerate(DISTRACTORS)]
                       + [entry({"k": "puppy"}, PUPPY)])
@@ -33,22 +30,16 @@ async def test_forget_removes_vector_on_postgres(pg_url: str) -> None:
         assert await host.store.pool.fetchval(count) == before - 1
         assert {"k": "puppy"} not in keys_of(await c.retrieve(query=PARAPHRASE, limit=20))
         await c.close()
-    finally:
-        await host.stop()
 
 
 async def test_reindex_command_on_postgres(pg_url: str) -> None:
     """`a2e-host reindex --db postgresql://...` embeds the queued entries through the store;
     `--all` recomputes every vector."""
-    host = Host(make_config(pg_url, search={"embedder": "none"}))
-    await host.start()
-    try:
-        c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
+    async with running_host(make_config(pg_url, search={"embedder": "none"})) as host:
+        c = await MemoryClient.connect(url_of(host))
         await c.init("ns", {"agent": "alice"})
         await c.store([entry({"k": "puppy"}, PUPPY), entry({"d": 0}, DISTRACTORS[0])])
         await c.close()
-    finally:
-        await host.stop()
     assert b"embedded 2 entries" in run_cli("reindex", "--db", pg_url).stdout
     sql = await asyncpg.connect(pg_url)
     try:
