@@ -94,8 +94,14 @@ ImportanceArg = Annotated[
 ]
 
 
-# Hints of a tool that only reads this memory.
+# Hints of a tool that only reads this memory, one that adds to it, and one that deletes from it.
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+DELETES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 
 
 def _tool(
@@ -131,14 +137,7 @@ def build_server(
     max_bytes = config.limits.max_entry_bytes
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
 
-    @_tool(
-        server,
-        title="Remember something",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-            open_world_hint=False,
-        ),
-    )
+    @_tool(server, title="Remember something", annotations=ADDS)
     async def memory_put(
         content: Annotated[
             str,
@@ -219,14 +218,7 @@ def build_server(
             wrap=True,
         )
 
-    @_tool(
-        server,
-        title="Forget a memory",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
+    @_tool(server, title="Forget a memory", annotations=DELETES)
     async def memory_forget(
         memory_id: Annotated[
             str, Field(min_length=1, description="The id of the memory to delete.")
@@ -262,8 +254,6 @@ def _add_rules_tool(server: MCPServer[Any], rules: RulesFn) -> None:
         cross-module, then general rules. Follow them when editing the file; a rule listed
         earlier wins over a later one. An empty list means no rules were loaded for it."""
         return _reply(await rules(path, module or None), wrap=True)
-
-
 
 
 class _Uvicorn(uvicorn.Server):
