@@ -32,10 +32,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from host.config import Config
-from host.library.mapping import entry_to_memory, id_to_key, key_to_id, memory_to_entry
+from host.library.mapping import id_to_key, key_to_id, memory_to_entry, stored_to_memory
 from host.library.models import Memory, RetrievalResult
 from host.library.search import make_row, search_rows
 from host.library.sqlite_store import StoreFullError
@@ -48,15 +47,6 @@ from protocol.keys import canonical_key
 __all__ = ["EntryStoreMemories"]
 
 _ALL_TIERS = (*PERSISTENT_TIERS, "working")
-
-
-def _as_dict(e: StoredEntry) -> dict[str, Any]:
-    """The wire `MemoryEntry` dict of a stored entry (what `entry_to_memory` reads)."""
-    return {
-        "key": json.loads(e.key), "content": json.loads(e.content), "tier": e.tier,
-        "tags": e.tags, "source": e.source, "score": e.score, "ttl": e.ttl,
-        "created_at": e.created_at, "updated_at": e.updated_at,
-    }
 
 
 class EntryStoreMemories:
@@ -125,7 +115,7 @@ class EntryStoreMemories:
         if not found:
             return None
         e = found[0]
-        memory = entry_to_memory({**_as_dict(e), "updated_at": now})
+        memory = stored_to_memory(e, now)
         if e.ttl == 0:
             # never a write-back of `e`: a store of this key since the read must stand
             if e.tier == "working":
@@ -154,6 +144,6 @@ class EntryStoreMemories:
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
         found = await self.store.search(self.scope, q, query, now, self.candidates)
         found += self.working.search(query_terms(query), (), (), now)
-        rows = [(key_to_id(json.loads(e.key)), make_row(entry_to_memory(_as_dict(e))))
+        rows = [(key_to_id(json.loads(e.key)), make_row(stored_to_memory(e)))
                 for e in found]
         return search_rows(rows, query, k, self.weights, now)

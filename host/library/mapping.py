@@ -32,11 +32,15 @@ goes to the higher level); a key other than `{"id": str}` becomes its canonical 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from host.library.models import Memory, MemoryImportance, MemoryType, utc_now
 from protocol.keys import canonical_json
+
+if TYPE_CHECKING:
+    from host.store.base import StoredEntry
 
 __all__ = [
     "IMPORTANCE_SCORE",
@@ -49,6 +53,7 @@ __all__ = [
     "key_to_id",
     "memory_to_entry",
     "score_to_importance",
+    "stored_to_memory",
     "tier_and_tags",
     "type_of",
 ]
@@ -196,3 +201,13 @@ def entry_to_memory(entry: dict[str, Any]) -> Memory:
         last_accessed=_datetime(entry.get("updated_at")),
         metadata=metadata,
     )
+
+
+def stored_to_memory(e: StoredEntry, updated_at: float | None = None) -> Memory:
+    """The `Memory` of an entry read from the host's `EntryStore` (`entry_to_memory` of its wire
+    fields), last accessed at `updated_at` when given, else at the entry's `updated_at`."""
+    return entry_to_memory({
+        "key": json.loads(e.key), "content": json.loads(e.content), "tier": e.tier,
+        "tags": e.tags, "score": e.score, "created_at": e.created_at,
+        "updated_at": e.updated_at if updated_at is None else updated_at,
+    })

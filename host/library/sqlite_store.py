@@ -32,10 +32,10 @@ from typing import Any
 from host.config import LimitsConfig, RankingConfig
 from host.library.mapping import (
     IMPORTANCE_SCORE,
-    entry_to_memory,
     key_to_id,
     memory_to_entry,
     score_to_importance,
+    stored_to_memory,
 )
 from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
@@ -77,14 +77,6 @@ def _new_entry(key: str, memory: Memory) -> NewEntry:
         created_at=e["created_at"],
         updated_at=e["updated_at"],
     )
-
-
-def _memory(row: StoredEntry) -> Memory:
-    return entry_to_memory({
-        "key": json.loads(row.key), "content": json.loads(row.content), "tier": row.tier,
-        "tags": row.tags, "score": row.score, "created_at": row.created_at,
-        "updated_at": row.updated_at,
-    })
 
 
 class SQLiteStore(Closing):
@@ -158,7 +150,7 @@ class SQLiteStore(Closing):
                 return None
             when = utc_now()
             self._touched[key] = when.timestamp()
-        return _memory(row).model_copy(update={"last_accessed": when})
+        return stored_to_memory(row).model_copy(update={"last_accessed": when})
 
     def _replace(self, conn: sqlite3.Connection, key: str, memory: Memory, now: float) -> None:
         ops.forget_entries(conn, self.scope, PERSISTENT_TIERS, [_key(key)], [], now)
@@ -224,7 +216,7 @@ class SQLiteStore(Closing):
                 matches.append(scored(key, relevance, importance, entry.updated_at, entry,
                                       self.weights, now))
         return [
-            RetrievalResult(memory=_memory(entry), relevance_score=relevance,
+            RetrievalResult(memory=stored_to_memory(entry), relevance_score=relevance,
                             combined_score=combined)
             for combined, relevance, _, _, entry in top(matches, k)
         ]
