@@ -47,6 +47,7 @@ from host.store.postgres_schema import (
     LOCK_CLASS,
     LOCK_GC,
     LOCK_MIGRATE,
+    advisory_lock,
     enable_vectors,
     ensure_vector_index,
     migrate,
@@ -470,23 +471,19 @@ class PostgresEntryStore:
         """Record the embedder in `a2e_search_meta` (under the migration lock, so hosts
         starting together agree). A different model than recorded deletes every vector and
         queues every entry for re-embedding; True when that happened."""
-        async with self.pool.acquire() as conn:
-            await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
-            try:
-                async with conn.transaction():
-                    rows = dict(await conn.fetch(
-                        "SELECT name, value FROM a2e_search_meta WHERE name IN ('model', 'dim')"))
-                    if rows == {"model": name, "dim": str(dim)}:
-                        return False
-                    await conn.execute("DELETE FROM a2e_vectors")
-                    await self._requeue(conn)
-                    await conn.executemany(
-                        "INSERT INTO a2e_search_meta (name, value) VALUES ($1, $2)"
-                        " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                        [("model", name), ("dim", str(dim))])
-                    return True
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+        async with (self.pool.acquire() as conn, advisory_lock(conn, LOCK_MIGRATE),
+                    conn.transaction()):
+            rows = dict(await conn.fetch(
+                "SELECT name, value FROM a2e_search_meta WHERE name IN ('model', 'dim')"))
+            if rows == {"model": name, "dim": str(dim)}:
+                return False
+            await conn.execute("DELETE FROM a2e_vectors")
+            await self._requeue(conn)
+            await conn.executemany(
+                "INSERT INTO a2e_search_meta (name, value) VALUES ($1, $2)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                [("model", name), ("dim", str(dim))])
+            return True
 
     @staticmethod
     async def _requeue(conn: Any) -> None:

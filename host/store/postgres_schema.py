@@ -32,6 +32,8 @@ puts in one statement, one transaction: a host's group commit (`host.store.postg
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "LOCK_GC",
     "LOCK_MIGRATE",
     "MIGRATIONS",
+    "advisory_lock",
     "enable_vectors",
     "ensure_vector_index",
     "migrate",
@@ -572,12 +575,22 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
+@asynccontextmanager
+async def advisory_lock(conn: Any, lock: int) -> AsyncIterator[None]:
+    """Hold the session advisory lock (`LOCK_CLASS`, `lock`) on the asyncpg `conn` for the
+    body (waiting for it), releasing it whatever the body does."""
+    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, lock)
+    try:
+        yield
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, lock)
+
+
 async def migrate(conn: Any) -> int:
     """Apply the migrations not yet applied (each in its own transaction) under a session
     advisory lock; the version reached. `conn` is an asyncpg connection outside a transaction.
     """
-    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
-    try:
+    async with advisory_lock(conn, LOCK_MIGRATE):
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS a2e_migrations ("
             " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -592,8 +605,6 @@ async def migrate(conn: Any) -> int:
             log.info("postgres schema migrated to version %d", number)
             version = number
         return int(version)
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
 
 
 async def enable_vectors(conn: Any) -> bool:
@@ -611,14 +622,13 @@ async def enable_vectors(conn: Any) -> bool:
         return False
     import asyncpg
 
-    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
-    try:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except asyncpg.PostgresError as err:  # no privilege, or a broken installation
-        log.warning("pgvector is available but could not be created (%s); no vector index", err)
-        return False
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
+    async with advisory_lock(conn, LOCK_MIGRATE):
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except asyncpg.PostgresError as err:  # no privilege, or a broken installation
+            log.warning("pgvector is available but could not be created (%s); no vector index",
+                        err)
+            return False
     return True
 
 
@@ -630,11 +640,8 @@ async def ensure_vector_index(conn: Any, dim: int) -> None:
     """
     if not 0 < dim <= 2000:  # pgvector's HNSW limit for `vector`
         raise ValueError(f"vector dimension {dim} out of range")
-    await conn.execute("SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
-    try:
+    async with advisory_lock(conn, LOCK_MIGRATE):
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS a2e_vectors_hnsw_{dim} ON a2e_vectors USING hnsw"
             f" ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
         )
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_MIGRATE)
