@@ -148,8 +148,7 @@ class Deferred:
         if gone:
             conn.execute("DELETE FROM fts_gone")
             for (rowid,) in gone:
-                old = self._rows.get(rowid)
-                self._rows[rowid] = (True, old[1] if old else None)
+                self.replace(rowid)
         rows, drops = self._keyword_rows(conn)
         self.clear()
         if counts:
