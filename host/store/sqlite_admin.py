@@ -8,6 +8,7 @@ file; a write waits up to the busy timeout for the host's writer). Imports write
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -71,26 +72,23 @@ def open_store_file(path: str, create: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _live(now: float) -> tuple[str, tuple[float]]:
-    return "(expires_at IS NULL OR expires_at > ?)", (now,)
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"  # its one parameter: now
 
 
 def stats(conn: sqlite3.Connection, now: float) -> list[NamespaceStats]:
     """Live entries and bytes by namespace and tier, ordered by namespace then tier."""
-    live, params = _live(now)
     rows = conn.execute(
-        f"SELECT namespace, tier, count(*), coalesce(sum(size), 0) FROM entries WHERE {live}"
+        f"SELECT namespace, tier, count(*), coalesce(sum(size), 0) FROM entries WHERE {_LIVE}"
         " GROUP BY namespace, tier ORDER BY namespace, tier",
-        params,
+        (now,),
     ).fetchall()
     return [NamespaceStats(*r) for r in rows]
 
 
 def count_by_tier(conn: sqlite3.Connection, now: float) -> dict[str, int]:
     """Live persisted entries by tier (a scan of the table: call it rarely)."""
-    live, params = _live(now)
     rows = conn.execute(
-        f"SELECT tier, count(*) FROM entries WHERE {live} GROUP BY tier", params
+        f"SELECT tier, count(*) FROM entries WHERE {_LIVE} GROUP BY tier", (now,)
     ).fetchall()
     return {tier: n for tier, n in rows}
 
@@ -110,9 +108,8 @@ def export_rows(
     The iterator reads inside one read transaction, so the export is one consistent snapshot
     even while a host writes; consume it fully (or close it) to end the transaction.
     """
-    live, params = _live(now)
-    where = live
-    args: list[object] = list(params)
+    where = _LIVE
+    args: list[object] = [now]
     if namespace is not None:
         where += " AND namespace = ?"
         args.append(namespace)
@@ -148,14 +145,9 @@ def import_batch(
     outcomes: list[StoreOutcome] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
-        i = 0
-        while i < len(batch):  # consecutive entries of one scope go in one call
-            scope = batch[i][0]
-            j = i
-            while j < len(batch) and batch[j][0] == scope:
-                j += 1
-            outcomes += ops.put_entries(conn, scope, [e for _s, e in batch[i:j]], now, quotas)
-            i = j
+        # consecutive entries of one scope go in one call
+        for scope, run in itertools.groupby(batch, key=lambda item: item[0]):
+            outcomes += ops.put_entries(conn, scope, [e for _s, e in run], now, quotas)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
