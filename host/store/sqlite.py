@@ -119,7 +119,7 @@ class SQLiteEntryStore:
         conn = self._conn()
         terms = ops.selective_terms(conn, ops.scope_token(scope.namespace), query_terms(text),
                                     self.max_term_docs)
-        return sqlite_bm25.keyword_stats(conn, scope, terms)
+        return sqlite_bm25.keyword_stats(conn, terms)
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index would hold it (stemmed terms and length)."""

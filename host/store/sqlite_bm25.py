@@ -16,7 +16,6 @@ import threading
 from collections import Counter
 
 from host.search.bm25 import Analysis, Bm25Stats
-from host.store.base import Scope
 
 __all__ = ["analyse", "keyword_stats", "TOKENIZER"]
 
@@ -58,10 +57,10 @@ def _varint(block: bytes, i: int) -> tuple[int, int]:
     return (v << 8) | block[i], i + 1
 
 
-def keyword_stats(conn: sqlite3.Connection, scope: Scope, terms: tuple[str, ...]) -> Bm25Stats:
+def keyword_stats(conn: sqlite3.Connection, terms: tuple[str, ...]) -> Bm25Stats:
     """The statistics of `entries_fts` for the query `terms` (as `search_entries` used them,
-    after `_selective_terms`): each term stemmed, the rows holding it, rows and average length."""
-    del scope  # FTS5's bm25() reads the statistics of the whole table, every namespace
+    after `selective_terms`): each term stemmed, the rows holding it, rows and average length.
+    Those of the whole table, every namespace, as FTS5's bm25() reads them."""
     conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.entries_fts_rows"
                  " USING fts5vocab(main, entries_fts, 'row')")
     stems = [s for t in terms for s in analyse(t).terms]
