@@ -86,16 +86,19 @@ def lexemes_of(namespace: str, text: str) -> str:
     out. Tokens are letters and digits only, so quoting them is safe."""
     out = [f"'{_scope_lexeme(namespace)}'"]
     total = len(out[0])
-    for t, n in Counter(tokens(text)).items():
-        size = len(t.encode())
-        if size > _MAX_LEXEME_BYTES:
-            continue
-        k = min(n, 256)
-        total += size + 2 * k + 4
+    for t, k in _lexeme_counts(text).items():
+        total += len(t.encode()) + 2 * k + 4
         if total > _MAX_LEXEMES_BYTES:
             break
         out.append(f"'{t}':" + ",".join(map(str, range(1, k + 1))))
     return " ".join(out)
+
+
+def _lexeme_counts(text: str) -> dict[str, int]:
+    """Each distinct token of `text` that fits in a lexeme, with its count capped at 256 (the
+    positions `lexemes_of` stores), in order of first occurrence."""
+    return {t: min(n, 256) for t, n in Counter(tokens(text)).items()
+            if len(t.encode()) <= _MAX_LEXEME_BYTES}
 
 
 def _row(r: Any) -> StoredEntry:
@@ -446,8 +449,7 @@ class PostgresEntryStore:
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256
         as `lexemes_of` stores them; length plus the scope lexeme)."""
-        terms = {t: min(c, 256) for t, c in Counter(tokens(text)).items()
-                 if len(t.encode()) <= _MAX_LEXEME_BYTES}
+        terms = _lexeme_counts(text)
         return Analysis(terms, sum(terms.values()) + 1)
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
