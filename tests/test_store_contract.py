@@ -28,20 +28,22 @@ T0 = 1_800_000_000.0
 StoreFactory = Callable[..., EntryStore]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def make_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[StoreFactory]:
-    """A factory of open stores on one database of the parametrised backend; all closed after."""
+pytestmark = pytest.mark.all_backends
+
+
+@pytest.fixture
+async def make_store(store_db: str) -> AsyncIterator[StoreFactory]:
+    """A factory of open stores on one database of the parametrised backend (`store_db`, see
+    `all_backends`); all closed after."""
     opened: list[EntryStore] = []
-    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
 
     async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
         s: EntryStore
-        if url is not None:
-            s = PostgresEntryStore(url, quotas=quotas, pool_max=4, max_term_docs=max_term_docs)
+        if store_db.startswith("postgresql"):
+            s = PostgresEntryStore(store_db, quotas=quotas, pool_max=4,
+                                   max_term_docs=max_term_docs)
         else:
-            s = SQLiteEntryStore(tmp_path / "a2e.db", quotas=quotas, max_term_docs=max_term_docs)
+            s = SQLiteEntryStore(store_db, quotas=quotas, max_term_docs=max_term_docs)
         await s.open()
         opened.append(s)
         return s
