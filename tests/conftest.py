@@ -172,6 +172,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Return once something listens on loopback `port`; `RuntimeError` with `proc`'s stderr
+    if it exits first, `TimeoutError` after `timeout` seconds (`proc` is left running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
 class HostProcess:
     """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
 
@@ -184,19 +199,7 @@ class HostProcess:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        self._wait_listening()
-
-    def _wait_listening(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"host exited: {self.proc.stderr.read().decode()}")  # type: ignore[union-attr]
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError("host did not start listening")
+        wait_listening(self.port, self.proc)
 
     def stop(self, sig: int, timeout: float = 20.0) -> int:
         """Send `sig` and wait for the exit code."""

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from host.client import MemoryClient
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_listening
 
 
 def _ok(result: CallToolResult) -> Any:
@@ -106,19 +105,12 @@ def _start_http(db: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[byte
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    import socket
-
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mcp exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"http://127.0.0.1:{port}/mcp"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise TimeoutError("mcp did not start listening")
+    try:
+        wait_listening(port, proc)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc, f"http://127.0.0.1:{port}/mcp"
 
 
 async def test_streamable_http_subprocess(db_path: Path, tmp_path: Path) -> None:
