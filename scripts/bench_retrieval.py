@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from procs import free_port, stop_process  # noqa: E402
+from procs import free_port, stop_process, wait_port  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 
@@ -77,16 +76,7 @@ class HostProcess:
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, "A2E_HOST_LOG_LEVEL": "WARNING"},
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stderr.read().decode())  # type: ignore[union-attr]
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise TimeoutError("host did not start")
+        wait_port(self.port, self.proc, timeout=60)
 
     @property
     def url(self) -> str:

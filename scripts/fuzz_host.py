@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import free_port  # noqa: E402
+from procs import free_port, wait_port  # noqa: E402
 
 MAX_FRAME = 4096
 CLOSERS = {"bad_utf8": 1007, "big": 1009}
@@ -155,17 +154,12 @@ def start_host(folder: Path, transport: str = "websockets") -> tuple[subprocess.
         [sys.executable, "-m", "host.cli", "--log-level", "ERROR", "serve", "--port", str(port),
          "--transport", transport, "--db", str(folder / "fuzz.db"), "--config", str(cfg)],
         stdout=subprocess.DEVNULL, stderr=(folder / "host.log").open("wb"), env={**os.environ})
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("host exited at start")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise TimeoutError("host did not start")
+    try:
+        wait_port(port, proc)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc, f"ws://127.0.0.1:{port}"
 
 
 class Fuzzer:

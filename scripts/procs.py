@@ -19,12 +19,13 @@ def free_port() -> int:
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Return once something listens on `port`; `RuntimeError` if `proc` exits first,
-    `TimeoutError` after `timeout` seconds."""
+    """Return once something listens on `port`; `RuntimeError` if `proc` exits first (with its
+    stderr when that is a pipe), `TimeoutError` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise RuntimeError(f"server exited with {proc.returncode}: {err}".rstrip(": "))
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
