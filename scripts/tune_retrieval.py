@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
-from scripts.bench_retrieval import CATEGORIES, DATA, load  # noqa: E402
+from scripts.bench_retrieval import CATEGORIES, DATA, load, recall_row  # noqa: E402
 
 
 class CachedEmbedder:
@@ -115,9 +115,7 @@ async def one(settings: list[str], convs: dict[str, Any], cache: Path) -> dict[s
                     t0 = time.perf_counter()
                     got = await c.retrieve(query=q, limit=10)
                     lat.append((time.perf_counter() - t0) * 1000)
-                    found = [e["key"]["turn"] for e in got.entries if "turn" in e["key"]]
-                    rows.append((cat, len(ev & set(found[:5])) / len(ev),
-                                 len(ev & set(found[:10])) / len(ev)))
+                    rows.append(recall_row(got.entries, ev, cat))
                 await c.close()
         finally:
             await host.stop()
