@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -62,11 +63,8 @@ class SQLiteEntryStore:
     async def open(self) -> None:
         """Create or migrate the schema, start the writer, open the read connection."""
         def _open() -> None:
-            conn = connect(self.path)
-            try:
+            with closing(connect(self.path)) as conn:
                 migrate(conn)
-            finally:
-                conn.close()
 
         await asyncio.to_thread(_open)
         self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer,
@@ -153,11 +151,8 @@ class SQLiteEntryStore:
         """Live entries by tier, counted on a worker thread with its own connection (a scan:
         the metrics endpoint calls it at most every few seconds)."""
         def _count() -> dict[str, int]:
-            conn = connect(self.path)
-            try:
+            with closing(connect(self.path)) as conn:
                 return count_by_tier(conn, now)
-            finally:
-                conn.close()
 
         return await asyncio.to_thread(_count)
 
@@ -203,11 +198,8 @@ class SQLiteEntryStore:
 
     def load_vectors(self, dim: int) -> Iterator[tuple[list[vec.Pending], np.ndarray]]:
         """Every stored vector in batches, on a connection of its own (run it in a thread)."""
-        conn = connect(self.path)
-        try:
+        with closing(connect(self.path)) as conn:
             yield from vec.load_vectors(conn, dim)
-        finally:
-            conn.close()
 
     async def ready(self) -> bool:
         """True when the database answers."""
