@@ -142,9 +142,9 @@ class SQLiteEntryStore:
         """Delete every expired entry, in batches so other writes interleave."""
         total = 0
         while True:
-            n = await self._submit(ops.collect_expired, now, 1000, self._deferred)
+            n = await self._submit(ops.collect_expired, now, ops.GC_BATCH, self._deferred)
             total += n
-            if n < 1000:
+            if n < ops.GC_BATCH:
                 return total
 
     async def count_by_tier(self, now: float) -> dict[str, int]:

@@ -156,7 +156,7 @@ def import_batch(
 
 
 def collect_all_expired(conn: sqlite3.Connection, now: float) -> int:
-    """Delete every expired entry, a transaction each 1000; the number deleted."""
+    """Delete every expired entry, a transaction each `GC_BATCH`; the number deleted."""
     total = 0
     while True:
         conn.execute("BEGIN IMMEDIATE")
@@ -167,7 +167,7 @@ def collect_all_expired(conn: sqlite3.Connection, now: float) -> int:
             conn.execute("ROLLBACK")
             raise
         total += n
-        if n < 1000:
+        if n < ops.GC_BATCH:
             return total
 
 

@@ -21,6 +21,7 @@ from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, o
 from host.store.sqlite_deferred import Deferred
 
 __all__ = [
+    "GC_BATCH",
     "Quotas",
     "collect_expired",
     "find_entries",
@@ -35,6 +36,8 @@ __all__ = [
 _decode = msgspec.json.decode
 _encode_tags = msgspec.json.Encoder().encode
 _tags_decoder = msgspec.json.Decoder(list[str])
+
+GC_BATCH = 1000  # expired entries `collect_expired` deletes at most a call (one transaction)
 
 _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
 
@@ -314,7 +317,7 @@ def touch_entries(
 
 
 def collect_expired(
-    conn: sqlite3.Connection, now: float, batch: int = 1000, deferred: Deferred | None = None
+    conn: sqlite3.Connection, now: float, batch: int = GC_BATCH, deferred: Deferred | None = None
 ) -> int:
     """Delete up to `batch` expired entries; the number deleted (call again while == batch).
     Their keyword rows go as in `forget_entries`."""
