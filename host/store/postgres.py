@@ -101,10 +101,11 @@ def _lexeme_counts(text: str) -> dict[str, int]:
             if len(t.encode()) <= _MAX_LEXEME_BYTES}
 
 
-def _row(r: Any) -> StoredEntry:
+def _row(r: Any, id: int | None = None) -> StoredEntry:
+    """The entry of a row of `_COLUMNS`, with the row id `id` when given."""
     return StoredEntry(
         tier=r[0], owner=r[1], key=r[2].encode(), content=r[3].encode(), tags=list(r[4]),
-        source=r[5], score=r[6], ttl=r[7], created_at=r[8], updated_at=r[9],
+        source=r[5], score=r[6], ttl=r[7], created_at=r[8], updated_at=r[9], id=id,
     )
 
 
@@ -404,8 +405,8 @@ class PostgresEntryStore:
             match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
         out = []
         for r in await self.pool.fetch(sql, *p.values):
-            entry = _row(r)
-            entry.id, entry.keyword = r[10], r[11]
+            entry = _row(r, r[10])
+            entry.keyword = r[11]
             entry.relevance = coverage(tuple(terms), " ".join(r[12]))
             out.append(entry)
         return out
@@ -638,9 +639,4 @@ class PostgresEntryStore:
         rows = await self.pool.fetch(
             f"SELECT {_COLUMNS}, e.id FROM a2e_entries e"
             f" WHERE e.id = ANY({p([int(i) for i in ids])}::bigint[]) AND {where}", *p.values)
-        out = []
-        for r in rows:
-            entry = _row(r)
-            entry.id = r[10]
-            out.append(entry)
-        return out
+        return [_row(r, r[10]) for r in rows]

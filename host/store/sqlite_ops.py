@@ -89,7 +89,8 @@ def scope_token(namespace: str) -> str:
     return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
 
 
-def _row(r: tuple) -> StoredEntry:
+def _row(r: tuple, id: int | None = None) -> StoredEntry:
+    """The entry of a row of `_COLUMNS`, with the row id `id` when given."""
     return StoredEntry(
         tier=r[0],
         owner=r[1],
@@ -101,6 +102,7 @@ def _row(r: tuple) -> StoredEntry:
         ttl=r[7],
         created_at=r[8],
         updated_at=r[9],
+        id=id,
     )
 
 
@@ -246,9 +248,8 @@ def search_entries(
         ).fetchall()
     out = []
     for r in rows:
-        entry = _row(r)
-        entry.relevance = coverage(terms, r[10])
-        entry.id, entry.keyword = r[11], r[12]
+        entry = _row(r, r[11])
+        entry.relevance, entry.keyword = coverage(terms, r[10]), r[12]
         out.append(entry)
     return out
 

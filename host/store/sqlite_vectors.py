@@ -153,9 +153,4 @@ def fetch_entries(
         f" ON e.id = ids.value WHERE {where}",
         [json.dumps([int(i) for i in ids]), *params],
     ).fetchall()
-    out: list[StoredEntry] = []
-    for r in rows:
-        entry = _row(r)
-        entry.id = r[10]
-        out.append(entry)
-    return out
+    return [_row(r, r[10]) for r in rows]
