@@ -32,7 +32,8 @@ _STOP = object()
 
 
 class GroupWrites(Protocol):
-    """Writes a group's operations held back for the end of the group (`sqlite_ops.Deferred`)."""
+    """Writes a group's operations held back for the end of the group
+    (`host.store.sqlite_deferred.Deferred`)."""
 
     def mark(self) -> int:
         """A point to `restore` to."""
@@ -47,7 +48,8 @@ class GroupWrites(Protocol):
         """Write what is held, inside the open transaction."""
 
 
-def _resolve(results: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+def _settle(results: list[tuple[asyncio.Future, Any, BaseException | None]]) -> None:
+    """Set each future's result or exception (on its event loop's thread)."""
     for fut, value, exc in results:
         if fut.done():
             continue
@@ -184,6 +186,6 @@ class Writer:
             by_loop.setdefault(loop, []).append((fut, value, error))
         for loop, items in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve, items)
+                loop.call_soon_threadsafe(_settle, items)
             except RuntimeError:  # the loop closed meanwhile: nobody waits any more
                 pass
