@@ -135,6 +135,14 @@ def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
     return sql
 
 
+def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dict[str, Any]:
+    """The entries `scope` addresses under `keys` in `tiers`, as the JSON fields
+    `a2e_forget_batch` and `a2e_touch_batch` read (namespace, tiers, owners, keys)."""
+    return {"namespace": scope.namespace, "tiers": list(tiers),
+            "owners": [owner_for(t, scope.agent) for t in tiers],
+            "keys": [k.decode() for k in keys]}
+
+
 def _indexable(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
 
@@ -307,9 +315,7 @@ class PostgresEntryStore:
         (forgets queued together share a transaction: group commit)."""
         if self._forgets is None:
             raise RuntimeError("store is not open")
-        args = {"namespace": scope.namespace, "tiers": list(tiers),
-                "owners": [owner_for(t, scope.agent) for t in tiers],
-                "keys": [k.decode() for k in keys], "tags": list(dict.fromkeys(tags)), "now": now}
+        args = {**_addresses(scope, tiers, keys), "tags": list(dict.fromkeys(tags)), "now": now}
         return await self._forgets.submit(scope, now, args)  # type: ignore[no-any-return]
 
     async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
@@ -329,9 +335,7 @@ class PostgresEntryStore:
             raise RuntimeError("store is not open")
         if not keys or not tiers:
             return 0
-        args = {"namespace": scope.namespace, "tiers": list(tiers),
-                "owners": [owner_for(t, scope.agent) for t in tiers],
-                "keys": [k.decode() for k in keys], "when": when}
+        args = {**_addresses(scope, tiers, keys), "when": when}
         return await self._touches.submit(scope, when, args, len(keys))  # type: ignore[no-any-return]
 
     async def _touch_batch(self, batch: list[PendingWrite]) -> list[int]:
