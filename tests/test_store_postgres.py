@@ -12,26 +12,15 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 import pytest
+from test_store_contract import BOTH, T0, entry, key
 
 from host.app import make_store
 from host.config import load_config
-from host.store.base import NewEntry, Query, Scope
+from host.store.base import Query, Scope
 from host.store.postgres import PostgresEntryStore, lexemes_of
 from host.store.postgres_schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
 from host.store.sqlite import SQLiteEntryStore
 from host.store.sqlite_ops import Quotas
-from protocol.keys import canonical_key
-
-T0 = 1_800_000_000.0
-BOTH = ("episodic", "semantic")
-
-
-def key(k: object) -> bytes:
-    return canonical_key({"k": k})
-
-
-def entry(k: object, content: bytes = b'"x"', tier: str = "episodic", **kw: object) -> NewEntry:
-    return NewEntry(tier=tier, key=key(k), content=content, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture
