@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from conftest import make_config
 
 from host.app import make_store
 from host.client import MemoryClient
@@ -20,7 +21,6 @@ from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
 from host.store.base import EntryStore, NewEntry, Query, Scope
 from protocol.keys import canonical_key
-from tests.conftest import make_config
 
 SCOPE = Scope("ns", "a1")
 

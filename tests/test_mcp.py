@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import make_config
 from mcp import Client
 from mcp_types import CallToolResult
 
 from host.config import Config
 from host.mcp_app import McpApp
 from host.rules.sync import load_into_store
-from tests.conftest import make_config
 
 RULES = Path(__file__).parent / "data" / "rules"
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port, wait_listening
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from host.client import MemoryClient
-from tests.conftest import free_port, wait_listening
 
 
 def _ok(result: CallToolResult) -> Any:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
@@ -15,7 +16,6 @@ from host.search.bm25 import Analysis, Bm25Stats, bm25
 from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope
 from protocol.keys import canonical_key
-from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
 
