@@ -18,13 +18,18 @@ from host.store.sqlite_schema import connect, migrate
 from host.store.writer import Writer
 
 
+def _started(db: Path, observed: list[int], held: Deferred | None = None) -> Writer:
+    """A started writer on `db` that appends each group's size to `observed`."""
+    w = Writer(lambda: connect(str(db)), observer=lambda n, _s: observed.append(n), held=held)
+    w.start()
+    return w
+
+
 def _writer(db: Path, observed: list[int]) -> Writer:
     conn = connect(str(db))
     conn.execute("CREATE TABLE IF NOT EXISTS t (v INTEGER PRIMARY KEY)")
     conn.close()
-    w = Writer(lambda: connect(str(db)), observer=lambda n, _s: observed.append(n))
-    w.start()
-    return w
+    return _started(db, observed)
 
 
 def _insert(conn: sqlite3.Connection, v: int) -> int:
@@ -88,9 +93,7 @@ def _store_writer(db: Path, observed: list[int]) -> tuple[Writer, Deferred]:
     migrate(conn)
     conn.close()
     held = Deferred()
-    w = Writer(lambda: connect(str(db)), observer=lambda n, _s: observed.append(n), held=held)
-    w.start()
-    return w, held
+    return _started(db, observed, held), held
 
 
 def _found(db: Path, words: str) -> list[bytes]:
