@@ -15,11 +15,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +30,7 @@ from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
 from host.store.pg_embedded import EmbeddedPostgres, EmbeddedPostgresError
+from scripts.procs import free_port, wait_port
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 TRANSPORTS: tuple[str, ...] = ("websockets", "picows")
@@ -165,28 +164,6 @@ async def client(connect: Callable[..., Any]) -> MemoryClient:
     return c
 
 
-def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    """Return once something listens on loopback `port`; `RuntimeError` with `proc`'s stderr
-    if it exits first, `TimeoutError` after `timeout` seconds (`proc` is left running)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
 class HostProcess:
     """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
 
@@ -199,7 +176,7 @@ class HostProcess:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        wait_listening(self.port, self.proc)
+        wait_port(self.port, self.proc, timeout=20.0)
 
     def stop(self, sig: int, timeout: float = 20.0) -> int:
         """Send `sig` and wait for the exit code."""

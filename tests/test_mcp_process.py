@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, wait_listening
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from host.client import MemoryClient
+from scripts.procs import free_port, wait_port
 
 
 def _ok(result: CallToolResult) -> Any:
@@ -106,7 +106,7 @@ def _start_http(db: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[byte
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        wait_listening(port, proc)
+        wait_port(port, proc, timeout=20.0)
     except TimeoutError:
         proc.kill()
         raise
