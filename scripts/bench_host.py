@@ -47,9 +47,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # also when loaded by file path (tests)
 
-from procs import free_port, stop_process, wait_port  # noqa: E402
+from procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
 ECHO_FRAMES = ("store1", "store20")
 READ_NS = "bench-read"
@@ -76,9 +75,7 @@ __all__ = ["main"]
 
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU of every thread of `pid`, in seconds."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return cpu_seconds(f"/proc/{pid}/stat")
 
 
 def _thread_cpu(pid: int) -> dict[str, float]:
@@ -86,13 +83,11 @@ def _thread_cpu(pid: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                text = fh.read()
+            cpu = cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
         except OSError:
             continue
         name = "loop" if tid == str(pid) else "threads"
-        fields = text.rsplit(")", 1)[1].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+        out[name] = out.get(name, 0.0) + cpu
     return out
 
 

@@ -37,9 +37,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from procs import free_port, stop_process, wait_port  # noqa: E402
+from procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 CASES = ("store1", "get_key", "query")
 HOST_CONFIG = """\
 [limits]
@@ -52,14 +51,13 @@ WORDS = ("apple", "river", "stone", "cloud", "music", "garden", "winter", "coppe
 
 
 def _cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of the processes `pids` still running, summed."""
     total = 0.0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+            total += cpu_seconds(f"/proc/{pid}/stat")
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / TICKS
     return total
 
 

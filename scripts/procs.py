@@ -1,14 +1,18 @@
 """Process helpers shared by the scripts that start servers: a free port, waiting until a
-process listens, and stopping it (SIGTERM, then SIGKILL after a grace period)."""
+process listens, stopping it (SIGTERM, then SIGKILL after a grace period), and the CPU time a
+process or thread has used."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import time
 
-__all__ = ["free_port", "stop_process", "wait_port"]
+__all__ = ["cpu_seconds", "free_port", "stop_process", "wait_port"]
+
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -43,3 +47,11 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def cpu_seconds(stat_path: str) -> float:
+    """User + system CPU seconds in a /proc stat file: `/proc/PID/stat` counts every thread of
+    the process, `/proc/PID/task/TID/stat` one thread. `OSError` if it is gone."""
+    with open(stat_path) as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
