@@ -11,7 +11,7 @@ import threading
 import time
 
 from host.library.models import Memory, RetrievalResult, utc_now
-from host.library.protocol import Closing, StoreClosedError
+from host.library.protocol import Closing
 from host.library.search import Row, make_row, search_rows, touched_row
 from host.library.table import Table
 from host.search.keyword import query_terms
@@ -37,7 +37,6 @@ class InMemoryStore(Closing):
         self.weights = weights if weights is not None else default_weights()
         self._table = Table()
         self._lock = threading.Lock()
-        self._closed = False
 
     # The hooks a persistent subclass uses; both are called with `_lock` held.
     def _changed(self, key: str, row: Row | None) -> None:
@@ -45,10 +44,6 @@ class InMemoryStore(Closing):
 
     def _accessed(self, key: str, row: Row) -> None:
         """`key` was read by `get`; `row` carries the new `last_accessed`."""
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f"{type(self).__name__} is closed")
 
     def get(self, key: str) -> Memory | None:
         """The memory under `key` (a copy whose `last_accessed` is now), or None."""

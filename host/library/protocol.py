@@ -119,7 +119,15 @@ class Closing:
     """`with`, `async with` and `aclose()` for a backend that defines `close()`.
 
     `async with` and `aclose()` run `close()` in a worker thread: closing may wait for a write.
+    A backend sets `_closed` when it closes and calls `_check_open()` before each operation.
     """
+
+    _closed = False
+
+    def _check_open(self) -> None:
+        """Raise `StoreClosedError` once the backend is closed."""
+        if self._closed:
+            raise StoreClosedError(f"{type(self).__name__} is closed")
 
     def close(self) -> None:
         """Release the backend's resources (each backend defines it)."""

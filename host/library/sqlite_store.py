@@ -39,7 +39,7 @@ from host.library.mapping import (
 )
 from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
-from host.library.protocol import Closing, StoreClosedError
+from host.library.protocol import Closing
 from host.library.search import scored, top
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights
@@ -114,11 +114,6 @@ class SQLiteStore(Closing):
         except BaseException:
             self._conn.close()
             raise
-        self._closed = False
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError("SQLiteStore is closed")
 
     def _write(self, fn: Callable[..., Any] | None, *args: Any) -> Any:
         """Run `fn(conn, *args)` with the pending accesses in one durable transaction."""
