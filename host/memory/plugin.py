@@ -217,51 +217,46 @@ class MemoryPlugin:
             await ctx.writes_done()
         persistent = PERSISTENT_TIERS if tiers is TIERS else tuple(
             t for t in tiers if t in PERSISTENT_TIERS)
-        limit = min(req.limit, self.config.limits.max_limit)
-        tags = tuple(req.tags)
+        q = Query(tiers=persistent, keys=keys, tags=tuple(req.tags), min_score=req.min_score,
+                  limit=min(req.limit, self.config.limits.max_limit))
         t = now()
         if req.query:
-            entries, total = await self._search(session, tiers, persistent, keys, tags, req, limit, t)
+            entries, total = await self._search(session, tiers, q, req.query, t)
         else:
-            entries, total = await self._find(session, tiers, persistent, keys, tags, req, limit, t)
+            entries, total = await self._find(session, tiers, q, t)
         return MemoryRetrieveResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                       entries=entries, total=total)  # type: ignore[arg-type]
 
     async def _find(
-        self, session: Session, tiers: Sequence[str], persistent: tuple[str, ...],
-        keys: tuple[bytes, ...], tags: tuple[str, ...], req: MemoryRetrieveRequest, limit: int,
-        t: float,
+        self, session: Session, tiers: Sequence[str], q: Query, t: float
     ) -> tuple[list[EntryOut], int]:
         found: list[StoredEntry] = []
         total = 0
-        if persistent:
-            q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
+        if q.tiers:
             found, total = await self.store.find(session.scope, q, t)
         if "working" in tiers:
-            working = session.working.find(keys, tags, req.min_score, t)
+            working = session.working.find(q.keys, q.tags, q.min_score, t)
             if working:
                 total += len(working)
-                found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[:limit]
+                found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[:q.limit]
         return [_out(e) for e in found], total
 
     async def _search(
-        self, session: Session, tiers: Sequence[str], persistent: tuple[str, ...],
-        keys: tuple[bytes, ...], tags: tuple[str, ...], req: MemoryRetrieveRequest, limit: int,
-        t: float,
+        self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float
     ) -> tuple[list[EntryOut], int]:
         # every tier's candidates are fused as one pool: relevance means the same in each
-        q = Query(tiers=persistent, keys=keys, tags=tags, min_score=req.min_score, limit=limit)
         candidates = await self.search.search(
-            session.scope, q, req.query, t, self.config.ranking.search_candidates,
+            session.scope, q, query, t, self.config.ranking.search_candidates,
             session.working if "working" in tiers else None)
         w = self.weights
+        min_score = q.min_score
         ranked = [
             (combined_score(e.relevance, e.score, e.updated_at, t, w), e)
             for e in candidates
-            if e.relevance is not None and e.relevance > 0 and e.relevance >= req.min_score
+            if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
         ]
         ranked.sort(key=lambda p: -p[0])
-        return [_out(e, c) for c, e in ranked[:limit]], len(ranked)
+        return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
 
     # -- forget -------------------------------------------------------------------------
 
