@@ -119,7 +119,10 @@ class SearchEngine:
         self.cfg = cfg
         # shared: the store keeps and searches the vectors (several hosts on one database)
         self.shared = isinstance(store, VectorSearch)
-        self.embedder = embedder if self.shared or isinstance(store, VectorStore) else None
+        # what the store offers, checked once (a runtime Protocol check inspects every method)
+        self._fetches = self.shared or isinstance(store, VectorStore)
+        self._bm25 = isinstance(store, KeywordStats)
+        self.embedder = embedder if self._fetches else None
         self.index = (VectorIndexes(self.embedder.dim)
                       if self.embedder is not None and not self.shared else None)
         self._embed_pool: ThreadPoolExecutor | None = None
@@ -320,8 +323,7 @@ class SearchEngine:
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw = (await self.store.search(scope, q, words, now, min(candidates, cfg.fusion_pool))
               if q.tiers else [])
-        store: Any = self.store
-        if any(e.keyword is None for e in kw) or not isinstance(store, KeywordStats):
+        if not self._bm25 or any(e.keyword is None for e in kw):
             # a store without BM25: its own relevance, the working tier's term share alike
             if qv_future is not None:
                 await asyncio.gather(qv_future, return_exceptions=True)
@@ -330,15 +332,7 @@ class SearchEngine:
             return kw + own
         own = await self._working(scope, q, words, now, working)
         if qv_future is None or (index is None and not self.shared):
-            stored, sims = kw, np.full(len(kw), np.nan)
-            links: dict[int, tuple[int, int]] = {}
-            added = 0
-            if cfg.neighbour_hits > 0 and kw and (
-                    isinstance(self.store, (VectorStore, VectorSearch))):
-                stored, sims, links, added = await self._neighbours(
-                    scope, q, now, kw, sims, None, None)
-            return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
-                                   cfg, links, len(stored) - added, added)
+            return await self._fused(scope, q, now, kw, np.full(len(kw), np.nan), own, None, None)
         qv = (await qv_future)[0]
         if self.shared:  # the store ranks, within visibility, in its own query
             index = await self._shared_vectors(scope, q, qv, now)
@@ -350,13 +344,21 @@ class SearchEngine:
         found = await self.store.fetch(scope, q, extra, now) if extra else []
         stored = kw + found
         sims = await self._similarity(index, qv, [e.id for e in stored])
-        links = {}
+        return await self._fused(scope, q, now, stored, sims, own, qv, index)
+
+    async def _fused(
+        self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
+        own: list[StoredEntry], qv: np.ndarray | None, index: Any,
+    ) -> list[StoredEntry]:
+        """The stored candidates (`sims`: their similarities), their neighbours when the store
+        can fetch them (`_neighbours`), and the working entries `own`, with fused relevance."""
+        links: dict[int, tuple[int, int]] = {}
         added = 0
-        if cfg.neighbour_hits > 0 and stored:
+        if self.cfg.neighbour_hits > 0 and stored and self._fetches:
             stored, sims, links, added = await self._neighbours(
                 scope, q, now, stored, sims, qv, index)
         return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
-                               cfg, links, len(stored) - added, added)
+                               self.cfg, links, len(stored) - added, added)
 
     async def _neighbours(
         self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
