@@ -41,6 +41,7 @@ from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
 from host.library.search import scored, top
+from host.memory.session import DEFAULT_AGENT
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 from host.store import sqlite_ops as ops
@@ -51,7 +52,6 @@ from protocol.keys import canonical_key
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]
 
 DEFAULT_NAMESPACE = "default"
-DEFAULT_AGENT = "default"  # the wire's agent when a client names none
 
 
 class StoreFullError(RuntimeError):

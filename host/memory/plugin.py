@@ -16,7 +16,7 @@ import msgspec
 
 from host.config import Config
 from host.memory.access import Access
-from host.memory.session import ConnectionContext, Session
+from host.memory.session import DEFAULT_AGENT, ConnectionContext, Session
 from host.memory.working import ByteBudget, WorkingTier
 from host.router import Router, then
 from host.search.engine import SearchEngine
@@ -42,7 +42,6 @@ from protocol.messages import (
 
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
-DEFAULT_AGENT = "default"
 _decode = msgspec.json.decode
 
 

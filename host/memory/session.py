@@ -14,7 +14,9 @@ from protocol.errors import ErrorCode, ProtocolError
 if TYPE_CHECKING:
     from host.auth import Grant
 
-__all__ = ["ConnectionContext", "ConnectionState", "Session"]
+__all__ = ["DEFAULT_AGENT", "ConnectionContext", "ConnectionState", "Session"]
+
+DEFAULT_AGENT = "default"  # a session's agent when the client names none
 
 
 class ConnectionState(enum.Enum):
