@@ -73,6 +73,17 @@ def recall_row(entries: list[dict[str, Any]], evidence: set[str], category: int)
             len(evidence & set(found[:10])) / len(evidence))
 
 
+async def ask(client: MemoryClient, qs: list[tuple[str, set[str], int]], lat: list[float],
+              rows: list[tuple[int, float, float]]) -> None:
+    """Retrieve each question of `qs` (limit 10); append its latency (ms) to `lat` and its
+    `recall_row` to `rows`."""
+    for q, ev, cat in qs:
+        t = time.perf_counter()
+        got = await client.retrieve(query=q, limit=10)
+        lat.append((time.perf_counter() - t) * 1000)
+        rows.append(recall_row(got.entries, ev, cat))
+
+
 class HostProcess:
     """`a2e-host serve` on a free port, in a subprocess."""
 
@@ -195,11 +206,7 @@ async def bench(args: argparse.Namespace, db: Path | str) -> None:
             store_s += took
             embed_s += took + waited
             embedded += len(entries) - await queue_left(db)
-            for q, ev, cat in qs:
-                t = time.perf_counter()
-                got = await client.retrieve(query=q, limit=10)
-                lat.append((time.perf_counter() - t) * 1000)
-                rows.append(recall_row(got.entries, ev, cat))
+            await ask(client, qs, lat, rows)
             await client.close()
             print(f"conversation {name}: {len(turns)} turns, {len(qs)} questions", flush=True)
     finally:

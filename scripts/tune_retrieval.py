@@ -24,7 +24,6 @@ import asyncio
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
-from scripts.bench_retrieval import CATEGORIES, DATA, load, recall_row  # noqa: E402
+from scripts.bench_retrieval import CATEGORIES, DATA, ask, load  # noqa: E402
 
 
 class CachedEmbedder:
@@ -111,11 +110,7 @@ async def one(settings: list[str], convs: dict[str, Any], cache: Path) -> dict[s
                 for i in range(0, len(entries), 100):
                     await c.store(entries[i:i + 100])
                 await host.search.drain()
-                for q, ev, cat in qs:
-                    t0 = time.perf_counter()
-                    got = await c.retrieve(query=q, limit=10)
-                    lat.append((time.perf_counter() - t0) * 1000)
-                    rows.append(recall_row(got.entries, ev, cat))
+                await ask(c, qs, lat, rows)
                 await c.close()
         finally:
             await host.stop()
