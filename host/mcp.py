@@ -263,15 +263,22 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        sigs = (signal.SIGTERM, signal.SIGINT)
-        for sig in sigs:
-            loop.add_signal_handler(sig, self.handle_exit, sig, None)
-        try:
+        with _on_stop_signals(lambda sig: self.handle_exit(sig, None)):
             yield
-        finally:
-            for sig in sigs:
-                loop.remove_signal_handler(sig)
+
+
+@contextlib.contextmanager
+def _on_stop_signals(handler: Callable[[int], object]) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT call `handler(signal number)` on the running loop."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    for sig in sigs:
+        loop.add_signal_handler(sig, handler, sig)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)
 
 
 class _PipeLines:
@@ -316,16 +323,12 @@ async def serve_stdio(server: MCPServer[Any], max_message_bytes: int) -> None:
         pipe.close()
         await server.run_stdio_async()
         return
-    sigs = (signal.SIGTERM, signal.SIGINT)
-    for sig in sigs:
-        loop.add_signal_handler(sig, reader.feed_eof)
     try:
-        async with stdio_server(stdin=_PipeLines(reader, max_message_bytes)) as (read_stream, write_stream):  # type: ignore[arg-type]
-            lowlevel = server._lowlevel_server  # what run_stdio_async runs, on our streams
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        with _on_stop_signals(lambda _sig: reader.feed_eof()):
+            async with stdio_server(stdin=_PipeLines(reader, max_message_bytes)) as (read_stream, write_stream):  # type: ignore[arg-type]
+                lowlevel = server._lowlevel_server  # what run_stdio_async runs, on our streams
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:
-        for sig in sigs:
-            loop.remove_signal_handler(sig)
         transport.close()
 
 
