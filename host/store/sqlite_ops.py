@@ -151,6 +151,15 @@ def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
     return _where_sql(len(q.tiers), len(q.keys), len(tags)), params
 
 
+def _stored_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
+    """`_where` plus `q.min_score` on the stored score (the filter of a no-query read)."""
+    where, params = _where(scope, q, now)
+    if q.min_score > 0:
+        where += " AND e.score >= ?"
+        params.append(q.min_score)
+    return where, params
+
+
 def find_entries(
     conn: sqlite3.Connection, scope: Scope, q: Query, now: float
 ) -> tuple[list[StoredEntry], int]:
@@ -163,10 +172,7 @@ def find_entries(
     the rank index's order, so only `limit` rows a tier are read whole.
     """
     if q.keys or q.tags:
-        where, params = _where(scope, q, now)
-        if q.min_score > 0:
-            where += " AND e.score >= ?"
-            params.append(q.min_score)
+        where, params = _stored_where(scope, q, now)
         if q.keys:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM entries e WHERE {where}",
                                 params).fetchall()
@@ -184,10 +190,7 @@ def find_entries(
         return [_row(r) for r in rows], total
     counts, pages, params, page_params = [], [], [], []
     for tier in q.tiers:
-        where, p = _where(scope, replace(q, tiers=(tier,)), now)
-        if q.min_score > 0:
-            where += " AND e.score >= ?"
-            p.append(q.min_score)
+        where, p = _stored_where(scope, replace(q, tiers=(tier,)), now)
         counts.append(f"(SELECT count(*) FROM entries e WHERE {where})")
         params += p
         pages.append(f"SELECT * FROM (SELECT {_COLUMNS} FROM entries e WHERE {where}"
