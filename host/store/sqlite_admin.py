@@ -17,7 +17,7 @@ from pathlib import Path
 
 from host.store import sqlite_ops as ops
 from host.store.base import NewEntry, Scope, StoreOutcome
-from host.store.sqlite_schema import connect, migrate
+from host.store.sqlite_schema import connect, migrate, write_transaction
 
 __all__ = [
     "ExportRow",
@@ -143,15 +143,10 @@ def import_batch(
     Entries keep their `created_at`/`updated_at`; one outcome per entry, in order.
     """
     outcomes: list[StoreOutcome] = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         # consecutive entries of one scope go in one call
         for scope, run in itertools.groupby(batch, key=lambda item: item[0]):
             outcomes += ops.put_entries(conn, scope, [e for _s, e in run], now, quotas)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return outcomes
 
 
@@ -159,13 +154,8 @@ def collect_all_expired(conn: sqlite3.Connection, now: float) -> int:
     """Delete every expired entry, a transaction each `GC_BATCH`; the number deleted."""
     total = 0
     while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             n = ops.collect_expired(conn, now)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         total += n
         if n < ops.GC_BATCH:
             return total

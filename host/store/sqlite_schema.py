@@ -26,8 +26,10 @@ with Porter stemming. Deleting an entry deletes its vector.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["MIGRATIONS", "connect", "migrate"]
+__all__ = ["MIGRATIONS", "connect", "migrate", "write_transaction"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: entries, tags, keyword index, usage counters
@@ -177,6 +179,19 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """`BEGIN IMMEDIATE` (the write lock, waiting up to the busy timeout) around the body:
+    COMMIT when it ends, ROLLBACK and re-raise when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def migrate(conn: sqlite3.Connection) -> int:
