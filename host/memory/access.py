@@ -40,12 +40,7 @@ class Access:
         `unauthorized` with no valid token or for a namespace the token lacks."""
         if self.auth is None:
             return None
-        grant = self.auth.require(ctx, req_id)
-        if grant is not None and namespace and not grant.allows_namespace(namespace):
-            raise ProtocolError(ErrorCode.UNAUTHORIZED,
-                                f"the token does not allow namespace {namespace!r}",
-                                req_id=req_id, field="namespace")
-        return grant
+        return _for_namespace(self.auth.require(ctx, req_id), namespace, req_id)
 
     def session(
         self, ctx: ConnectionContext, memory_id: str, req_id: str
@@ -53,10 +48,9 @@ class Access:
         """The connection's session `memory_id` and current grant. Raises `unauthorized` before
         anything else when the connection has no valid token, then `memory_not_found`, then
         `unauthorized` if the token no longer allows the session's namespace."""
-        if self.auth is not None:
-            self.auth.require(ctx, req_id)
+        grant = self.auth.require(ctx, req_id) if self.auth is not None else None
         s = ctx.session(memory_id, req_id)
-        return s, self.grant(ctx, s.scope.namespace, req_id)
+        return s, _for_namespace(grant, s.scope.namespace, req_id)
 
     @staticmethod
     def may_read(grant: Grant | None, tier: str) -> bool:
@@ -84,6 +78,15 @@ class Access:
     def forget_tiers(self, grant: Grant | None, tier: str, req_id: str) -> tuple[str, ...]:
         """The tiers a forget for `tier` covers ("" = every one it may delete from)."""
         return _tiers([t for t in TIERS if self.may_forget(grant, t)], tier, "forget in", req_id)
+
+
+def _for_namespace(grant: Grant | None, namespace: str, req_id: str) -> Grant | None:
+    """`grant`, unless it does not allow `namespace` ("" is not checked): then `unauthorized`."""
+    if grant is not None and namespace and not grant.allows_namespace(namespace):
+        raise ProtocolError(ErrorCode.UNAUTHORIZED,
+                            f"the token does not allow namespace {namespace!r}",
+                            req_id=req_id, field="namespace")
+    return grant
 
 
 def _tiers(allowed: list[str], tier: str, verb: str, req_id: str) -> tuple[str, ...]:
