@@ -46,7 +46,7 @@ from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 from host.store import sqlite_ops as ops
 from host.store.base import PERSISTENT_TIERS, NewEntry, Query, Scope, StoredEntry
-from host.store.sqlite_schema import connect, migrate
+from host.store.sqlite_schema import connect, migrate, write_transaction
 from protocol.keys import canonical_key
 
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]
@@ -118,16 +118,11 @@ class SQLiteStore(Closing):
     def _write(self, fn: Callable[..., Any] | None, *args: Any) -> Any:
         """Run `fn(conn, *args)` with the pending accesses in one durable transaction."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             result = fn(conn, *args) if fn is not None else None
             if self._touched:
                 touches = [(_key(k), when) for k, when in self._touched.items()]
                 ops.touch_entries(conn, self.scope, PERSISTENT_TIERS, touches)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         self._touched.clear()
         return result
 
