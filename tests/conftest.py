@@ -204,14 +204,15 @@ def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostP
 
 def run_cli(
     *args: str, env: dict[str, str] | None = None, input: bytes | None = None,
-    cwd: Path | None = None, timeout: float = 60.0,
-) -> subprocess.CompletedProcess[bytes]:
+    cwd: Path | None = None, timeout: float = 60.0, text: bool = False,
+) -> subprocess.CompletedProcess[Any]:
     """Run `python -m host.cli ARGS` in a subprocess (A2E_HOST_* of this process removed,
-    `env` added); the completed process with stdout and stderr captured."""
+    `env` added); the completed process with stdout and stderr captured (bytes, or with
+    `text` str)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("A2E_HOST_")}
     return subprocess.run(
-        [sys.executable, "-m", "host.cli", *args],
-        env={**base, **(env or {})}, input=input, capture_output=True, cwd=cwd, timeout=timeout,
+        [sys.executable, "-m", "host.cli", *args], env={**base, **(env or {})}, input=input,
+        capture_output=True, cwd=cwd, timeout=timeout, text=text,
     )
 
 

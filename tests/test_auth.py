@@ -4,13 +4,12 @@ namespaces and rights of a token, revocation by reload and by restart."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from authkit import connect, issue, running, write_config
+from conftest import run_cli
 from websockets.exceptions import InvalidStatus
 
 from host.auth import Authenticator, hash_token, is_loopback
@@ -211,11 +210,12 @@ def test_reload_never_turns_authentication_off(tmp_path: Path) -> None:
 
 
 def _token_from_cli(agent: str, namespace: str, *rights: str) -> tuple[str, str]:
-    args = [sys.executable, "-m", "host.cli", "token", "new", "--agent", agent,
-            "--namespace", namespace]
+    args = ["token", "new", "--agent", agent, "--namespace", namespace]
     if rights:
         args += ["--rights", ",".join(rights)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    proc = run_cli(*args, text=True)
+    proc.check_returncode()
+    out = proc.stdout
     token, _, rest = out.partition("\n")
     return token, rest
 
@@ -234,9 +234,8 @@ def test_token_new_prints_the_token_once_and_its_hash(tmp_path: Path) -> None:
 
 def test_token_new_refuses_an_unknown_right() -> None:
     """`token new --rights` with a right that does not exist exits non-zero."""
-    proc = subprocess.run([sys.executable, "-m", "host.cli", "token", "new", "--agent", "a",
-                           "--namespace", "n", "--rights", "read_semantic,root"],
-                          capture_output=True, text=True)
+    proc = run_cli("token", "new", "--agent", "a", "--namespace", "n",
+                   "--rights", "read_semantic,root", text=True)
     assert proc.returncode != 0 and "root" in proc.stderr
 
 
@@ -267,9 +266,8 @@ async def test_revoked_after_restart(tmp_path: Path, host_process) -> None:  # t
 
 def test_serving_a_public_address_without_tokens_is_refused(tmp_path: Path) -> None:
     """`serve --host 0.0.0.0` with no tokens exits 2 before binding, naming the way out."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "host.cli", "serve", "--host", "0.0.0.0", "--port", "0",
-         "--db", str(tmp_path / "a.db")], capture_output=True, text=True, timeout=60)
+    proc = run_cli("serve", "--host", "0.0.0.0", "--port", "0", "--db", str(tmp_path / "a.db"),
+                   text=True)
     assert proc.returncode == 2
     assert "allow_anonymous_remote" in proc.stderr
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
@@ -223,8 +224,6 @@ async def test_http_with_tokens_needs_a_bearer_fit_for_the_server(
 def test_http_on_a_public_address_without_tokens_is_refused(db_path: Path, tmp_path: Path) -> None:
     """`mcp --transport http` on every interface without tokens exits 2 and says why,
     as the WebSocket host does."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "host.cli", "mcp", "--transport", "http", "--host", "0.0.0.0",
-         "--port", str(free_port()), "--db", str(db_path)],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = run_cli("mcp", "--transport", "http", "--host", "0.0.0.0", "--port", str(free_port()),
+                   "--db", str(db_path), cwd=tmp_path, text=True)
     assert proc.returncode == 2 and "without authentication" in proc.stderr
