@@ -31,7 +31,7 @@ from websockets.exceptions import ConnectionClosed
 from host.config import LimitsConfig
 from host.http import Upgrade
 from host.limits import RequestRate
-from host.memory.session import ConnectionContext, ConnectionState
+from host.memory.session import ConnectionContext
 from host.router import Router
 from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
@@ -263,7 +263,6 @@ class Connection:
         Frames that arrive meanwhile are still answered: the client sent them before it could
         know of the shutdown. The caller then closes the connection (1001), which stops the rest.
         """
-        self.ctx.state = ConnectionState.DRAINING
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()

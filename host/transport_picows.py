@@ -53,7 +53,7 @@ from picows.picows import WSProtocol  # type: ignore[attr-defined]
 from host.connection import TYPE_OF, binary_refused, error_for, past_deadline, rate_limited
 from host.http import Headers, HttpReply, Upgrade
 from host.limits import RequestRate
-from host.memory.session import ConnectionContext, ConnectionState
+from host.memory.session import ConnectionContext
 from host.tls import ssl_context
 from protocol.codec import decode_request, encode
 from protocol.messages import Error
@@ -441,7 +441,6 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s until every request read is answered (frames that arrive
         meanwhile are answered too: the client sent them before it knew of the shutdown)."""
-        self.ctx.state = ConnectionState.DRAINING
         if self._closed or not self.owes:
             return
         self._idle = asyncio.Event()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -14,17 +13,9 @@ from protocol.errors import ErrorCode, ProtocolError
 if TYPE_CHECKING:
     from host.auth import Grant
 
-__all__ = ["DEFAULT_AGENT", "ConnectionContext", "ConnectionState", "Session"]
+__all__ = ["DEFAULT_AGENT", "ConnectionContext", "Session"]
 
 DEFAULT_AGENT = "default"  # a session's agent when the client names none
-
-
-class ConnectionState(enum.Enum):
-    """Life of one connection: OPEN serves requests, DRAINING finishes them, CLOSED is gone."""
-
-    OPEN = "open"
-    DRAINING = "draining"
-    CLOSED = "closed"
 
 
 @dataclass(slots=True)
@@ -52,7 +43,6 @@ class ConnectionContext:
     identity: str | None = None
     grant: Grant | None = None
     working_budget: ByteBudget | None = None
-    state: ConnectionState = ConnectionState.OPEN
     sessions: dict[str, Session] = field(default_factory=dict)
     last_write: asyncio.Future | None = None
 
@@ -76,5 +66,4 @@ class ConnectionContext:
 
     def close(self) -> None:
         """Drop every session (and so its working tier)."""
-        self.state = ConnectionState.CLOSED
         self.sessions.clear()
