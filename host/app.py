@@ -18,25 +18,25 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from host.auth import Authenticator
 from host.config import Config
-from host.gc import GarbageCollector
-from host.handshake import CoreHandlers
-from host.http import HttpReply, Upgrade
-from host.limits import ConnectionLimiter
-from host.logs import RequestLog
+from host.core.auth import Authenticator
+from host.core.handshake import CoreHandlers
+from host.core.router import Router
 from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
-from host.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
-from host.router import Router
+from host.net.http import HttpReply, Upgrade
+from host.net.limits import ConnectionLimiter
+from host.net.server import HostServer
+from host.ops.gc import GarbageCollector
+from host.ops.logs import RequestLog
+from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.server import HostServer
 from host.store.base import EntryStore
-from host.store.postgres import PostgresEntryStore, is_postgres_url
-from host.store.sqlite import SQLiteEntryStore
-from host.store.sqlite_ops import Quotas
-from host.store.writer import CommitObserver
+from host.store.postgres.store import PostgresEntryStore, is_postgres_url
+from host.store.sqlite.ops import Quotas
+from host.store.sqlite.store import SQLiteEntryStore
+from host.store.sqlite.writer import CommitObserver
 
 __all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
 

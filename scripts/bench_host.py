@@ -587,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         info["store"] = "postgresql" if args.db else "sqlite"
         try:
             if args.db == "embedded":
-                from host.store.pg_embedded import EmbeddedPostgres
+                from host.store.postgres.embedded import EmbeddedPostgres
 
                 pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
                 args.db_url = pg.create_database("bench")

@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.connections = [int(x) for x in args.connections.split(",") if x]
     args.cases = [c for c in args.cases.split(",") if c]
     setups = [s for s in args.setups.split(",") if s]
-    from host.store.pg_embedded import EmbeddedPostgres
+    from host.store.postgres.embedded import EmbeddedPostgres
 
     rows: list[dict[str, Any]] = []
     load0 = os.getloadavg()[0]

@@ -165,7 +165,7 @@ async def run(args: argparse.Namespace) -> None:
     if args.postgres:
         if args.fill:
             raise SystemExit("--fill writes vectors into a SQLite file: not with --postgres")
-        from host.store.pg_embedded import EmbeddedPostgres
+        from host.store.postgres.embedded import EmbeddedPostgres
 
         with EmbeddedPostgres() as server:
             await bench(args, server.create_database("a2e_bench"))

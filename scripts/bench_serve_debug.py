@@ -13,8 +13,8 @@ import asyncio
 import logging
 import sys
 
-from host.cli import build_parser, config_from_args, config_path, run_loop
-from host.commands.serve import _serve
+from host.cli.main import build_parser, config_from_args, config_path, run_loop
+from host.cli.serve import _serve
 
 __all__ = ["main"]
 

@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from host.cli import build_parser
-from host.reference import cli_reference, config_reference, replace_generated, sample_toml
+from host.cli.main import build_parser
+from host.cli.reference import cli_reference, config_reference, replace_generated, sample_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 

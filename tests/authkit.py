@@ -11,10 +11,10 @@ from typing import Any
 from conftest import make_config, running_host, url_of
 
 from host.app import Host
-from host.auth import hash_token, new_token
+from host.cli.token import token_toml
 from host.client import MemoryClient
-from host.commands.token import token_toml
 from host.config import TokenConfig, load_config
+from host.core.auth import hash_token, new_token
 
 
 def issue(agent: str, namespaces: Sequence[str] = ("*",),

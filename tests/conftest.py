@@ -29,7 +29,7 @@ import pytest
 from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
-from host.store.pg_embedded import EmbeddedPostgres, EmbeddedPostgresError
+from host.store.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from scripts.procs import free_port, wait_port
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")

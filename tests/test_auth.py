@@ -12,9 +12,9 @@ from authkit import connect, issue, running, write_config
 from conftest import run_cli
 from websockets.exceptions import InvalidStatus
 
-from host.auth import Authenticator, hash_token, is_loopback
 from host.client import MemoryClient, RemoteError
 from host.config import AuthConfig, TokenConfig
+from host.core.auth import Authenticator, hash_token, is_loopback
 
 pytestmark = pytest.mark.all_transports
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from conftest import HostProcess, make_config, run_cli, running_host, url_of
 
+from host.cli._progress import Progress
 from host.client import MemoryClient
-from host.commands._progress import Progress
 
 
 async def _fill(client: MemoryClient) -> None:

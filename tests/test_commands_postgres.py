@@ -12,7 +12,7 @@ from conftest import make_config, run_cli, running_host, url_of
 from test_commands import _jsonl, _sorted
 
 from host.client import MemoryClient
-from host.store.postgres_schema import LOCK_CLASS, LOCK_GC
+from host.store.postgres.schema import LOCK_CLASS, LOCK_GC
 
 
 async def _fill(db: str) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+from host.cli.reference import masked
 from host.config import ConfigError, load_config
-from host.reference import masked
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-from host.cli import build_parser
+from host.cli.main import build_parser
 from host.config import ENV_FILE, env_settings
 
 ROOT = Path(__file__).resolve().parent.parent

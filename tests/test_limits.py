@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from host.client import RemoteError
-from host.limits import TokenBucket
+from host.net.limits import TokenBucket
 
 pytestmark = pytest.mark.all_transports
 

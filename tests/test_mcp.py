@@ -15,7 +15,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from host.config import Config
-from host.mcp_app import McpApp
+from host.mcp.app import McpApp
 from host.rules.sync import load_into_store
 
 RULES = Path(__file__).parent / "data" / "rules"

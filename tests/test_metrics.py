@@ -12,7 +12,7 @@ import pytest
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
-from host.metrics import Metrics
+from host.ops.metrics import Metrics
 from host.store.base import NewEntry, Scope
 
 pytestmark = pytest.mark.all_transports

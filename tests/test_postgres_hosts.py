@@ -16,7 +16,7 @@ import asyncpg
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient, RemoteError
-from host.store.postgres_schema import LOCK_CLASS, LOCK_GC
+from host.store.postgres.schema import LOCK_CLASS, LOCK_GC
 
 
 def _config(tmp_path: Path, text: str) -> str:

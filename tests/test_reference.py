@@ -7,9 +7,9 @@ import re
 import tomllib
 from pathlib import Path
 
-from host.cli import build_parser
+from host.cli.main import build_parser
+from host.cli.reference import _subparsers, sample_toml, sections
 from host.config import Config
-from host.reference import _subparsers, sample_toml, sections
 
 ROOT = Path(__file__).resolve().parent.parent
 HINT = "; run `python scripts/gen_reference.py` and commit the result"

@@ -19,7 +19,7 @@ from host.config import load_config
 from host.search.embed import Embedder, OpenAIEmbedder
 from host.search.engine import SearchEngine
 from host.store.base import NewEntry, Query, Scope
-from host.store.sqlite import SQLiteEntryStore
+from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
 
 # Distractors: a small memory about unrelated things, so that "standing out" means something.

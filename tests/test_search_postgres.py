@@ -10,7 +10,7 @@ from conftest import make_config, run_cli, running_host, url_of
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient
-from host.store.postgres import PostgresEntryStore
+from host.store.postgres.store import PostgresEntryStore
 
 
 async def test_forget_removes_vector_on_postgres(pg_url: str) -> None:

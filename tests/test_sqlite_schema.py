@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host.store import sqlite_ops as ops
 from host.store.base import NewEntry, Query, Scope
-from host.store.sqlite_schema import MIGRATIONS, connect, migrate
+from host.store.sqlite import ops
+from host.store.sqlite.schema import MIGRATIONS, connect, migrate
 
 
 def test_version_one_database_keeps_tags_after_migration(tmp_path: Path) -> None:

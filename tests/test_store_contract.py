@@ -14,9 +14,9 @@ import pytest
 
 from host.search.keyword import coverage, query_terms
 from host.store.base import EntryStore, NewEntry, Query, Scope
-from host.store.postgres import PostgresEntryStore
-from host.store.sqlite import SQLiteEntryStore
-from host.store.sqlite_ops import Quotas
+from host.store.postgres.store import PostgresEntryStore
+from host.store.sqlite.ops import Quotas
+from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
 
 BOTH = ("episodic", "semantic")

@@ -17,10 +17,10 @@ from test_store_contract import BOTH, T0, entry, key
 from host.app import make_store
 from host.config import load_config
 from host.store.base import Query, Scope
-from host.store.postgres import PostgresEntryStore, lexemes_of
-from host.store.postgres_schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
-from host.store.sqlite import SQLiteEntryStore
-from host.store.sqlite_ops import Quotas
+from host.store.postgres.schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
+from host.store.postgres.store import PostgresEntryStore, lexemes_of
+from host.store.sqlite.ops import Quotas
+from host.store.sqlite.store import SQLiteEntryStore
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from host.commands._progress import Progress
-from host.commands.export import line_of
-from host.commands.import_ import _entries
-from host.store.sqlite_admin import export_rows, import_batch, open_store_file
-from host.store.sqlite_ops import Quotas
+from host.cli._progress import Progress
+from host.cli.export import line_of
+from host.cli.import_ import _entries
+from host.store.sqlite.admin import export_rows, import_batch, open_store_file
+from host.store.sqlite.ops import Quotas
 from protocol.keys import canonical_key
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from host.search.keyword import query_terms
-from host.store import sqlite_ops as ops
 from host.store.base import NewEntry, Query, Scope
-from host.store.sqlite_deferred import Deferred
-from host.store.sqlite_schema import connect, migrate
-from host.store.writer import Writer
+from host.store.sqlite import ops
+from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.schema import connect, migrate
+from host.store.sqlite.writer import Writer
 
 
 def _started(db: Path, observed: list[int], held: Deferred | None = None) -> Writer:

@@ -1,7 +1,7 @@
 """`SQLiteStore`: the library's `Store` on the host's SQLite engine (same file, schema and SQL).
 
 A memory is written as the wire entry `host.library.mapping.memory_to_entry` makes, through the
-host's own functions (`host.store.sqlite_ops`), into one namespace as one agent. So a host
+host's own functions (`host.store.sqlite.ops`), into one namespace as one agent. So a host
 serving the same file shows these memories to that agent over WebSocket (episodic ones) and to
 every agent of the namespace (semantic and procedural ones), and what wire clients store there
 is found by `get` and `search` here.
@@ -44,9 +44,9 @@ from host.library.search import scored, top
 from host.memory.session import DEFAULT_AGENT
 from host.search.keyword import query_terms
 from host.search.rank import RankWeights
-from host.store import sqlite_ops as ops
 from host.store.base import PERSISTENT_TIERS, NewEntry, Query, Scope, StoredEntry
-from host.store.sqlite_schema import connect, migrate, write_transaction
+from host.store.sqlite import ops
+from host.store.sqlite.schema import connect, migrate, write_transaction
 from protocol.keys import canonical_key
 
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]

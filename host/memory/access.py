@@ -16,8 +16,9 @@ decided here: the store's queries select by namespace and owner (see `host.store
 
 from __future__ import annotations
 
-from host.auth import Authenticator, Grant
-from host.memory.session import ConnectionContext, Session
+from host.core.auth import Authenticator, Grant
+from host.core.context import ConnectionContext
+from host.memory.session import Session
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import TIERS
 

@@ -15,10 +15,11 @@ from typing import Any
 import msgspec
 
 from host.config import Config
+from host.core.context import ConnectionContext
+from host.core.router import Router, then
 from host.memory.access import Access
-from host.memory.session import DEFAULT_AGENT, ConnectionContext, Session
+from host.memory.session import DEFAULT_AGENT, Session
 from host.memory.working import ByteBudget, WorkingTier
-from host.router import Router, then
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, combined_score
 from host.search.text import searchable_text

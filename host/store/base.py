@@ -1,6 +1,6 @@
 """The store interface under the persistent tiers (episodic, semantic), one for every backend.
 
-A backend (`host/store/sqlite.py`, `host/store/postgres.py`) implements `EntryStore`; one that
+A backend (`host/store/sqlite/store.py`, `host/store/postgres/store.py`) implements `EntryStore`; one that
 keeps and searches vectors itself, for hosts sharing it, also implements `VectorSearch`.
 Entries are addressed by (namespace, tier, owner, canonical key): `owner` is the agent for the
 episodic tier and "" for the semantic tier. Keys and contents travel as JSON bytes: the key in
@@ -117,7 +117,7 @@ class EntryStore(Protocol):
 
     `reads_on_loop` is True when reads run synchronously on the event loop and no method
     needs to run inside a task (no `asyncio.timeout`): the picows transport then steps a
-    request's handler in the frame callback itself (see `host.transport_picows`).
+    request's handler in the frame callback itself (see `host.net.transport_picows`).
     """
 
     reads_on_loop: bool

@@ -1,0 +1,93 @@
+"""`a2e-host export`: write live entries as JSON Lines (see `host.cli.transfer`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import msgspec
+
+from host.cli._progress import Progress
+from host.cli._store import open_postgres, sqlite_path
+from host.cli.main import add_db_args, config_from_args, run_loop
+from host.cli.transfer import ExportedEntry, encode_line
+from host.config import Config
+from host.store.postgres.store import is_postgres_url
+from host.store.sqlite.admin import ExportRow, export_rows, open_store_file
+
+__all__ = ["line_of", "register"]
+
+
+def line_of(r: ExportRow) -> bytes:
+    """The export line of one row, newline included."""
+    return encode_line(ExportedEntry(
+        namespace=r.namespace, tier=r.tier, owner=r.owner, agent=r.agent,  # type: ignore[arg-type]
+        key=msgspec.Raw(r.key.encode()), content=msgspec.Raw(r.content.encode()),
+        tags=msgspec.Raw(r.tags.encode()), source=r.source, score=r.score, ttl=r.ttl,
+        created_at=r.created_at, updated_at=r.updated_at,
+    )) + b"\n"
+
+
+def _write(out: IO[bytes], rows: Any, bar: Progress) -> int:
+    n = 0
+    for r in rows:
+        out.write(line_of(r))
+        n += 1
+        bar.advance()
+    return n
+
+
+async def _export_postgres(config: Config, args: argparse.Namespace) -> int:
+    from host.store.postgres.admin import export_rows as pg_export_rows
+
+    async with open_postgres(config) as store, \
+            pg_export_rows(store, time.time(), args.namespace) as (total, rows):
+        n = 0
+        with Progress("export", total) as bar, _output(args.output) as out:
+            async for r in rows:
+                out.write(line_of(r))
+                n += 1
+                bar.advance()
+    return n
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[IO[bytes]]:
+    """The file to write (standard output for None or "-"), flushed or closed after."""
+    if path in (None, "-"):
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+    else:
+        with open(path, "wb") as fh:
+            yield fh
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export one snapshot of the live entries (of one namespace with --namespace)."""
+    config = config_from_args(args)
+    if is_postgres_url(config.store.db):
+        n = run_loop(_export_postgres(config, args))
+        print(f"exported {n} entries", file=sys.stderr)
+        return 0
+    conn = open_store_file(sqlite_path(config, "export"))
+    try:
+        total, rows = export_rows(conn, time.time(), args.namespace)
+        with Progress("export", total) as bar, _output(args.output) as out:
+            n = _write(out, rows, bar)
+    finally:
+        conn.close()
+    print(f"exported {n} entries", file=sys.stderr)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the `export` sub-command."""
+    p = sub.add_parser("export", help="write entries as JSON Lines (embeddings excluded)")
+    p.add_argument("--namespace", help="export only this namespace")
+    p.add_argument("--output", "-o", help="file to write (default: standard output)")
+    add_db_args(p)
+    p.set_defaults(func=cmd_export)

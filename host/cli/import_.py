@@ -1,0 +1,110 @@
+"""`a2e-host import FILE|-`: upsert entries from JSON Lines, keeping their timestamps.
+
+Idempotent: an entry is addressed by (namespace, tier, owner, key), so importing a file twice
+leaves the same entries. Writes go through the wire path's `put_entries`, a transaction per
+batch (on PostgreSQL the wire path's `PostgresEntryStore.put`, a transaction per run of one
+scope), so a concurrent host keeps serving; quotas apply as to any write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+import msgspec
+
+from host.cli._progress import Progress
+from host.cli._store import open_postgres, quotas, sqlite_path
+from host.cli.main import add_db_args, config_from_args, run_loop
+from host.cli.transfer import decode_line
+from host.config import Config
+from host.store.base import NewEntry, Scope, StoreOutcome
+from host.store.postgres.store import is_postgres_url
+from host.store.sqlite.admin import import_batch, open_store_file
+
+__all__ = ["register", "BATCH"]
+
+BATCH = 500  # entries a transaction
+
+
+def _entries(src: IO[bytes], bar: Progress) -> Any:
+    for number, line in enumerate(src, start=1):
+        bar.advance(len(line))
+        if not line.strip():
+            continue
+        try:
+            e = decode_line(line)
+            key = e.canonical_key()
+        except ValueError as err:
+            raise ValueError(f"line {number}: {err}") from None
+        tags = e.tags if isinstance(e.tags, list) else msgspec.json.decode(e.tags)
+        yield Scope(e.namespace, e.writer()), NewEntry(
+            tier=e.tier, key=key, content=bytes(e.content), tags=list(tags), source=e.source,
+            score=e.score, ttl=e.ttl, created_at=e.created_at, updated_at=e.updated_at,
+        )
+
+
+def _batches(src: IO[bytes], bar: Progress) -> Iterator[list[tuple[Scope, NewEntry]]]:
+    batch: list[tuple[Scope, NewEntry]] = []
+    for item in _entries(src, bar):
+        batch.append(item)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def _import_postgres(config: Config, src: IO[bytes], bar: Progress) -> list[StoreOutcome]:
+    from host.store.postgres.admin import import_batch as pg_import_batch
+
+    outcomes: list[StoreOutcome] = []
+    async with open_postgres(config) as store:
+        for batch in _batches(src, bar):
+            outcomes += await pg_import_batch(store, batch, time.time())
+    return outcomes
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import FILE (or standard input for `-`); print how many were stored or refused."""
+    config = config_from_args(args)
+    postgres = is_postgres_url(config.store.db)
+    path = "" if postgres else sqlite_path(config, "import")
+    q = quotas(config)
+    src: IO[bytes]
+    if args.file == "-":
+        src, total = sys.stdin.buffer, None
+    else:
+        src, total = open(args.file, "rb"), os.path.getsize(args.file)
+    outcomes: list[StoreOutcome] = []
+    try:
+        with Progress("import (bytes)", total) as bar:
+            if postgres:
+                outcomes = run_loop(_import_postgres(config, src, bar))
+            else:
+                conn = open_store_file(path, create=True)
+                try:
+                    for batch in _batches(src, bar):
+                        outcomes += import_batch(conn, batch, time.time(), q)
+                finally:
+                    conn.close()
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
+    stored = sum(o is None for o in outcomes)
+    refused = len(outcomes) - stored
+    print(f"imported {stored} entries" + (f"; {refused} refused by quotas" if refused else ""),
+          file=sys.stderr)
+    return 1 if refused else 0
+
+
+def register(sub: Any) -> None:
+    """Add the `import` sub-command."""
+    p = sub.add_parser("import", help="upsert entries from JSON Lines (idempotent)")
+    p.add_argument("file", help="export file to read, or - for standard input")
+    add_db_args(p)
+    p.set_defaults(func=cmd_import)

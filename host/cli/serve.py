@@ -1,0 +1,81 @@
+"""`a2e-host serve`: run the WebSocket host until SIGTERM or SIGINT; SIGHUP reloads.
+
+On SIGTERM/SIGINT the host stops accepting, lets in-flight requests finish (up to
+`server.drain_timeout`), commits, closes and exits 0. On SIGHUP it re-reads the configuration
+(the file, the environment, the flags it started with) and applies the limits, the log
+settings and the tokens to the running host without dropping connections; a wrong new setting
+is logged and the running configuration stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from host.cli.main import add_db_args, config_from_args, config_path, run_loop
+from host.config import Config, ConfigError
+from host.ops.logs import setup_logging
+
+__all__ = ["register"]
+
+log = logging.getLogger("a2e_host")
+
+
+async def _serve(
+    config: Config, config_path: str | None = None, reread: Callable[[], Config] | None = None,
+) -> int:
+    from host.app import Host
+
+    host = Host(config, config_path=config_path)
+    await host.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def reload() -> None:
+        try:
+            new = reread() if reread is not None else config
+        except ConfigError as err:
+            log.error("reload refused; the running configuration stays: %s", err)
+            return
+        try:
+            restart = host.reload(new)
+        except ValueError as err:
+            log.error("tokens not reloaded; the previous tokens stay: %s", err)
+            return
+        finally:
+            setup_logging(host.config.log)
+        log.info("configuration reloaded", extra={"restart_needed": restart} if restart else {})
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    try:
+        await stop.wait()
+        log.info("signal received; draining")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+        await host.stop()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the host until SIGTERM or SIGINT, then drain, commit and exit 0."""
+    config = config_from_args(args)
+    setup_logging(config.log)
+    return int(run_loop(_serve(config, config_path(args), lambda: config_from_args(args))))
+
+
+def register(sub: Any) -> None:
+    """Add the `serve` sub-command."""
+    p = sub.add_parser("serve", help="run the WebSocket host")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to bind (default 8765; 0 = any free port)")
+    p.add_argument("--transport", choices=("websockets", "picows"),
+                   help="WebSocket library (default websockets; picows: Cython framing)")
+    add_db_args(p)
+    p.set_defaults(func=cmd_serve)

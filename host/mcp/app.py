@@ -1,0 +1,72 @@
+"""`McpApp`: the MCP server of `a2e-host mcp` with its resources — the store, the scoped
+memories over it, the rules lookup — and a lifecycle.
+
+    async with McpApp(config) as app:    # opens the SQLite store of config.store.db
+        await app.serve()                # config.mcp.transport: stdio or http
+
+The store is the one the WebSocket host uses (`host.app.make_store`), so both may run on one
+file at once; every tool acts as `config.mcp.agent` in `config.mcp.namespace`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Self
+
+from host.config import Config
+from host.library.entry_store import EntryStoreMemories
+from host.mcp.server import build_server, serve_http, serve_stdio
+from host.rules.sync import rules_for
+from host.store.base import EntryStore, Scope
+
+__all__ = ["McpApp"]
+
+log = logging.getLogger("a2e_host.mcp")
+
+
+class McpApp:
+    """One MCP server on the configured store. Use `async with` (or `open()`/`close()`)."""
+
+    def __init__(self, config: Config, store: EntryStore | None = None) -> None:
+        from host.app import make_store
+
+        self.config = config
+        self.store = store if store is not None else make_store(config)
+        cfg = config.mcp
+        self.memories = EntryStoreMemories(self.store, Scope(cfg.namespace, cfg.agent), config)
+        self.server = build_server(
+            self.memories, config,
+            rules=functools.partial(rules_for, self.store, cfg.namespace),
+        )
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Open (create or migrate) the store."""
+        await self.store.open()
+
+    async def close(self) -> None:
+        """Commit and close the store."""
+        await self.store.close()
+
+    async def serve(self, on_listening: Callable[[int], None] | None = None) -> None:
+        """Serve on `config.mcp.transport` until the client leaves (stdio), or SIGTERM/SIGINT.
+
+        `on_listening(port)` is called once the HTTP socket listens (HTTP only).
+        """
+        if self.config.mcp.transport == "http":
+            await serve_http(self.server, self.config, on_listening)
+            return
+        log.info(
+            "MCP server on stdio: namespace %r, agent %r",
+            self.config.mcp.namespace, self.config.mcp.agent,
+        )
+        await serve_stdio(self.server, self.config.limits.max_frame_bytes)
+        log.info("MCP client gone; stopping")

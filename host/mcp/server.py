@@ -1,0 +1,365 @@
+"""The memory as MCP tools: `memory_put`, `memory_get`, `memory_search`, `memory_forget`,
+`rules_for`, built on the official `mcp` SDK's `MCPServer` (docs/mcp.md).
+
+    server = build_server(memories, config, rules=rules)   # memories: a `host.library.AsyncStore`
+    await serve_stdio(server)                               # or: await serve_http(server, config)
+
+The tools stand on the library layer: a memory is a `host.library.Memory`, stored through an
+`AsyncStore` (`host.library.EntryStoreMemories` over the host's SQLite store in `a2e-host mcp`),
+so a memory written here is an entry a WebSocket client reads, and the other way round.
+
+Results are JSON: `memory_put` returns the stored memory (`Memory.to_dict()`), `memory_get` the
+memory or null, `memory_search` a list of `{memory, relevance_score, combined_score}`. The text
+content of each result is that same JSON; the structured content is the object itself, or
+`{"result": ...}` for a list or null (the SDK's convention). Caller mistakes (an unknown memory
+type or importance, an empty query, `k` out of range, content over the size limit) come back as
+a tool error (`isError: true`) whose text says what to change; any other failure is logged with
+its traceback on stderr and the caller sees only `Error executing tool <name>`.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations at registration,
+# and `k`'s bound comes from the config, in the enclosing function.
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Annotated, Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, BeforeValidator, Field
+
+from host.config import Config
+from host.core.auth import Authenticator
+from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalResult
+from host.library.protocol import AsyncStore
+from host.library.sqlite_store import StoreFullError
+from host.mcp.auth import BearerGate
+from host.search.keyword import query_terms
+
+__all__ = ["RulesFn", "build_server", "serve_http", "serve_stdio"]
+
+log = logging.getLogger("a2e_host.mcp")
+
+# The rules lookup `rules_for` wraps: (path, module) -> rules, most specific first.
+RulesFn = Callable[[str, str | None], Awaitable[list[dict[str, Any]]]]
+
+SERVER_NAME = "a2e-memory"
+
+INSTRUCTIONS = (
+    "Long-term memory for this agent. Save what is worth remembering with memory_put, recall it "
+    "with memory_search (by topic) or memory_get (by id), and delete it with memory_forget. "
+    "Search before answering questions about the user, past work or project conventions."
+)
+
+
+class ForgetResult(BaseModel):
+    """What `memory_forget` did."""
+
+    memory_id: str
+    deleted: bool
+
+
+def _lower(value: Any) -> Any:
+    """Accept `EPISODIC`, ` High ` and the like: enum values are lower case."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+MemoryTypeArg = Annotated[
+    MemoryType,
+    BeforeValidator(_lower),
+    Field(
+        description=(
+            "What kind of memory this is. episodic: something that happened (an event, a "
+            "conversation, an outcome); semantic: a fact or preference; procedural: how to do "
+            "something, a rule to follow; working: a scratch note kept only while this server "
+            "runs. episodic and working memories are private to this agent; semantic and "
+            "procedural ones are shared with every agent of the namespace."
+        )
+    ),
+]
+ImportanceArg = Annotated[
+    MemoryImportance,
+    BeforeValidator(_lower),
+    Field(description="How much it matters; higher importance ranks first in searches."),
+]
+
+
+# Hints of a tool that only reads this memory, one that adds to it, and one that deletes from it.
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+DELETES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def _tool(
+    server: MCPServer[Any], title: str, annotations: ToolAnnotations
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as a tool whose description is its docstring (dedented)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        server.add_tool(fn, title=title, description=inspect.getdoc(fn), annotations=annotations)
+        return fn
+
+    return register
+
+
+def _reply(payload: Any, wrap: bool = False) -> CallToolResult:
+    """A result whose text is the JSON of `payload` and whose structured content is `payload`
+    (wrapped as `{"result": payload}` when it is not an object)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content={"result": payload} if wrap else payload,
+    )
+
+
+def build_server(
+    memories: AsyncStore, config: Config, *, rules: RulesFn | None = None
+) -> MCPServer[Any]:
+    """An `MCPServer` whose tools read and write `memories` (which the caller opens and closes).
+
+    `config.mcp.max_k` bounds `k`, `config.limits.max_entry_bytes` the content of a memory.
+    `rules_for` is offered only when `rules` is given.
+    """
+    max_k = config.mcp.max_k
+    max_bytes = config.limits.max_entry_bytes
+    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+
+    @_tool(server, title="Remember something", annotations=ADDS)
+    async def memory_put(
+        content: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="The memory itself, as self-contained text (who, what, when).",
+            ),
+        ],
+        memory_type: MemoryTypeArg = MemoryType.EPISODIC,
+        importance: ImportanceArg = MemoryImportance.MEDIUM,
+    ) -> Annotated[CallToolResult, Memory]:
+        """Save one new memory and return it with its id (keep the id to fetch or forget it).
+
+        Each call creates a new memory, even for the same text. Pick memory_type by what the
+        memory is (see the parameter) and importance by how much it should outrank others.
+        """
+        if not content.strip():
+            raise ToolError("content is blank: give the text of the memory")
+        size = len(content.encode())
+        if size > max_bytes:
+            raise ToolError(
+                f"content is {size} bytes, over the limit of {max_bytes}: shorten it or split it"
+                " into several memories"
+            )
+        memory = Memory(content=content, memory_type=memory_type, importance=importance)
+        try:
+            await memories.set(memory.id, memory)
+        except StoreFullError as err:
+            raise ToolError(
+                f"memory is full: {err}; forget memories that are no longer needed"
+            ) from None
+        return _reply(memory.to_dict())
+
+    @_tool(server, title="Recall a memory by id", annotations=READ_ONLY)
+    async def memory_get(
+        memory_id: Annotated[
+            str,
+            Field(min_length=1, description="The id memory_put or memory_search returned."),
+        ],
+    ) -> Annotated[CallToolResult, Memory | None]:
+        """Fetch one memory by its id. Returns null when no memory has this id (never stored,
+        forgotten, or private to another agent)."""
+        memory = await memories.get(memory_id)
+        return _reply(None if memory is None else memory.to_dict(), wrap=True)
+
+    @_tool(server, title="Search memories", annotations=READ_ONLY)
+    async def memory_search(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="Words to look for: a topic, a name, a question. Memories sharing "
+                "more of its words rank higher.",
+            ),
+        ],
+        k: Annotated[
+            int, Field(ge=1, le=max_k, description=f"How many memories to return, 1 to {max_k}.")
+        ] = 5,
+    ) -> Annotated[CallToolResult, list[RetrievalResult]]:
+        """Find the memories most relevant to `query`, best first (an empty list when none
+        matches). Each hit gives the memory, relevance_score (the share of the query's words it
+        contains, 0 to 1) and combined_score (relevance weighed with importance and recency; the
+        order of the list)."""
+        if not query_terms(query):
+            raise ToolError(
+                f"query {query!r} has no searchable words: use a few words of the topic"
+            )
+        hits = await memories.search(query, k)
+        return _reply(
+            [
+                {
+                    "memory": h.memory.to_dict(),
+                    "relevance_score": h.relevance_score,
+                    "combined_score": h.combined_score,
+                }
+                for h in hits
+            ],
+            wrap=True,
+        )
+
+    @_tool(server, title="Forget a memory", annotations=DELETES)
+    async def memory_forget(
+        memory_id: Annotated[
+            str, Field(min_length=1, description="The id of the memory to delete.")
+        ],
+    ) -> Annotated[CallToolResult, ForgetResult]:
+        """Delete one memory for good. `deleted` is false when no memory had this id, so calling
+        it again is harmless."""
+        deleted = await memories.delete(memory_id)
+        return _reply({"memory_id": memory_id, "deleted": deleted})
+
+    if rules is not None:
+        _add_rules_tool(server, rules)
+    return server
+
+
+def _add_rules_tool(server: MCPServer[Any], rules: RulesFn) -> None:
+    @_tool(server, title="Rules for a file", annotations=READ_ONLY)
+    async def rules_for(
+        path: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="The file about to be read or changed, e.g. src/app/models.py.",
+            ),
+        ],
+        module: Annotated[
+            str | None,
+            Field(description="The module the file belongs to, if known (adds its rules)."),
+        ] = None,
+    ) -> Annotated[CallToolResult, list[dict[str, Any]]]:
+        """The project's coding rules (from .cursorrules files) that apply to `path`, most
+        specific first: rules for its file name or extension, then its module, then
+        cross-module, then general rules. Follow them when editing the file; a rule listed
+        earlier wins over a later one. An empty list means no rules were loaded for it."""
+        return _reply(await rules(path, module or None), wrap=True)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, with SIGTERM/SIGINT handled on the event loop and not re-raised afterwards (uvicorn
+    re-raises a captured signal after its graceful shutdown, which would kill the process before
+    the store is closed)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with _on_stop_signals(lambda sig: self.handle_exit(sig, None)):
+            yield
+
+
+@contextlib.contextmanager
+def _on_stop_signals(handler: Callable[[int], object]) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT call `handler(signal number)` on the running loop."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    for sig in sigs:
+        loop.add_signal_handler(sig, handler, sig)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)
+
+
+class _PipeLines:
+    """The lines of a pipe as an async iterator of text, read by the event loop (no thread, so
+    closing it or cancelling a read takes effect at once)."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
+        self.reader = reader
+        self.limit = limit
+
+    def __aiter__(self) -> "_PipeLines":
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            try:
+                line = await self.reader.readline()
+            except ValueError:  # a line over the limit: dropped, the client gets no answer
+                log.warning("dropped an MCP message over %d bytes", self.limit)
+                continue
+            if not line:
+                raise StopAsyncIteration
+            return line.decode("utf-8", errors="replace")
+
+
+async def serve_stdio(server: MCPServer[Any], max_message_bytes: int) -> None:
+    """Serve one client over this process's stdin/stdout until stdin closes, or SIGTERM or SIGINT
+    (which count as stdin closing: the server finishes as if the client had left).
+
+    Only JSON-RPC messages go to stdout; logs go to stderr. A message longer than
+    `max_message_bytes` is dropped. When stdin is not a pipe or terminal (a regular file), the
+    SDK's own reader is used and a signal ends the process without a clean exit.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=max_message_bytes)
+    pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except ValueError:
+        pipe.close()
+        await server.run_stdio_async()
+        return
+    try:
+        with _on_stop_signals(lambda _sig: reader.feed_eof()):
+            async with stdio_server(stdin=_PipeLines(reader, max_message_bytes)) as (read_stream, write_stream):  # type: ignore[arg-type]
+                lowlevel = server._lowlevel_server  # what run_stdio_async runs, on our streams
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    finally:
+        transport.close()
+
+
+async def serve_http(
+    server: MCPServer[Any], config: Config, on_listening: Callable[[int], None] | None = None
+) -> None:
+    """Serve streamable HTTP on `config.mcp.host:port` at `config.mcp.path` until SIGTERM or
+    SIGINT, then let uvicorn finish the requests in flight and return (the caller then closes
+    its store and exits normally).
+
+    `on_listening(port)` is called with the bound port once the socket is bound (useful with
+    port 0). uvicorn's logs go to the root logger (stderr). Raises `OSError` when the address
+    cannot be bound, `ValueError` for a non-loopback address without tokens (unless
+    `auth.allow_anonymous_remote`). With tokens every request needs a bearer token fit for the
+    server's agent and namespace (`host.mcp.auth`).
+    """
+
+    cfg = config.mcp
+    auth = Authenticator(config.auth)
+    auth.check_exposure(cfg.host, config.auth.allow_anonymous_remote)  # ValueError: refused
+    sock = socket.create_server((cfg.host, cfg.port))
+    try:
+        port = int(sock.getsockname()[1])
+        app: Any = server.streamable_http_app(streamable_http_path=cfg.path, host=cfg.host)
+        if auth.enabled:
+            app = BearerGate(app, auth, cfg)
+        uv = _Uvicorn(uvicorn.Config(app, log_config=None, lifespan="on"))
+        log.info("MCP server on http://%s:%d%s (authentication %s)", cfg.host, port, cfg.path,
+                 "on" if auth.enabled else "off")
+        if on_listening is not None:
+            on_listening(port)
+        await uv.serve(sockets=[sock])
+    finally:
+        sock.close()

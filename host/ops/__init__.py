@@ -1,0 +1,1 @@
+"""Operations beside the request path: Prometheus metrics, logs, the TTL garbage collector."""

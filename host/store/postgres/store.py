@@ -1,0 +1,646 @@
+"""`PostgresEntryStore`: the persistent tiers on PostgreSQL, shared by any number of hosts.
+
+Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres://`. Needs the
+`postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
+
+The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
+- Puts, forgets and touches are group-committed (`host.store.postgres.batch`): those queued
+  while earlier batches run go as one statement (`a2e_put_batch` / `a2e_forget_batch` /
+  `a2e_touch_batch`, see
+  `host.store.postgres.schema`) in autocommit; the server writes each under its namespace's
+  advisory lock and commits before the reply comes back, so a write is acknowledged only once
+  it is committed, and a retrieve through any other host sees it at once (reads run at READ
+  COMMITTED on the primary).
+- Quotas are counted from `a2e_usage` inside that transaction; the namespace lock serialises the
+  writers of one namespace across hosts, so concurrent writers can never overshoot a quota.
+- Keyword search matches the `lexemes` tsvector (GIN index) within the namespace's scope
+  lexeme and scores candidates with SQLite FTS5's BM25 over the namespace's statistics
+  (`keyword`); `relevance` is `host.search.keyword.coverage`, as in the SQLite store, so the
+  search engine ranks both backends alike.
+- TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
+  (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
+- Vectors (`host.store.base.VectorSearch`): the hosts' embedding workers claim queued entries
+  (`claim_vectors`, `FOR UPDATE SKIP LOCKED` and a lease) and write their vectors
+  (`put_vectors`) into `a2e_vectors`; the search engine asks `nearest_vectors` for a query's
+  neighbours within the reader's visibility (an HNSW index per dimension when pgvector is
+  present: `vectors_available`), so every host searches every vector at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Self
+
+import msgspec
+import numpy as np
+
+from host.search.bm25 import Analysis, Bm25Stats
+from host.search.keyword import coverage, query_terms, tokens
+from host.search.text import searchable_text
+from host.search.vectors import Hits, Pending
+from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
+from host.store.postgres.schema import (
+    LOCK_CLASS,
+    LOCK_GC,
+    LOCK_MIGRATE,
+    advisory_lock,
+    enable_vectors,
+    ensure_vector_index,
+    migrate,
+)
+from host.store.sqlite.ops import Quotas, scope_token
+
+__all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
+
+log = logging.getLogger("a2e_host.store")
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+
+_COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,"
+            " e.created_at, e.updated_at")
+_MAX_LEXEME_BYTES = 2046  # PostgreSQL's limit for one tsvector lexeme is 2047 bytes
+_MAX_LEXEMES_BYTES = 900_000  # and 1 MiB for all of them; a store entry is far below
+_GC_BATCH = 1000
+_VECTOR_LOCK_TIMEOUT_MS = 100  # longest a background vector write waits on a row lock
+
+
+def is_postgres_url(db: str) -> bool:
+    """True when `db` names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _scope_lexeme(namespace: str) -> str:
+    """The lexeme every entry of `namespace` carries; no query token can equal it ("_")."""
+    return "_" + scope_token(namespace)
+
+
+def lexemes_of(namespace: str, text: str) -> str:
+    """The tsvector literal stored for an entry: the scope lexeme, then each distinct token of
+    `text` (`host.search.keyword.tokens`) with one position per occurrence (1..tf, at most
+    256), so that BM25 can read term counts; tokens past PostgreSQL's lexeme limits are left
+    out. Tokens are letters and digits only, so quoting them is safe."""
+    out = [f"'{_scope_lexeme(namespace)}'"]
+    total = len(out[0])
+    for t, k in _lexeme_counts(text).items():
+        total += len(t.encode()) + 2 * k + 4
+        if total > _MAX_LEXEMES_BYTES:
+            break
+        out.append(f"'{t}':" + ",".join(map(str, range(1, k + 1))))
+    return " ".join(out)
+
+
+def _lexeme_counts(text: str) -> dict[str, int]:
+    """Each distinct token of `text` that fits in a lexeme, with its count capped at 256 (the
+    positions `lexemes_of` stores), in order of first occurrence."""
+    return {t: min(n, 256) for t, n in Counter(tokens(text)).items()
+            if len(t.encode()) <= _MAX_LEXEME_BYTES}
+
+
+def _row(r: Any, id: int | None = None) -> StoredEntry:
+    """The entry of a row of `_COLUMNS`, with the row id `id` when given."""
+    return StoredEntry(
+        tier=r[0], owner=r[1], key=r[2].encode(), content=r[3].encode(), tags=list(r[4]),
+        source=r[5], score=r[6], ttl=r[7], created_at=r[8], updated_at=r[9], id=id,
+    )
+
+
+class _Params:
+    """Collects query arguments; calling it with a value returns its `$n` placeholder."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags."""
+    vis = [f"(e.tier = {p(t)} AND e.owner = {p(owner_for(t, scope.agent))})" for t in q.tiers]
+    sql = (f"e.namespace = {p(scope.namespace)} AND ({' OR '.join(vis) or 'false'})"
+           f" AND (e.expires_at IS NULL OR e.expires_at > {p(now)})")
+    if q.keys:
+        keys = p([k.decode() for k in q.keys])
+        sql += (f" AND a2e_key_hash(e.key) = ANY(ARRAY(SELECT"
+                f" a2e_key_hash(k) FROM unnest({keys}::text[]) k))"
+                f" AND e.key = ANY({keys}::text[])")
+    if q.tags:
+        sql += f" AND e.tags @> {p(list(dict.fromkeys(q.tags)))}::text[]"
+    return sql
+
+
+def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dict[str, Any]:
+    """The entries `scope` addresses under `keys` in `tiers`, as the JSON fields
+    `a2e_forget_batch` and `a2e_touch_batch` read (namespace, tiers, owners, keys)."""
+    return {"namespace": scope.namespace, "tiers": list(tiers),
+            "owners": [owner_for(t, scope.agent) for t in tiers],
+            "keys": [k.decode() for k in keys]}
+
+
+def _indexable(terms: Sequence[str]) -> list[str]:
+    return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
+
+
+def _tsquery(namespace: str, terms: Sequence[str]) -> str:
+    """`scope & (t1 | t2 ...)`: tokens are letters and digits only, so quoting is safe."""
+    alternatives = " | ".join(f"'{t}'" for t in terms)
+    return f"'{_scope_lexeme(namespace)}' & ({alternatives})"
+
+
+# Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
+# over the statistics of the namespace: rows (N), tokens a row (avgdl), and the rows holding
+# each term ({hits}, counted beforehand through the GIN index: `_term_counts`).
+_BM25 = """
+WITH st AS (
+    SELECT greatest(entries, 1)::float8 AS n,
+           greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
+    FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
+idf AS MATERIALIZED (
+    SELECT q.t, greatest(ln((st.n - q.hits + 0.5) / (q.hits + 0.5)), 1e-6) AS idf
+    FROM st, unnest({terms}::text[], {hits}::float8[]) AS q(t, hits))
+SELECT {columns}, e.id, s.bm25, s.terms
+FROM a2e_entries e, st, LATERAL (
+    SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
+               AS bm25,
+           array_agg(f.lexeme) AS terms
+    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+          FROM unnest(e.lexemes) AS u(lexeme, positions, weights)) f
+    JOIN idf i ON i.t = f.lexeme) s
+WHERE e.lexemes @@ {match}::tsquery AND {where}
+ORDER BY s.bm25 DESC, e.id
+LIMIT {limit}
+"""
+
+
+class PostgresEntryStore:
+    """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
+
+    reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
+
+    def __init__(
+        self,
+        url: str,
+        quotas: Quotas | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        gc_batch: int = _GC_BATCH,
+        batch_max: int = 512,
+        max_term_docs: int = 0,
+    ) -> None:
+        self.url = url
+        self.batch_max = batch_max
+        self.max_term_docs = max_term_docs  # see _selective_terms
+        self._puts: WriteBatcher | None = None
+        self._forgets: WriteBatcher | None = None
+        self._touches: WriteBatcher | None = None
+        self.quotas = quotas or Quotas()
+        self.pool_min = pool_min
+        self.pool_max = max(pool_max, pool_min)
+        self.gc_batch = gc_batch
+        self.vectors_available = False
+        self._pool: Any = None
+        self._indexed_dims: set[int] = set()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect the pool, apply pending migrations (under an advisory lock), enable pgvector
+        when available. Raises `RuntimeError` if asyncpg is missing, asyncpg/OS errors if the
+        database cannot be reached."""
+        try:
+            import asyncpg
+        except ImportError as err:
+            raise RuntimeError(
+                "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
+        pool = await asyncpg.create_pool(
+            self.url, min_size=self.pool_min, max_size=self.pool_max,
+            server_settings={"application_name": "a2e-host"},
+        )
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn)
+                self.vectors_available = await enable_vectors(conn)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+        self._puts = WriteBatcher(self._put_batch, self.batch_max)
+        self._forgets = WriteBatcher(self._forget_batch, self.batch_max)
+        self._touches = WriteBatcher(self._touch_batch, self.batch_max)
+
+    async def close(self) -> None:
+        """Commit the queued puts, wait for in-flight queries, close every connection.
+        Idempotent."""
+        for batcher in (self._puts, self._forgets, self._touches):
+            if batcher is not None:
+                await batcher.close()
+        self._puts = self._forgets = self._touches = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @property
+    def pool(self) -> Any:
+        """The asyncpg pool (for `host.store.postgres.admin`). Raises `RuntimeError` if the
+        store is not open."""
+        if self._pool is None:
+            raise RuntimeError("store is not open")
+        return self._pool
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
+        """Upsert `entries` in one transaction (with other puts of this host: group commit);
+        returns after COMMIT. Raises `ValueError` for a NUL character in a tag or source
+        (PostgreSQL text cannot hold one), `BatchError` if the database refused the put."""
+        if not entries:
+            return []
+        cols: list[list[Any]] = [[] for _ in range(11)]
+        for e in entries:
+            if any("\x00" in t for t in e.tags) or "\x00" in e.source:
+                raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
+            text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+            values = (
+                e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
+                _encode(list(dict.fromkeys(e.tags))).decode(), e.source, float(e.score),
+                int(e.ttl), e.created_at, e.updated_at, lexemes_of(scope.namespace, text),
+            )
+            for col, v in zip(cols, values):
+                col.append(v)
+        if self._puts is None:
+            raise RuntimeError("store is not open")
+        return await self._puts.submit(scope, now, cols, len(entries))  # type: ignore[no-any-return]
+
+    async def _put_batch(self, batch: list[PendingWrite]) -> list[list[StoreOutcome] | BatchError]:
+        """Run queued puts (sorted by namespace) as one `a2e_put_batch` statement."""
+        flat: list[list[Any]] = [[] for _ in range(11)]
+        first: list[int] = []
+        for put in batch:
+            first.append(len(flat[0]) + 1)
+            for col, values in zip(flat, put.args):
+                col.extend(values)
+        q = self.quotas
+        outcomes = await self.pool.fetchval(
+            "SELECT a2e_put_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+            " $15, $16, $17)",
+            [p.scope.namespace for p in batch], [p.scope.agent for p in batch], first,
+            [p.size for p in batch], [p.now for p in batch],
+            [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
+             q.max_bytes_per_agent],
+            *flat,
+        )
+        results: list[list[StoreOutcome] | BatchError] = []
+        for f, put in zip(first, batch):
+            mine = list(outcomes[f - 1:f - 1 + put.size])
+            failed = next((o for o in mine if o and o.startswith("error: ")), None)
+            results.append(BatchError(failed[7:]) if failed else mine)
+        return results
+
+    async def forget(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], tags: Sequence[str],
+        now: float,
+    ) -> int:
+        """Delete the live entries matching keys AND tags in `tiers`; returns after COMMIT
+        (forgets queued together share a transaction: group commit)."""
+        if self._forgets is None:
+            raise RuntimeError("store is not open")
+        args = {**_addresses(scope, tiers, keys), "tags": list(dict.fromkeys(tags)), "now": now}
+        return await self._forgets.submit(scope, now, args)  # type: ignore[no-any-return]
+
+    async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
+        """Run queued forgets (sorted by namespace) as one `a2e_forget_batch` statement."""
+        out = await self.pool.fetchval("SELECT a2e_forget_batch($1::text::jsonb)",
+                                       _encode([w.args for w in batch]).decode())
+        return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
+
+    async def touch(
+        self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
+    ) -> int:
+        """Record a read (`EntryStore.touch`): move `updated_at` of the live entries under
+        `keys` forward to `when`, nothing else (expiry included), under the namespace's lock;
+        the number moved. Returns after COMMIT (touches queued together share a transaction:
+        group commit)."""
+        if self._touches is None:
+            raise RuntimeError("store is not open")
+        if not keys or not tiers:
+            return 0
+        args = {**_addresses(scope, tiers, keys), "when": when}
+        return await self._touches.submit(scope, when, args, len(keys))  # type: ignore[no-any-return]
+
+    async def _touch_batch(self, batch: list[PendingWrite]) -> list[int]:
+        """Run queued touches (sorted by namespace) as one `a2e_touch_batch` statement."""
+        out = await self.pool.fetchval("SELECT a2e_touch_batch($1::text::jsonb)",
+                                       _encode([w.args for w in batch]).decode())
+        return [int(n) for n in out]
+
+    async def collect_garbage(self, now: float) -> int:
+        """Delete expired entries if no other host is collecting (`pg_try_advisory_lock`);
+        the number deleted (0 when another host holds the lock)."""
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, LOCK_GC):
+                log.debug("gc skipped: another host is collecting")
+                return 0
+            try:
+                return await self._collect(conn, now)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, LOCK_GC)
+
+    async def _collect(self, conn: Any, now: float) -> int:
+        namespaces = await conn.fetch(
+            "SELECT DISTINCT namespace FROM a2e_entries"
+            " WHERE expires_at IS NOT NULL AND expires_at <= $1", now)
+        total = 0
+        for (ns,) in namespaces:
+            while True:
+                async with conn.transaction():
+                    await conn.execute("SELECT a2e_lock_namespace($1)", ns)
+                    status = await conn.execute(
+                        "DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
+                        " WHERE namespace = $1 AND expires_at IS NOT NULL AND expires_at <= $2"
+                        " LIMIT $3)", ns, now, self.gc_batch)
+                n = int(status.split()[-1])
+                total += n
+                if n < self.gc_batch:
+                    break
+        return total
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
+        """Entries matching `q`, best stored score first, then newest; (page, total)."""
+        p = _Params()
+        where = _where(scope, q, now, p)
+        if q.min_score > 0:
+            where += f" AND e.score >= {p(q.min_score)}"
+        rows = await self.pool.fetch(
+            f"SELECT {_COLUMNS}, count(*) OVER () FROM a2e_entries e WHERE {where}"
+            f" ORDER BY e.score DESC, e.updated_at DESC LIMIT {p(q.limit)}",
+            *p.values,
+        )
+        total = rows[0][10] if rows else 0
+        return [_row(r) for r in rows], total
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]:
+        """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
+        statistics), each with `keyword` (BM25), `id` and `relevance`
+        (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
+        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
+        terms = _indexable(query_terms(text))
+        if not terms:
+            return []
+        terms, hits = await self._selective_terms(scope.namespace, terms)
+        p = _Params()
+        where = _where(scope, q, now, p)
+        sql = _BM25.format(
+            ns=p(scope.namespace), terms=p(terms), hits=p(hits), columns=_COLUMNS,
+            match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
+        out = []
+        for r in await self.pool.fetch(sql, *p.values):
+            entry = _row(r, r[10])
+            entry.keyword = r[11]
+            entry.relevance = coverage(tuple(terms), " ".join(r[12]))
+            out.append(entry)
+        return out
+
+    async def _term_counts(self, namespace: str, terms: list[str], cap: int = 0) -> list[int]:
+        """How many entries of the namespace hold each term (expired ones included, as in
+        SQLite's FTS index); with `cap` > 0 counting stops at `cap` + 1."""
+        rows = await self.pool.fetch(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM a2e_entries x WHERE x.lexemes @@ q.q"
+            " LIMIT $2) s) FROM unnest($1::tsquery[]) WITH ORDINALITY AS q(q, i) ORDER BY q.i",
+            [_tsquery(namespace, [t]) for t in terms], cap + 1 if cap > 0 else None)
+        return [int(r[0]) for r in rows]
+
+    async def _selective_terms(
+        self, namespace: str, terms: list[str]
+    ) -> tuple[list[str], list[int]]:
+        """(the terms to search, how many entries hold each). Terms in more than
+        `max_term_docs` entries are left out, the rarest kept if all are (as
+        `sqlite_ops.search_entries` does: they weigh little in BM25 and cost the most)."""
+        cap = self.max_term_docs if len(terms) >= 2 else 0
+        counts = await self._term_counts(namespace, terms, cap)
+        if cap <= 0:
+            return terms, counts
+        kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
+        if kept:
+            return [t for t, _ in kept], [n for _, n in kept]
+        rarest = terms[counts.index(min(counts))]
+        return [rarest], await self._term_counts(namespace, [rarest])
+
+    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
+        """The namespace's keyword statistics for the query `text`, as `search` scores it
+        (see `host.search.bm25`): rows, average length, rows holding each term."""
+        usable = _indexable(query_terms(text))
+        terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
+        row = await self.pool.fetchrow(
+            "SELECT entries, tokens FROM a2e_usage WHERE namespace = $1 AND agent = ''",
+            scope.namespace)
+        n, length = (max(row[0], 1), max(row[1], 1)) if row else (1, 1)
+        return Bm25Stats(tuple(terms), tuple(hits), n, length / n)
+
+    def analyse(self, text: str) -> Analysis:
+        """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256
+        as `lexemes_of` stores them; length plus the scope lexeme)."""
+        terms = _lexeme_counts(text)
+        return Analysis(terms, sum(terms.values()) + 1)
+
+    async def count_by_tier(self, now: float) -> dict[str, int]:
+        """Live entries by tier (a scan: the metrics endpoint calls it at most every few
+        seconds)."""
+        rows = await self.pool.fetch(
+            "SELECT tier, count(*) FROM a2e_entries"
+            " WHERE expires_at IS NULL OR expires_at > $1 GROUP BY tier", now)
+        return {r[0]: int(r[1]) for r in rows}
+
+    async def ready(self) -> bool:
+        """True when the database answers."""
+        try:
+            return bool(await asyncio.wait_for(self.pool.fetchval("SELECT 1"), 5.0) == 1)
+        except Exception:  # unreachable, timed out, closed: not ready
+            return False
+
+    # -- vectors ------------------------------------------------------------------------
+
+    async def set_vector_model(self, name: str, dim: int) -> bool:
+        """Record the embedder in `a2e_search_meta` (under the migration lock, so hosts
+        starting together agree). A different model than recorded deletes every vector and
+        queues every entry for re-embedding; True when that happened."""
+        async with (self.pool.acquire() as conn, advisory_lock(conn, LOCK_MIGRATE),
+                    conn.transaction()):
+            rows = dict(await conn.fetch(
+                "SELECT name, value FROM a2e_search_meta WHERE name IN ('model', 'dim')"))
+            if rows == {"model": name, "dim": str(dim)}:
+                return False
+            await conn.execute("DELETE FROM a2e_vectors")
+            await self._requeue(conn)
+            await conn.executemany(
+                "INSERT INTO a2e_search_meta (name, value) VALUES ($1, $2)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                [("model", name), ("dim", str(dim))])
+            return True
+
+    @staticmethod
+    async def _requeue(conn: Any) -> None:
+        await conn.execute(
+            "INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM a2e_entries"
+            " ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0")
+
+    async def requeue_vectors(self) -> int:
+        """Queue every entry for re-embedding (releasing every claim); the queue's length."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._requeue(conn)
+            return int(await conn.fetchval("SELECT count(*) FROM a2e_embed_queue"))
+
+    async def vector_queue(self) -> int:
+        """Entries waiting for a vector (claimed or not)."""
+        return int(await self.pool.fetchval("SELECT count(*) FROM a2e_embed_queue"))
+
+    async def claim_vectors(self, limit: int, lease: float) -> list[tuple[Pending, int]]:
+        """Claim up to `limit` queued entries, oldest first, for `lease` seconds of the
+        database's clock: rows another host claimed (its lease running) or is claiming right
+        now (`FOR UPDATE SKIP LOCKED`) are skipped. Each comes with the text to embed and its
+        queue sequence number, for `put_vectors`."""
+        rows = await self.pool.fetch(
+            "WITH t AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"
+            " c AS (SELECT q.entry_id FROM a2e_embed_queue q, t WHERE q.claimed_until <= t.now"
+            "       ORDER BY q.entry_id LIMIT $1 FOR UPDATE OF q SKIP LOCKED),"
+            " u AS (UPDATE a2e_embed_queue q SET claimed_until = t.now + $2 FROM c, t"
+            "       WHERE q.entry_id = c.entry_id RETURNING q.entry_id, q.seq)"
+            " SELECT u.entry_id, u.seq, e.namespace, e.tier, e.owner, e.expires_at, e.key,"
+            " e.content, e.tags FROM u JOIN a2e_entries e ON e.id = u.entry_id"
+            " ORDER BY u.entry_id", limit, lease)
+        return [(Pending(r[0], r[2], r[3], r[4], r[5],
+                         searchable_text(_decode(r[7]), list(r[8]), _decode(r[6]))), r[1])
+                for r in rows]
+
+    async def put_vectors(
+        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]]
+    ) -> list[int]:
+        """Store `(entry id, queue sequence, vector)` rows under `model` in one transaction and
+        dequeue them. A row whose entry changed since it was claimed (its sequence moved: it
+        stays queued) or was deleted is skipped. Returns the ids stored, after the commit;
+        none, with the claims released, when a write of the hosts' requests held one of the
+        rows for longer than 100 ms (the background write gives way)."""
+        if not rows:
+            return []
+        dims = {len(v) for _i, _s, v in rows}
+        if self.vectors_available:
+            for dim in dims - self._indexed_dims:
+                async with self.pool.acquire() as conn:
+                    await ensure_vector_index(conn, dim)
+                self._indexed_dims.add(dim)
+        import asyncpg
+
+        ids = [int(i) for i, _s, _v in rows]
+        seqs = [int(s) for _i, s, _v in rows]
+        try:
+            got = await self._write_vectors(model, rows, ids, seqs)
+        except asyncpg.LockNotAvailableError:
+            # a put, forget or collection holds one of these rows: give way to it (it must
+            # never wait on this background write) and release the claims to be taken again
+            await self.pool.execute(
+                "UPDATE a2e_embed_queue q SET claimed_until = 0 FROM unnest($1::bigint[],"
+                " $2::bigint[]) AS r(id, seq) WHERE q.entry_id = r.id AND q.seq = r.seq",
+                ids, seqs)
+            return []
+        return [int(r[0]) for r in got]
+
+    async def _write_vectors(
+        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]], ids: list[int],
+        seqs: list[int],
+    ) -> list[Any]:
+        async with self.pool.acquire() as conn, conn.transaction():
+            # never wait long on a row lock: a write of the hosts' requests is in the way, and
+            # waiting could close a deadlock cycle that PostgreSQL would break by aborting it
+            await conn.execute(f"SET LOCAL lock_timeout = {_VECTOR_LOCK_TIMEOUT_MS}")
+            # the entries first (a delete locks its entry before cascading to the queue)
+            await conn.execute("SELECT 1 FROM a2e_entries WHERE id = ANY($1::bigint[])"
+                               " ORDER BY id FOR KEY SHARE", ids)
+            return await conn.fetch(  # type: ignore[no-any-return]
+                "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
+                "           AS r(id, seq, vec)),"
+                " d AS (DELETE FROM a2e_embed_queue q USING r"
+                "       WHERE q.entry_id = r.id AND q.seq = r.seq RETURNING q.entry_id)"
+                " INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
+                " SELECT r.id, $4, cardinality(r.vec::real[]), r.vec::real[] FROM r"
+                " JOIN d ON d.entry_id = r.id"
+                " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
+                " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
+                ids, seqs,
+                ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
+
+    async def nearest_vectors(
+        self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float, k: int,
+        sample: int = 2000,
+    ) -> Hits:
+        """The `k` entries `q` lets `scope` read nearest to `vector` (cosine) among those
+        embedded by `model`, best first (HNSW with pgvector's iterative scan, so the
+        visibility filters, applied in the WHERE, do not starve the result), and the mean and
+        deviation of the similarity over at most `sample` of the readable embedded entries
+        (all of them in a namespace that small). Needs `vectors_available`."""
+        if not self.vectors_available:
+            raise RuntimeError("vector search needs the pgvector extension")
+        dim = len(vector)
+        p = _Params()
+        where = _where(scope, q, now, p)
+        qv = f"{p([float(x) for x in vector])}::real[]::vector({dim})"
+        dist = f"v.embedding::vector({dim}) <=> {qv}"
+        base = (f" FROM a2e_vectors v JOIN a2e_entries e ON e.id = v.entry_id"
+                f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}")
+        near = f"SELECT v.entry_id, 1 - ({dist}){base} ORDER BY {dist} LIMIT {int(k)}"
+        stats = (f"SELECT count(*), coalesce(avg(s), 0), coalesce(stddev_pop(s), 0) FROM"
+                 f" (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x")
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = await conn.fetch(near, *p.values)
+            n, mean, std = await conn.fetchrow(stats, *p.values)
+        return Hits(
+            ids=np.array([r[0] for r in rows], dtype=np.int64),
+            similarities=np.array([r[1] for r in rows], dtype=np.float32),
+            mean=float(mean), std=float(std), allowed=int(n))
+
+    async def vector_similarity(
+        self, model: str, vector: Sequence[float], ids: Sequence[int]
+    ) -> np.ndarray:
+        """Cosine similarity of `vector` to each of `ids` (same order), NaN for an entry
+        without a vector of `model`."""
+        out = np.full(len(ids), np.nan, dtype=np.float64)
+        if not len(ids):
+            return out
+        q = np.asarray(vector, dtype=np.float64).reshape(-1)
+        rows = await self.pool.fetch(
+            "SELECT entry_id, embedding FROM a2e_vectors WHERE entry_id = ANY($1::bigint[])"
+            " AND model = $2 AND dim = $3", [int(i) for i in ids], model, len(q))
+        pos = {int(i): j for j, i in enumerate(ids)}
+        for r in rows:
+            v = np.asarray(r[1], dtype=np.float64)
+            norm = float(np.linalg.norm(v)) or 1.0
+            out[pos[int(r[0])]] = float(v @ q) / norm
+        return out
+
+    async def fetch(
+        self, scope: Scope, q: Query, ids: Sequence[int], now: float
+    ) -> list[StoredEntry]:
+        """The entries among row `ids` that `q` lets `scope` read (visibility checked again),
+        with `id` set; any order."""
+        if not len(ids):
+            return []
+        p = _Params()
+        where = _where(scope, q, now, p)
+        rows = await self.pool.fetch(
+            f"SELECT {_COLUMNS}, e.id FROM a2e_entries e"
+            f" WHERE e.id = ANY({p([int(i) for i in ids])}::bigint[]) AND {where}", *p.values)
+        return [_row(r, r[10]) for r in rows]

@@ -1,0 +1,447 @@
+"""The SQL of the entry store on SQLite: plain functions over one `sqlite3.Connection`.
+
+The async `SQLiteEntryStore` runs the writes in its writer thread and the reads on the event
+loop; the library's synchronous `SQLiteStore` and the CLI call the same functions, so there is
+one engine. Write functions expect to run inside a transaction the caller opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import msgspec
+
+from host.search.keyword import coverage, fts_match_expression
+from host.search.text import searchable_text
+from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.sqlite.deferred import Deferred
+
+__all__ = [
+    "GC_BATCH",
+    "Quotas",
+    "collect_expired",
+    "find_entries",
+    "forget_entries",
+    "put_entries",
+    "scope_token",
+    "search_entries",
+    "selective_terms",
+    "touch_entries",
+]
+
+_decode = msgspec.json.decode
+_encode_tags = msgspec.json.Encoder().encode
+_tags_decoder = msgspec.json.Decoder(list[str])
+
+GC_BATCH = 1000  # expired entries `collect_expired` deletes at most a call (one transaction)
+
+_COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
+
+    Entry counts limit new entries; byte limits (the `content` bytes, as `usage.bytes` counts
+    them) limit new entries and updates that grow. "Per agent" is per (namespace, writer).
+    """
+
+    max_entries_per_namespace: int = 1_000_000
+    max_entries_per_agent: int = 100_000
+    max_bytes_per_namespace: int = 1 << 30
+    max_bytes_per_agent: int = 1 << 28
+
+
+@dataclass(slots=True)
+class _Usage:
+    """Entries and bytes of one namespace and of one agent in it, kept up to date in a put."""
+
+    ns_entries: int
+    ns_bytes: int
+    agent_entries: int
+    agent_bytes: int
+
+    def over(self, q: Quotas, ns: tuple[int, int], agent: tuple[int, int]) -> bool:
+        """True when growing by (entries, bytes) in the namespace and for the agent would pass
+        a quota (shrinking never does)."""
+        return (
+            (ns[0] > 0 and self.ns_entries + ns[0] > q.max_entries_per_namespace)
+            or (agent[0] > 0 and self.agent_entries + agent[0] > q.max_entries_per_agent)
+            or (ns[1] > 0 and self.ns_bytes + ns[1] > q.max_bytes_per_namespace)
+            or (agent[1] > 0 and self.agent_bytes + agent[1] > q.max_bytes_per_agent)
+        )
+
+    def add(self, ns: tuple[int, int], agent: tuple[int, int]) -> None:
+        """Count (entries, bytes) more in the namespace and for the agent."""
+        self.ns_entries += ns[0]
+        self.ns_bytes += ns[1]
+        self.agent_entries += agent[0]
+        self.agent_bytes += agent[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def scope_token(namespace: str) -> str:
+    """The FTS token that confines a keyword search to one namespace."""
+    return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
+
+
+def _row(r: tuple, id: int | None = None) -> StoredEntry:
+    """The entry of a row of `_COLUMNS`, with the row id `id` when given."""
+    return StoredEntry(
+        tier=r[0],
+        owner=r[1],
+        key=r[2].encode(),
+        content=r[3].encode(),
+        tags=_tags_decoder.decode(r[4]),
+        source=r[5],
+        score=r[6],
+        ttl=r[7],
+        created_at=r[8],
+        updated_at=r[9],
+        id=id,
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _where_sql(tiers: int, keys: int, tags: int) -> str:
+    """The WHERE text for `tiers` visibility ranges, `keys` keys and `tags` distinct tags (the
+    same few shapes come back on every request, so the text is built once a shape)."""
+    vis = " OR ".join(["(e.tier = ? AND e.owner = ?)"] * tiers) or "0"
+    # with tags (and no keys) the tag postings drive the read: the unary + keeps SQLite from
+    # walking the whole visible range of the rank index instead
+    ns = "+e.namespace" if tags and not keys else "e.namespace"
+    sql = f"{ns} = ? AND ({vis}) AND (e.expires_at IS NULL OR e.expires_at > ?)"
+    if keys:
+        sql += f" AND e.key IN ({','.join('?' * keys)})"
+    if tags:
+        # the tag postings of exactly the (namespace, tier, owner) ranges the reader may see:
+        # one index range a tier (an OR of the tiers would scan the namespace's postings)
+        marks = ",".join("?" * tags)
+        per_tier = " UNION ALL ".join(
+            ["SELECT t.entry_id FROM entry_tags t WHERE t.namespace = ? AND t.tier = ?"
+             f" AND t.owner = ? AND t.tag IN ({marks})"] * tiers
+        ) or "SELECT NULL WHERE 0"
+        if tags == 1:
+            sql += f" AND e.id IN ({per_tier})"
+        else:
+            sql += (f" AND e.id IN (SELECT entry_id FROM ({per_tier})"
+                    " GROUP BY entry_id HAVING count(*) = ?)")
+    return sql
+
+
+def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, min score."""
+    ns = scope.namespace
+    owners: list[object] = []
+    for tier in q.tiers:
+        owners += (tier, owner_for(tier, scope.agent))
+    params: list[object] = [ns, *owners, now]
+    if q.keys:
+        params += [k.decode() for k in q.keys]
+    tags = list(dict.fromkeys(q.tags)) if q.tags else []
+    if tags:
+        for i in range(0, len(owners), 2):
+            params += [ns, owners[i], owners[i + 1], *tags]
+        if len(tags) > 1:
+            params.append(len(tags))
+    return _where_sql(len(q.tiers), len(q.keys), len(tags)), params
+
+
+def _stored_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
+    """`_where` plus `q.min_score` on the stored score (the filter of a no-query read)."""
+    where, params = _where(scope, q, now)
+    if q.min_score > 0:
+        where += " AND e.score >= ?"
+        params.append(q.min_score)
+    return where, params
+
+
+def find_entries(
+    conn: sqlite3.Connection, scope: Scope, q: Query, now: float
+) -> tuple[list[StoredEntry], int]:
+    """Entries matching `q` by score desc, updated_at desc: (the first `q.limit`, total).
+
+    Each filter reads through the index that fits it (see EXPLAIN QUERY PLAN): keys through
+    the unique key index (the few rows are sorted here), tags through the tag postings of each
+    visible range (counted, then paged with a top-`limit` sort). Without either, `total` is counted
+    on the rank index alone (it holds score and expires_at) and the page is read per tier in
+    the rank index's order, so only `limit` rows a tier are read whole.
+    """
+    if q.keys or q.tags:
+        where, params = _stored_where(scope, q, now)
+        if q.keys:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM entries e WHERE {where}",
+                                params).fetchall()
+            rows.sort(key=lambda r: (-r[6], -r[9]))
+            return [_row(r) for r in rows[: q.limit]], len(rows)
+        # a count, then a top-`limit` page (a window count would sort every match whole)
+        total = conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
+        if not total:
+            return [], 0
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM entries e WHERE {where}"
+            " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?",
+            [*params, q.limit],
+        ).fetchall()
+        return [_row(r) for r in rows], total
+    counts, pages, params, page_params = [], [], [], []
+    for tier in q.tiers:
+        where, p = _stored_where(scope, replace(q, tiers=(tier,)), now)
+        counts.append(f"(SELECT count(*) FROM entries e WHERE {where})")
+        params += p
+        pages.append(f"SELECT * FROM (SELECT {_COLUMNS} FROM entries e WHERE {where}"
+                     " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?)")
+        page_params += [*p, q.limit]
+    if not pages:
+        return [], 0
+    total = conn.execute(f"SELECT {' + '.join(counts)}", params).fetchone()[0]
+    if not total:
+        return [], 0
+    sql = " UNION ALL ".join(pages)
+    if len(pages) > 1:
+        sql += " ORDER BY 7 DESC, 10 DESC LIMIT ?"
+        page_params.append(q.limit)
+    return [_row(r) for r in conn.execute(sql, page_params).fetchall()], total
+
+
+def search_entries(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    q: Query,
+    terms: tuple[str, ...],
+    now: float,
+    candidates: int,
+    max_term_docs: int = 0,
+    max_matches: int = 0,
+) -> list[StoredEntry]:
+    """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
+    (the share of terms present), and `id` and `keyword` (BM25, higher is better).
+
+    With `max_term_docs` > 0, terms found in more entries of the namespace than that are left
+    out (see `selective_terms`). With `max_matches` > 0, only the newest `max_matches` entries
+    of the namespace that match are scored (visibility and filters apply to those): BM25 and
+    the join cost per match, and a query whose terms are all common matched ~37,000 of 100,000
+    entries (150-250 ms under load; ~20 ms with 4,000 scored)."""
+    if not terms:
+        return []
+    terms = selective_terms(conn, scope_token(scope.namespace), terms, max_term_docs)
+    where, params = _where(scope, q, now)
+    match = f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
+    if max_matches > 0:
+        # the text is read for the `candidates` rows kept, not for every match scored
+        rows = conn.execute(
+            "SELECT c.*, (SELECT body FROM entries_fts WHERE rowid = c.id)"
+            f" FROM (SELECT {_COLUMNS}, e.id, f.s FROM (SELECT rowid AS id,"
+            " -bm25(entries_fts, 0.0, 1.0) AS s FROM entries_fts WHERE entries_fts MATCH ?"
+            f" ORDER BY rowid DESC LIMIT ?) f JOIN entries e ON e.id = f.id WHERE {where}"
+            " ORDER BY f.s DESC LIMIT ?) c",
+            [match, max_matches, *params, candidates],
+        ).fetchall()
+        rows = [(*r[:10], r[12], r[10], r[11]) for r in rows]  # the layout below
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS}, f.body, e.id, -bm25(entries_fts, 0.0, 1.0)"
+            " FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+            f" WHERE entries_fts MATCH ? AND {where} ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
+            [match, *params, candidates],
+        ).fetchall()
+    out = []
+    for r in rows:
+        entry = _row(r, r[11])
+        entry.relevance, entry.keyword = coverage(terms, r[10]), r[12]
+        out.append(entry)
+    return out
+
+
+def selective_terms(
+    conn: sqlite3.Connection, token: str, terms: tuple[str, ...], cap: int
+) -> tuple[str, ...]:
+    """`terms` without those in more than `cap` entries of the namespace, the rarest kept if
+    all are. Such terms weigh little in BM25 but cost the most: scoring 40,000 matches took
+    ~150 ms at 100,000 entries; counting a term's matches up to `cap` takes ~2 ms."""
+    if cap <= 0 or len(terms) < 2:
+        return terms
+    counts = [
+        conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
+            (f'scope : "{token}" AND body : "{t}"', cap + 1),
+        ).fetchone()[0]
+        for t in terms
+    ]
+    kept = tuple(t for t, n in zip(terms, counts, strict=True) if n <= cap)
+    return kept or (terms[counts.index(min(counts))],)
+
+
+def forget_entries(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    tiers: Sequence[str],
+    keys: Sequence[bytes],
+    tags: Sequence[str],
+    now: float,
+    deferred: Deferred | None = None,
+) -> int:
+    """Delete the live entries matching keys AND tags within `tiers`; the number deleted.
+
+    Their keyword rows are deleted when `deferred` is flushed (without one, before this
+    call returns)."""
+    where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)), now)
+    n = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params).rowcount
+    if deferred is None and n:
+        Deferred().flush(conn)
+    return n
+
+
+def touch_entries(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    tiers: Sequence[str],
+    touches: Sequence[tuple[bytes, float]],
+) -> int:
+    """Record reads: move `updated_at` of each live (key, when) forward to `when`, if later.
+
+    The library's `SQLiteStore` keeps `Memory.last_accessed` there; `SQLiteEntryStore.touch`
+    runs it for `EntryStore.touch`. Expiry (`expires_at`: a touch never extends a TTL, and an
+    entry expired at `when` is not matched), tags, content and the keyword index are unchanged.
+    The number of rows updated.
+    """
+    n = 0
+    for key, when in touches:
+        where, params = _where(scope, Query(tiers=tuple(tiers), keys=(key,)), when)
+        cur = conn.execute(
+            f"UPDATE entries AS e SET updated_at = ? WHERE {where} AND e.updated_at < ?",
+            [when, *params, when],
+        )
+        n += cur.rowcount
+    return n
+
+
+def collect_expired(
+    conn: sqlite3.Connection, now: float, batch: int = GC_BATCH, deferred: Deferred | None = None
+) -> int:
+    """Delete up to `batch` expired entries; the number deleted (call again while == batch).
+    Their keyword rows go as in `forget_entries`."""
+    n = conn.execute(
+        "DELETE FROM entries WHERE id IN"
+        " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+        (now, batch),
+    ).rowcount
+    if deferred is None and n:
+        Deferred().flush(conn)
+    return n
+
+
+_INSERT = (
+    "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
+    " score, ttl, created_at, updated_at, expires_at, size)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_INSERT_NEW = _INSERT + " ON CONFLICT DO NOTHING RETURNING id"  # a key already there: no row
+_INSERT_ID = _INSERT + " RETURNING id"
+_INSERT_TAGS = "INSERT INTO entry_tags (namespace, tier, owner, tag, entry_id) VALUES (?, ?, ?, ?, ?)"
+
+
+def put_entries(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    entries: Sequence[NewEntry],
+    now: float,
+    quotas: Quotas,
+    deferred: Deferred | None = None,
+) -> list[StoreOutcome]:
+    """Upsert `entries` (inside the caller's transaction); one outcome per entry.
+
+    An existing live key keeps its `created_at`; an expired one is replaced by a new entry.
+    A write past a quota is `memory_full` and leaves the entry as it was (expired rows of the
+    namespace are collected first, once, to make room).
+
+    The keyword-index rows and the quota counters' changes go to `deferred` (see
+    `host.store.sqlite.deferred`), which the caller flushes before its COMMIT (the writer
+    thread: once a commit group); without one they are written when this call ends.
+    """
+    if deferred is None:
+        own = Deferred()
+        done = put_entries(conn, scope, entries, now, quotas, own)
+        own.flush(conn)
+        return done
+    ns, agent = scope.namespace, scope.agent
+    token = scope_token(ns)
+    usage = _Usage(*deferred.usage(conn, ns, agent))
+    deleted = collected = False
+    outcomes: list[StoreOutcome] = []
+    for e in entries:
+        owner = owner_for(e.tier, agent)
+        key = e.key.decode()
+        updated = e.updated_at if e.updated_at is not None else now
+        created = e.created_at if e.created_at is not None else updated
+        expires = updated + e.ttl if e.ttl > 0 else None
+        content = e.content.decode()
+        text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+        tags = list(dict.fromkeys(e.tags))
+        size = len(e.content)
+        tags_json = _encode_tags(tags).decode()
+        values = (ns, e.tier, owner, key, agent, content, tags_json, e.source, e.score, e.ttl,
+                  created, updated, expires, size)
+        entry_id = None
+        if not usage.over(quotas, (1, size), (1, size)):
+            # the common case, a new key, in one statement (a key already there inserts nothing)
+            got = conn.execute(_INSERT_NEW, values).fetchone()
+            if got is not None:
+                entry_id = got[0]
+                usage.add((1, size), (1, size))
+                deferred.count(ns, agent, 1, size)
+        if entry_id is None:
+            row = conn.execute(
+                "SELECT id, expires_at, agent, size FROM entries"
+                " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
+                (ns, e.tier, owner, key),
+            ).fetchone()
+            if row is not None and row[1] is not None and row[1] <= now:
+                conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+                deleted = True  # the delete trigger counted it in the table
+                usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
+                row = None
+            growth: tuple[tuple[int, int], tuple[int, int]]
+            if row is None:
+                growth = (1, size), (1, size)
+            else:  # an update: the namespace grows by the size change, a new writer by the size
+                growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
+            if usage.over(quotas, *growth) and not collected:
+                collected = True
+                conn.execute(
+                    "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
+                    " AND expires_at <= ?",
+                    (ns, now),
+                )
+                deleted = True
+                usage = _Usage(*deferred.usage(conn, ns, agent))
+            if usage.over(quotas, *growth):
+                outcomes.append("memory_full")
+                continue
+            usage.add(*growth)
+            if row is None:
+                entry_id = conn.execute(_INSERT_ID, values).fetchone()[0]
+                deferred.count(ns, agent, 1, size)
+            else:
+                entry_id = row[0]
+                deferred.count(ns, row[2], -1, -row[3])
+                deferred.count(ns, agent, 1, size)
+                conn.execute(
+                    "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
+                    " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
+                    (agent, content, tags_json, e.source, e.score, e.ttl, updated, expires,
+                     size, entry_id),
+                )
+                conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
+                deferred.replace(entry_id)
+        if tags:
+            conn.executemany(_INSERT_TAGS, [(ns, e.tier, owner, t, entry_id) for t in tags])
+        deferred.index(entry_id, token, text)
+        outcomes.append(None)
+    if not deleted:  # the usage table is as read: the next put of the group need not read it
+        deferred.settled(conn)
+    return outcomes

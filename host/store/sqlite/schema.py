@@ -1,0 +1,233 @@
+"""The SQLite schema, as numbered migrations applied at open.
+
+`PRAGMA user_version` records the last migration applied. A migration is only ever appended;
+existing ones never change (schema evolution is written down, as for the wire).
+
+Tables: `entries` (one row an entry; `owner` is the agent for episodic rows, "" for semantic;
+`agent` the writer, for quotas), `entry_tags` (the tag postings of each (namespace, tier, owner),
+so a tag filter reads only what the reader may see),
+`entries_fts` (FTS5: a per-namespace `scope` token and the searchable `body`), `usage`
+(entries and bytes per (namespace, agent), agent "" holding the namespace total, in the
+database so every writer process sees the same counts). Deleting an entry row removes its tags
+and its usage through a trigger, whoever deletes it (forget, TTL collection, another tool).
+Since migration 4 inserts and overwrites are counted by `sqlite_ops.put_entries`, the only
+writer of entries, once a commit group, and the trigger queues the deleted entry's FTS row in
+`fts_gone`: every write function of `sqlite_ops` deletes the queued rows before its transaction
+commits (`host/store/sqlite/deferred.py`). A row deleted by another tool stays in the keyword
+index until the store's next write; searches join `entries`, so it is never returned.
+
+Migration 2 (similarity search, `host/store/sqlite/vectors.py`): `vectors` (one float32 BLOB an
+entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
+stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
+whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
+with Porter stemming. Deleting an entry deletes its vector.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["MIGRATIONS", "connect", "migrate", "write_transaction"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, tags, keyword index, usage counters
+    """
+    CREATE TABLE entries (
+        id INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        source TEXT NOT NULL,
+        score REAL NOT NULL,
+        ttl INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        size INTEGER NOT NULL,
+        UNIQUE (namespace, tier, owner, key)
+    );
+    CREATE INDEX entries_rank ON entries (namespace, tier, owner, score DESC, updated_at DESC);
+    CREATE INDEX entries_expiry ON entries (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE entry_tags (
+        tag TEXT NOT NULL,
+        entry_id INTEGER NOT NULL,
+        PRIMARY KEY (tag, entry_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX entry_tags_entry ON entry_tags (entry_id);
+    CREATE VIRTUAL TABLE entries_fts USING fts5(scope, body, tokenize='unicode61 remove_diacritics 2');
+    CREATE TABLE usage (
+        namespace TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (namespace, agent)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER entries_ai AFTER INSERT ON entries BEGIN
+        INSERT INTO usage (namespace, agent, entries, bytes)
+        VALUES (new.namespace, new.agent, 1, new.size), (new.namespace, '', 1, new.size)
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = entries + 1, bytes = bytes + excluded.bytes;
+    END;
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        DELETE FROM entries_fts WHERE rowid = old.id;
+    END;
+    CREATE TRIGGER entries_au AFTER UPDATE OF size, agent ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        INSERT INTO usage (namespace, agent, entries, bytes)
+        VALUES (new.namespace, new.agent, 1, new.size), (new.namespace, '', 1, new.size)
+        ON CONFLICT (namespace, agent) DO UPDATE
+        SET entries = entries + 1, bytes = bytes + excluded.bytes;
+    END;
+    """,
+    # 2: similarity search (host/search): vectors, the embedding queue, stemmed keyword index
+    """
+    CREATE TABLE vectors (
+        entry_id INTEGER PRIMARY KEY,
+        digest BLOB NOT NULL,
+        vec BLOB NOT NULL
+    );
+    CREATE TABLE embed_queue (entry_id INTEGER PRIMARY KEY);
+    CREATE TABLE vectors_gone (entry_id INTEGER PRIMARY KEY);
+    CREATE TABLE search_meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO embed_queue (entry_id) SELECT id FROM entries;
+    CREATE TRIGGER entries_vec_ai AFTER INSERT ON entries BEGIN
+        INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entries_vec_au AFTER UPDATE OF content, tags ON entries BEGIN
+        INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entries_vec_ad AFTER DELETE ON entries BEGIN
+        INSERT OR IGNORE INTO vectors_gone (entry_id)
+        SELECT old.id WHERE EXISTS (SELECT 1 FROM vectors WHERE entry_id = old.id);
+        DELETE FROM vectors WHERE entry_id = old.id;
+        DELETE FROM embed_queue WHERE entry_id = old.id;
+    END;
+    CREATE TEMP TABLE fts_copy AS SELECT rowid AS id, scope, body FROM entries_fts;
+    DROP TABLE entries_fts;
+    CREATE VIRTUAL TABLE entries_fts USING fts5(scope, body, tokenize='porter unicode61 remove_diacritics 2');
+    INSERT INTO entries_fts (rowid, scope, body) SELECT id, scope, body FROM fts_copy;
+    DROP TABLE fts_copy;
+    """,
+    # 3: indexes that match the reads. Tag postings keyed by the visibility range first (a tag
+    # filter no longer reads the tag's rows of every namespace); the rank index also holds
+    # expires_at, so counting the live entries of a range reads the index alone.
+    """
+    CREATE TABLE entry_tags_v2 (
+        namespace TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        entry_id INTEGER NOT NULL,
+        PRIMARY KEY (namespace, tier, owner, tag, entry_id)
+    ) WITHOUT ROWID;
+    INSERT INTO entry_tags_v2 (namespace, tier, owner, tag, entry_id)
+        SELECT e.namespace, e.tier, e.owner, t.tag, t.entry_id
+        FROM entry_tags t JOIN entries e ON e.id = t.entry_id;
+    DROP TRIGGER entries_ad;
+    DROP TABLE entry_tags;
+    ALTER TABLE entry_tags_v2 RENAME TO entry_tags;
+    CREATE INDEX entry_tags_entry ON entry_tags (entry_id);
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        DELETE FROM entries_fts WHERE rowid = old.id;
+    END;
+    DROP INDEX entries_rank;
+    CREATE INDEX entries_rank
+        ON entries (namespace, tier, owner, score DESC, updated_at DESC, expires_at);
+    """,
+    # 4: the write path's held writes (host/store/sqlite/deferred.py). Inserts and overwrites
+    # no longer count themselves in `usage` row by row (two upserts an entry): `put_entries`
+    # sums them over a commit group and writes one upsert a (namespace, agent) before COMMIT;
+    # deletes still count through entries_ad, whoever deletes. A deleted entry's keyword row is
+    # no longer deleted by the trigger (FTS5 wrote each delete out as a segment of its own) but
+    # queued in `fts_gone`, and deleted with the rest of the transaction's keyword writes.
+    """
+    DROP TRIGGER entries_ai;
+    DROP TRIGGER entries_au;
+    CREATE TABLE fts_gone (entry_id INTEGER PRIMARY KEY);
+    DROP TRIGGER entries_ad;
+    CREATE TRIGGER entries_ad AFTER DELETE ON entries BEGIN
+        UPDATE usage SET entries = entries - 1, bytes = bytes - old.size
+        WHERE namespace = old.namespace AND agent IN (old.agent, '');
+        DELETE FROM entry_tags WHERE entry_id = old.id;
+        INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
+    END;
+    """,
+)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open `path` in WAL mode with full durability; autocommit (explicit BEGIN by callers)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0,
+                           cached_statements=256)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """`BEGIN IMMEDIATE` (the write lock, waiting up to the busy timeout) around the body:
+    COMMIT when it ends, ROLLBACK and re-raise when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations not yet applied, each in its own transaction; the version reached."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, script in enumerate(MIGRATIONS, start=1):
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # re-check under the write lock: another process may have migrated meanwhile
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= number:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _split(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements: list[str] = []
+    buf: list[str] = []
+    for line in script.splitlines():
+        if not line.strip():
+            continue
+        buf.append(line)
+        text = "\n".join(buf)
+        if sqlite3.complete_statement(text):
+            statements.append(text.strip())
+            buf = []
+    if buf and "\n".join(buf).strip():
+        statements.append("\n".join(buf).strip())
+    return statements

@@ -1,0 +1,156 @@
+"""The SQL of similarity search on SQLite: stored vectors, the embedding queue, model identity.
+
+Plain functions over one `sqlite3.Connection`, like `sqlite_ops`: the write functions run in the
+store's writer thread (inside its transaction), the reads on the caller's connection. Vectors
+are float32 BLOBs of unit length, one per entry, all of the model `search_meta` names, with a
+digest of the text they were computed from (a re-stored entry whose text did not change keeps
+its vector). The schema is migration 2 of `sqlite_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from host.search.vectors import Pending, digest
+from host.store.base import Query, Scope, StoredEntry
+from host.store.sqlite.ops import _COLUMNS, _row, _where
+
+__all__ = [
+    "Pending",
+    "allowed_ids",
+    "clear_gone",
+    "digest",
+    "fetch_entries",
+    "gone_ids",
+    "load_vectors",
+    "pending",
+    "queue_size",
+    "requeue_all",
+    "set_model",
+    "stored_model",
+    "write_vectors",
+]
+
+
+def stored_model(conn: sqlite3.Connection) -> tuple[str, int] | None:
+    """(name, dim) of the model the stored vectors belong to, or None before the first."""
+    rows = dict(conn.execute("SELECT name, value FROM search_meta WHERE name IN ('model', 'dim')"))
+    if "model" not in rows:
+        return None
+    return rows["model"], int(rows.get("dim", 0))
+
+
+def set_model(conn: sqlite3.Connection, name: str, dim: int) -> bool:
+    """Record the current model (write). A different one drops every vector and queues every
+    entry for re-embedding; returns True when that happened."""
+    if stored_model(conn) == (name, dim):
+        return False
+    conn.execute("DELETE FROM vectors")
+    conn.execute("DELETE FROM vectors_gone")
+    conn.execute("INSERT OR IGNORE INTO embed_queue (entry_id) SELECT id FROM entries")
+    conn.executemany(
+        "INSERT OR REPLACE INTO search_meta (name, value) VALUES (?, ?)",
+        [("model", name), ("dim", str(dim))],
+    )
+    return True
+
+
+def requeue_all(conn: sqlite3.Connection) -> int:
+    """Queue every entry for re-embedding and forget the text digests (write); the count."""
+    conn.execute("UPDATE vectors SET digest = x''")
+    conn.execute("INSERT OR IGNORE INTO embed_queue (entry_id) SELECT id FROM entries")
+    return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+
+
+def queue_size(conn: sqlite3.Connection) -> int:
+    """Entries waiting for a vector."""
+    return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+
+
+def pending(conn: sqlite3.Connection, limit: int) -> list[tuple[Pending, bytes | None]]:
+    """Up to `limit` queued entries, oldest first, each with the digest of its stored vector
+    (None when it has none)."""
+    rows = conn.execute(
+        "SELECT q.entry_id, e.namespace, e.tier, e.owner, e.expires_at, f.body, v.digest"
+        " FROM embed_queue q JOIN entries e ON e.id = q.entry_id"
+        " JOIN entries_fts f ON f.rowid = q.entry_id"
+        " LEFT JOIN vectors v ON v.entry_id = q.entry_id"
+        " ORDER BY q.entry_id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(Pending(r[0], r[1], r[2], r[3], r[4], r[5]), r[6]) for r in rows]
+
+
+def write_vectors(
+    conn: sqlite3.Connection, rows: Sequence[tuple[int, str, bytes | None]]
+) -> list[int]:
+    """Store `(id, text, vector bytes)` rows and dequeue them (write). A row whose entry's text
+    changed since it was read is skipped (it stays queued); `None` bytes keep the stored vector
+    (its text did not change). Returns the ids dequeued."""
+    done = []
+    for entry_id, text, blob in rows:
+        row = conn.execute(  # a deleted entry's keyword row may wait in fts_gone: not it
+            "SELECT f.body FROM entries_fts f JOIN entries e ON e.id = f.rowid WHERE f.rowid = ?",
+            (entry_id,)).fetchone()
+        if row is None or row[0] != text:
+            continue
+        if blob is not None:
+            conn.execute(
+                "INSERT OR REPLACE INTO vectors (entry_id, digest, vec) VALUES (?, ?, ?)",
+                (entry_id, digest(text), blob),
+            )
+        conn.execute("DELETE FROM embed_queue WHERE entry_id = ?", (entry_id,))
+        done.append(entry_id)
+    return done
+
+
+def load_vectors(
+    conn: sqlite3.Connection, dim: int, batch: int = 10_000
+) -> Iterator[tuple[list[Pending], np.ndarray]]:
+    """Every stored vector with its entry's place, in batches: (entries, `(n, dim)` float32)."""
+    cur = conn.execute(
+        "SELECT e.id, e.namespace, e.tier, e.owner, e.expires_at, v.vec"
+        " FROM vectors v JOIN entries e ON e.id = v.entry_id ORDER BY e.namespace"
+    )
+    while rows := cur.fetchmany(batch):
+        good = [r for r in rows if len(r[5]) == 4 * dim]
+        vecs = np.frombuffer(b"".join(r[5] for r in good), dtype=np.float32).reshape(-1, dim)
+        yield [Pending(r[0], r[1], r[2], r[3], r[4], "") for r in good], vecs
+
+
+def gone_ids(conn: sqlite3.Connection, limit: int = 10_000) -> list[int]:
+    """Ids whose vector a delete removed, for the in-memory index to drop."""
+    return [r[0] for r in conn.execute("SELECT entry_id FROM vectors_gone LIMIT ?", (limit,))]
+
+
+def clear_gone(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Forget that `ids` were dropped (write)."""
+    conn.executemany("DELETE FROM vectors_gone WHERE entry_id = ?", [(i,) for i in ids])
+
+
+def allowed_ids(conn: sqlite3.Connection, scope: Scope, q: Query, now: float) -> np.ndarray:
+    """Row ids of the live entries `q` lets `scope` read (visibility, TTL, keys, tags)."""
+    where, params = _where(scope, q, now)
+    rows = conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params).fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def fetch_entries(
+    conn: sqlite3.Connection, scope: Scope, q: Query, ids: Sequence[int], now: float
+) -> list[StoredEntry]:
+    """The entries among `ids` that `q` lets `scope` read (visibility is checked again here),
+    each with its `id` set; order unspecified."""
+    if not ids:
+        return []
+    where, params = _where(scope, q, now)
+    # CROSS JOIN keeps the ids loop outside: row-id lookups, never a scan of the namespace
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, e.id FROM json_each(?) AS ids CROSS JOIN entries e"
+        f" ON e.id = ids.value WHERE {where}",
+        [json.dumps([int(i) for i in ids]), *params],
+    ).fetchall()
+    return [_row(r, r[10]) for r in rows]
