@@ -24,6 +24,8 @@ from host.core.handshake import CoreHandlers
 from host.core.router import Router
 from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
+from host.memory.session import working_entries
+from host.net.gates import bearer_gate
 from host.net.http import HttpReply, Upgrade
 from host.net.limits import ConnectionLimiter
 from host.net.server import HostServer
@@ -100,8 +102,9 @@ class Host:
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
         self.server.step_in_callback = self.store.reads_on_loop
-        self.server.gates += [self.auth.upgrade_gate, ConnectionLimiter(config.limits).gate]
-        self.server.on_open.append(lambda c: self.auth.attach(c.ctx, c.upgrade))
+        self.server.gates += [bearer_gate(self.auth), ConnectionLimiter(config.limits).gate]
+        self.server.on_open.append(
+            lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
         self.gc = GarbageCollector(self.store, config.gc.interval)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
@@ -124,9 +127,7 @@ class Host:
 
     def _entries_by_tier(self) -> dict[str, int]:
         counts = self._entry_counts()
-        counts["working"] = sum(
-            len(s.working) for c in self.server.connections for s in c.ctx.sessions.values()
-        )
+        counts["working"] = sum(working_entries(c.ctx) for c in self.server.connections)
         return counts
 
     async def _metrics_route(self, request: Upgrade) -> HttpReply:

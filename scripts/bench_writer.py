@@ -37,9 +37,9 @@ sys.path.insert(0, str(HERE))  # bench_client's sentences
 from bench_client import sentence  # noqa: E402
 
 import host  # noqa: E402
-from host.search.text import searchable_text  # noqa: E402
 from host.store.base import NewEntry, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
+from host.text.searchable import searchable_text  # noqa: E402
 
 __all__ = ["make_entries", "run_once"]
 

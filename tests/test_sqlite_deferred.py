@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host.search.keyword import query_terms
 from host.store.base import NewEntry, Query, Scope
 from host.store.sqlite import ops
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
+from host.text.keyword import query_terms
 
 A = Scope("ns", "a1")
 Q = Query(tiers=("episodic",), limit=50)

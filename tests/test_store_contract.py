@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from host.search.keyword import coverage, query_terms
 from host.store.base import EntryStore, NewEntry, Query, Scope
 from host.store.postgres.store import PostgresEntryStore
 from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
+from host.text.keyword import coverage, query_terms
 from protocol.keys import canonical_key
 
 BOTH = ("episodic", "semantic")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from host.search.keyword import query_terms
 from host.store.base import NewEntry, Query, Scope
 from host.store.sqlite import ops
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
 from host.store.sqlite.writer import Writer
+from host.text.keyword import query_terms
 
 
 def _started(db: Path, observed: list[int], held: Deferred | None = None) -> Writer:

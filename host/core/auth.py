@@ -21,13 +21,11 @@ import logging
 import os
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
-from http import HTTPStatus
 from pathlib import Path
 
 from host.config import AuthConfig, TokenConfig, load_config
 from host.core.context import ConnectionContext
-from host.net.http import HttpReply, Upgrade
+from host.core.grant import Grant
 from protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -62,25 +60,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name other than localhost, or "" (every interface)
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What one valid token proves. `generation` is the token table it was read from."""
-
-    agent: str
-    namespaces: frozenset[str]
-    rights: frozenset[str]
-    digest: str
-    generation: int
-
-    def allows_namespace(self, namespace: str) -> bool:
-        """True when the token may open `namespace` ("*" allows every one)."""
-        return "*" in self.namespaces or namespace in self.namespaces
-
-    def has(self, right: str) -> bool:
-        """True when the token carries `right` (admin carries every right)."""
-        return right in self.rights or "admin" in self.rights
 
 
 class Authenticator:
@@ -147,35 +126,22 @@ class Authenticator:
 
     # -- the WebSocket upgrade -------------------------------------------------------------
 
-    def _bearer(self, request: Upgrade) -> tuple[bool, Grant | None]:
-        """(header present, its grant). A header that is not `Bearer <token>` has no grant."""
-        value = request.headers.get("Authorization")
-        if value is None:
+    def bearer(self, authorization: str | None) -> tuple[bool, Grant | None]:
+        """(header present, its grant) of an `Authorization` header's value (None: no header).
+        A header that is not `Bearer <token>` has no grant."""
+        if authorization is None:
             return False, None
-        scheme, _, token = value.strip().partition(" ")
+        scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer":
             return True, None
         return True, self.check(token.strip())
 
-    def upgrade_gate(self, request: Upgrade) -> HttpReply | None:
-        """`process_request` gate: HTTP 401 for an `Authorization` header with a bad token.
-
-        A request without the header passes (its token may come in the handshake).
-        """
-        if not self.enabled:
-            return None
-        present, grant = self._bearer(request)
-        if present and grant is None:
-            log.warning("auth: bad bearer token at upgrade from %s", request.remote_text)
-            return HttpReply(HTTPStatus.UNAUTHORIZED, "invalid bearer token\n",
-                             {"WWW-Authenticate": 'Bearer realm="a2e-host"'})
-        return None
-
-    def attach(self, ctx: ConnectionContext, request: Upgrade | None) -> None:
-        """Authenticate a new connection from its upgrade request's bearer token, if any."""
-        if not self.enabled or request is None:
+    def attach(self, ctx: ConnectionContext, authorization: str | None) -> None:
+        """Authenticate a new connection from its upgrade request's `Authorization` header
+        (the HTTP gate that refuses a bad one is `host.net.gates.bearer_gate`)."""
+        if not self.enabled or authorization is None:
             return
-        _, grant = self._bearer(request)
+        _, grant = self.bearer(authorization)
         if grant is not None:
             self._bind(ctx, grant)
 

@@ -39,9 +39,9 @@ from host.library.models import Memory, RetrievalResult
 from host.library.search import make_row, search_rows
 from host.library.sqlite_store import StoreFullError
 from host.memory.working import WorkingTier
-from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["EntryStoreMemories"]

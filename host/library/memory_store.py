@@ -14,8 +14,8 @@ from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
 from host.library.search import Row, make_row, search_rows, touched_row
 from host.library.table import Table
-from host.search.keyword import query_terms
 from host.search.rank import RankWeights
+from host.text.keyword import query_terms
 
 __all__ = ["InMemoryStore", "default_weights"]
 

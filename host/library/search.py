@@ -1,6 +1,6 @@
 """Search over memories held in process: keyword relevance, then the host's ranking formula.
 
-    relevance = (query terms found in the memory's content) / (query terms)   (host.search.keyword)
+    relevance = (query terms found in the memory's content) / (query terms)   (host.text.keyword)
     combined  = host.search.rank.combined_score(relevance, importance score, last_accessed, now)
 
 The importance score is the level's wire score (`host.library.mapping.IMPORTANCE_SCORE`), the
@@ -23,8 +23,8 @@ from typing import TypeVar
 
 from host.library.mapping import IMPORTANCE_SCORE
 from host.library.models import Memory, RetrievalResult
-from host.search.keyword import query_terms, tokens
 from host.search.rank import RankWeights, combined_score
+from host.text.keyword import query_terms, tokens
 
 __all__ = ["Row", "Scored", "make_row", "scored", "search_rows", "top", "touched_row"]
 

@@ -42,11 +42,11 @@ from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
 from host.library.search import scored, top
 from host.memory.session import DEFAULT_AGENT
-from host.search.keyword import query_terms
 from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, NewEntry, Query, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
+from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]

@@ -44,7 +44,7 @@ from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalR
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
 from host.mcp.auth import BearerGate
-from host.search.keyword import query_terms
+from host.text.keyword import query_terms
 
 __all__ = ["RulesFn", "build_server", "serve_http", "serve_stdio"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from host.core.auth import Authenticator, Grant
 from host.core.context import ConnectionContext
-from host.memory.session import Session
+from host.memory.session import Session, session_of
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import TIERS
 
@@ -50,7 +50,7 @@ class Access:
         anything else when the connection has no valid token, then `memory_not_found`, then
         `unauthorized` if the token no longer allows the session's namespace."""
         grant = self.auth.require(ctx, req_id) if self.auth is not None else None
-        s = ctx.session(memory_id, req_id)
+        s = session_of(ctx, memory_id, req_id)
         return s, _for_namespace(grant, s.scope.namespace, req_id)
 
     @staticmethod

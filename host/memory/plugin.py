@@ -18,12 +18,12 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router, then
 from host.memory.access import Access
-from host.memory.session import DEFAULT_AGENT, Session
+from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
 from host.memory.working import ByteBudget, WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, combined_score
-from host.search.text import searchable_text
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.text.searchable import searchable_text
 from protocol.codec import decode_entry, new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -113,16 +113,18 @@ class MemoryPlugin:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "namespace must not be empty",
                                 req_id=req.id, field="namespace")
         limits = self.config.limits
-        if len(ctx.sessions) >= limits.max_sessions_per_connection:
+        sessions = sessions_of(ctx)
+        if sessions is not None and len(sessions.by_id) >= limits.max_sessions_per_connection:
             raise ProtocolError(ErrorCode.MEMORY_FULL,
                                 f"at most {limits.max_sessions_per_connection} sessions a connection",
                                 req_id=req.id)
         agent = self.agent_for(req, ctx)
         memory_id = str(uuid.uuid4())
-        if ctx.working_budget is None:
-            ctx.working_budget = ByteBudget(limits.max_working_bytes)
-        working = WorkingTier(limits.max_working_entries, ctx.working_budget)
-        ctx.sessions[memory_id] = Session(memory_id, Scope(req.namespace, agent), working)
+        if sessions is None:
+            sessions = Sessions(ByteBudget(limits.max_working_bytes))
+            ctx.capabilities[CAPABILITY] = sessions
+        working = WorkingTier(limits.max_working_entries, sessions.budget)
+        sessions.by_id[memory_id] = Session(memory_id, Scope(req.namespace, agent), working)
         return MemoryInitResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                   memory_id=memory_id, namespace=req.namespace)
 

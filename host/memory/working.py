@@ -3,7 +3,7 @@
 It answers the same reads as a persistent store (`find`, `search`, `forget`) with the same
 semantics: keys and tags ANDed, TTL from `updated_at`. A query scores working entries on the
 persistent store's keyword scale (`scored`: the BM25 each would have as a row of the store's
-index, `host.search.bm25`), so the search engine fuses them with stored candidates into one
+index, `host.text.bm25`), so the search engine fuses them with stored candidates into one
 relevance and every tier ranks together; `search` (the share of query terms present) is for a
 store without BM25.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from host.search.bm25 import Analysis
-from host.search.keyword import coverage
 from host.store.base import NewEntry, StoredEntry
+from host.text.bm25 import Analysis
+from host.text.keyword import coverage
 
 __all__ = ["ByteBudget", "WorkingTier"]
 

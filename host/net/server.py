@@ -15,6 +15,7 @@ the wire tests run over both. TLS comes from `config.server` (see `host.net.tls`
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,14 @@ from host.net.connection import RequestHook
 from host.net.http import Gate, HttpReply, Route, Upgrade, origin_gate
 from host.net.limits import DeadlineWatch
 
-__all__ = ["HostServer", "Listening", "ServedConnection"]
+__all__ = ["TRANSPORTS", "HostServer", "Listening", "ServedConnection"]
+
+# The transports by `server.transport` name, each a module with `async listen(server)`. They are
+# imported by name when chosen: a transport imports this module, never the other way round.
+TRANSPORTS: dict[str, str] = {
+    "websockets": "host.net.transport_websockets",
+    "picows": "host.net.transport_picows",
+}
 
 log = logging.getLogger("a2e_host.server")
 
@@ -110,10 +118,8 @@ class HostServer:
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
-        if self.config.server.transport == "picows":
-            from host.net.transport_picows import listen
-        else:
-            from host.net.transport_websockets import listen  # type: ignore[assignment]
+        module = TRANSPORTS.get(self.config.server.transport, TRANSPORTS["websockets"])
+        listen: Callable[[HostServer], Awaitable[Listening]] = importlib.import_module(module).listen
         self._listening = await listen(self)
         self._deadlines.start()
 

@@ -32,8 +32,8 @@ from host.rules.memory import (
 )
 from host.rules.model import Level, Rule, RulesProblem
 from host.rules.resolver import RulesIndex
-from host.search.text import searchable_text
 from host.store.base import EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.text.searchable import searchable_text
 from protocol.keys import canonical_key
 
 __all__ = ["LoadReport", "load_into_store", "rule_entry", "rules_for"]

@@ -15,7 +15,7 @@ A query search (see docs/search.md):
    stands `vector_min_z` standard deviations above the query's mean similarity to that memory;
 3. those hits read back through the store, which checks visibility again;
 4. the session's working entries (when the query reads that tier) scored with the BM25 they
-   would have in the store's index (`host.search.bm25`), joining the candidates;
+   would have in the store's index (`host.text.bm25`), joining the candidates;
 5. the entries written just before and after the best `neighbour_hits` candidates (same tier
    and owner, readable) join the candidates;
 6. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`;
@@ -39,12 +39,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from host.search.bm25 import Analysis, Bm25Stats, bm25
 from host.search.embed import Embedder
 from host.search.fusion import fuse
-from host.search.keyword import query_terms
 from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, digest, group_of
 from host.store.base import Query, Scope, StoredEntry, VectorSearch, owner_for
+from host.text.bm25 import Analysis, Bm25Stats, bm25
+from host.text.keyword import query_terms
 
 __all__ = ["KeywordStats", "SearchEngine", "StoreVectors", "VectorStore", "WorkingEntries"]
 
@@ -94,7 +94,7 @@ class VectorStore(Protocol):
 @runtime_checkable
 class KeywordStats(Protocol):
     """A store whose keyword search is BM25 and that can score a text outside its index on the
-    same scale (SQLite and PostgreSQL stores have it; see `host.search.bm25`)."""
+    same scale (SQLite and PostgreSQL stores have it; see `host.text.bm25`)."""
 
     async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats: ...
     def analyse(self, text: str) -> Analysis: ...
@@ -303,7 +303,7 @@ class SearchEngine:
 
         `working` (the session's working tier, when the query reads it) adds its entries that
         match `q`'s keys and tags and share a term with the query: each scored with the BM25 it
-        would have in the store's keyword index (`host.search.bm25`), then fused with the
+        would have in the store's keyword index (`host.text.bm25`), then fused with the
         stored candidates as one pool, so relevance means the same in every tier. Working
         entries have no vector (embedding a scratch pad's every write costs ~37 ms of a core
         each): they rank on their keyword z-score, as a stored entry whose vector is not

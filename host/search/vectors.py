@@ -11,11 +11,11 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 
 import numpy as np
+
+from host.store.base import Hits, Pending, digest
 
 __all__ = ["Hits", "Pending", "VectorIndex", "VectorIndexes", "digest", "group_of"]
 
@@ -25,38 +25,6 @@ _NEVER = np.inf
 def group_of(tier: str, owner: str) -> str:
     """The group name of the rows of `tier` owned by `owner` ("" for semantic)."""
     return f"{tier}/{owner}"
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """An entry whose vector is missing or stale: where it lives and the text to embed."""
-
-    id: int
-    namespace: str
-    tier: str
-    owner: str
-    expires_at: float | None
-    text: str
-
-
-def digest(text: str) -> bytes:
-    """The 8-byte digest of an embedded text, stored beside its vector."""
-    return hashlib.blake2b(text.encode(), digest_size=8).digest()
-
-
-@dataclass(frozen=True, slots=True)
-class Hits:
-    """The result of a search: ids and similarities best first, and the background.
-
-    `mean`/`std` describe the similarity of the query to every row that passed the filters
-    (`allowed` rows), so `(similarity - mean) / std` says how far a hit stands out.
-    """
-
-    ids: np.ndarray
-    similarities: np.ndarray
-    mean: float
-    std: float
-    allowed: int
 
 
 class VectorIndex:

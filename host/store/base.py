@@ -12,24 +12,26 @@ episodic rows whose owner is A and the semantic rows of the namespace, and nothi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # the store layer names the search layer's value types, nothing more
+if TYPE_CHECKING:
     import numpy as np
-
-    from host.search.vectors import Hits, Pending
 
 __all__ = [
     "EntryStore",
+    "Hits",
     "NewEntry",
     "PERSISTENT_TIERS",
+    "Pending",
     "Query",
     "Scope",
     "StoredEntry",
     "StoreOutcome",
     "VectorSearch",
+    "digest",
     "owner_for",
 ]
 
@@ -64,7 +66,7 @@ class NewEntry:
     source: str = ""
     score: float = 1.0
     ttl: int = 0
-    text: str = ""  # the searchable text (see host.search.text); "" = derive from content
+    text: str = ""  # the searchable text (see host.text.searchable); "" = derive from content
     created_at: float | None = None
     updated_at: float | None = None
 
@@ -172,6 +174,41 @@ class EntryStore(Protocol):
 
     async def ready(self) -> bool:
         """True when the store answers a trivial query."""
+
+
+# -- the value types of `VectorSearch` (also those of the search engine's own index) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An entry whose vector is missing or stale: where it lives and the text to embed."""
+
+    id: int
+    namespace: str
+    tier: str
+    owner: str
+    expires_at: float | None
+    text: str
+
+
+def digest(text: str) -> bytes:
+    """The 8-byte digest of an embedded text, stored beside its vector."""
+    return hashlib.blake2b(text.encode(), digest_size=8).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Hits:
+    """The result of a search: ids and similarities best first, and the background.
+
+    `mean`/`std` describe the similarity of the query to every row that passed the filters
+    (`allowed` rows), so `(similarity - mean) / std` says how far a hit stands out.
+    """
+
+    ids: np.ndarray
+    similarities: np.ndarray
+    mean: float
+    std: float
+    allowed: int
 
 
 @runtime_checkable

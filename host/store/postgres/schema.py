@@ -8,7 +8,7 @@ and the others find it done.
 Tables (all prefixed `a2e_`, so the store can share a database with other applications):
 - `a2e_entries`: one row an entry; `owner` is the agent for episodic rows, "" for semantic;
   `agent` the last writer (for quotas); `lexemes` the keyword index (a tsvector built by
-  `array_to_tsvector` from `host.search.keyword.tokens`, so PostgreSQL's own parser never
+  `array_to_tsvector` from `host.text.keyword.tokens`, so PostgreSQL's own parser never
   re-tokenises and both backends see the same terms) plus one scope lexeme `_n<hash>` that
   confines a search to one namespace (a token can never start with "_").
 - `a2e_usage`: entries and bytes per (namespace, agent), agent "" holding the namespace total,

@@ -15,7 +15,7 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
   writers of one namespace across hosts, so concurrent writers can never overshoot a quota.
 - Keyword search matches the `lexemes` tsvector (GIN index) within the namespace's scope
   lexeme and scores candidates with SQLite FTS5's BM25 over the namespace's statistics
-  (`keyword`); `relevance` is `host.search.keyword.coverage`, as in the SQLite store, so the
+  (`keyword`); `relevance` is `host.text.keyword.coverage`, as in the SQLite store, so the
   search engine ranks both backends alike.
 - TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
   (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
@@ -37,11 +37,16 @@ from typing import Any, Self
 import msgspec
 import numpy as np
 
-from host.search.bm25 import Analysis, Bm25Stats
-from host.search.keyword import coverage, query_terms, tokens
-from host.search.text import searchable_text
-from host.search.vectors import Hits, Pending
-from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.base import (
+    Hits,
+    NewEntry,
+    Pending,
+    Query,
+    Scope,
+    StoredEntry,
+    StoreOutcome,
+    owner_for,
+)
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
     LOCK_CLASS,
@@ -53,6 +58,9 @@ from host.store.postgres.schema import (
     migrate,
 )
 from host.store.sqlite.ops import Quotas, scope_token
+from host.text.bm25 import Analysis, Bm25Stats
+from host.text.keyword import coverage, query_terms, tokens
+from host.text.searchable import searchable_text
 
 __all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
 
@@ -81,7 +89,7 @@ def _scope_lexeme(namespace: str) -> str:
 
 def lexemes_of(namespace: str, text: str) -> str:
     """The tsvector literal stored for an entry: the scope lexeme, then each distinct token of
-    `text` (`host.search.keyword.tokens`) with one position per occurrence (1..tf, at most
+    `text` (`host.text.keyword.tokens`) with one position per occurrence (1..tf, at most
     256), so that BM25 can read term counts; tokens past PostgreSQL's lexeme limits are left
     out. Tokens are letters and digits only, so quoting them is safe."""
     out = [f"'{_scope_lexeme(namespace)}'"]
@@ -396,7 +404,7 @@ class PostgresEntryStore:
     ) -> list[StoredEntry]:
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
-        (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
+        (`host.text.keyword.coverage` of the terms searched, as on SQLite); at most
         `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
         terms = _indexable(query_terms(text))
         if not terms:
@@ -442,7 +450,7 @@ class PostgresEntryStore:
 
     async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
         """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.search.bm25`): rows, average length, rows holding each term."""
+        (see `host.text.bm25`): rows, average length, rows holding each term."""
         usable = _indexable(query_terms(text))
         terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
         row = await self.pool.fetchrow(

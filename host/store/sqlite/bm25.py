@@ -1,10 +1,10 @@
-"""The SQLite keyword index's view of a text and of a query, for `host.search.bm25`.
+"""The SQLite keyword index's view of a text and of a query, for `host.text.bm25`.
 
 `analyse` tokenises and stems a text with the index's own tokeniser (FTS5 `porter unicode61
 remove_diacritics 2`, run in a private in-memory FTS5 table), so a working-tier entry's terms are
 exactly those the index would hold. `keyword_stats` reads what FTS5's `bm25()` reads: the rows of
 `entries_fts` and their total length (its averages record) and the rows holding each query term
-(an `fts5vocab` table on the reader's connection). With both, `host.search.bm25.bm25` gives a
+(an `fts5vocab` table on the reader's connection). With both, `host.text.bm25.bm25` gives a
 text the score FTS5 would give it as a row (checked against FTS5 in tests/test_search_bm25.py).
 """
 
@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections import Counter
 
-from host.search.bm25 import Analysis, Bm25Stats
+from host.text.bm25 import Analysis, Bm25Stats
 
 __all__ = ["analyse", "keyword_stats", "TOKENIZER"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from host.search.keyword import coverage, fts_match_expression
-from host.search.text import searchable_text
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
 from host.store.sqlite.deferred import Deferred
+from host.text.keyword import coverage, fts_match_expression
+from host.text.searchable import searchable_text
 
 __all__ = [
     "GC_BATCH",

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from host.search.bm25 import Analysis, Bm25Stats
-from host.search.keyword import query_terms
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import ops
@@ -25,6 +23,8 @@ from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
 from host.store.sqlite.writer import CommitObserver, Writer
+from host.text.bm25 import Analysis, Bm25Stats
+from host.text.keyword import query_terms
 
 __all__ = ["SQLiteEntryStore"]
 
@@ -106,14 +106,14 @@ class SQLiteEntryStore:
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int
     ) -> list[StoredEntry]:
-        """Keyword candidates for `text` with `relevance` set (see `host.search.keyword`)."""
+        """Keyword candidates for `text` with `relevance` set (see `host.text.keyword`)."""
         return ops.search_entries(
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
             self.max_matches)
 
     async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
         """The keyword index's statistics for the query `text`, with the terms `search` uses
-        (see `host.search.bm25`): what scores a text outside the index on the index's scale."""
+        (see `host.text.bm25`): what scores a text outside the index on the index's scale."""
         conn = self._conn()
         terms = ops.selective_terms(conn, ops.scope_token(scope.namespace), query_terms(text),
                                     self.max_term_docs)

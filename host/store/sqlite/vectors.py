@@ -15,8 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from host.search.vectors import Pending, digest
-from host.store.base import Query, Scope, StoredEntry
+from host.store.base import Pending, Query, Scope, StoredEntry, digest
 from host.store.sqlite.ops import _COLUMNS, _row, _where
 
 __all__ = [
