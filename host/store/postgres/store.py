@@ -92,14 +92,33 @@ def lexemes_of(namespace: str, text: str) -> str:
     `text` (`host.text.keyword.tokens`) with one position per occurrence (1..tf, at most
     256), so that BM25 can read term counts; tokens past PostgreSQL's lexeme limits are left
     out. Tokens are letters and digits only, so quoting them is safe."""
+    return _lexemes(namespace, text)[0]
+
+
+def _lexemes(namespace: str, text: str) -> tuple[str, int]:
+    """`lexemes_of` and the entry's token count as BM25 reads it (`doc_len`: the positions
+    stored plus one for the scope lexeme, as `a2e_doc_len` counts them)."""
     out = [f"'{_scope_lexeme(namespace)}'"]
     total = len(out[0])
+    doc_len = 1
     for t, k in _lexeme_counts(text).items():
         total += len(t.encode()) + 2 * k + 4
         if total > _MAX_LEXEMES_BYTES:
             break
         out.append(f"'{t}':" + ",".join(map(str, range(1, k + 1))))
-    return " ".join(out)
+        doc_len += k
+    return " ".join(out), doc_len
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of `values` (each quoted: any text but NUL is safe)."""
+    return "{" + ",".join(
+        '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def stored_size(e: NewEntry) -> int:
+    """The bytes an entry counts against the byte quotas (its content, as on SQLite)."""
+    return len(e.content)
 
 
 def _lexeme_counts(text: str) -> dict[str, int]:
@@ -274,43 +293,47 @@ class PostgresEntryStore:
         (PostgreSQL text cannot hold one), `BatchError` if the database refused the put."""
         if not entries:
             return []
-        cols: list[list[Any]] = [[] for _ in range(11)]
+        rows: list[tuple[Any, ...]] = []
         for e in entries:
             if any("\x00" in t for t in e.tags) or "\x00" in e.source:
                 raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
             text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
-            values = (
+            lexemes, doc_len = _lexemes(scope.namespace, text)
+            rows.append((
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
-                _encode(list(dict.fromkeys(e.tags))).decode(), e.source, float(e.score),
-                int(e.ttl), e.created_at, e.updated_at, lexemes_of(scope.namespace, text),
-            )
-            for col, v in zip(cols, values):
-                col.append(v)
+                _text_array(list(dict.fromkeys(e.tags))), e.source, float(e.score),
+                int(e.ttl), e.created_at, e.updated_at, lexemes, stored_size(e), doc_len,
+            ))
         if self._puts is None:
             raise RuntimeError("store is not open")
-        return await self._puts.submit(scope, now, cols, len(entries))  # type: ignore[no-any-return]
+        return await self._puts.submit(scope, now, rows, len(entries))  # type: ignore[no-any-return]
 
     async def _put_batch(self, batch: list[PendingWrite]) -> list[list[StoreOutcome] | BatchError]:
-        """Run queued puts (sorted by namespace) as one `a2e_put_batch` statement."""
-        flat: list[list[Any]] = [[] for _ in range(11)]
-        first: list[int] = []
-        for put in batch:
-            first.append(len(flat[0]) + 1)
-            for col, values in zip(flat, put.args):
-                col.extend(values)
+        """Run queued puts (sorted by namespace) as one `a2e_put_group` statement: entry by
+        entry columns, each entry with its request's number, namespace, agent and time, and
+        its round (k for the k-th entry of the batch at its address)."""
+        cols: list[list[Any]] = [[] for _ in range(18)]
+        seen: dict[tuple[str, str, str, str], int] = {}
+        for j, put in enumerate(batch, start=1):
+            ns, agent = put.scope.namespace, put.scope.agent
+            for row in put.args:
+                address = (ns, row[0], row[1], row[2])
+                k = seen[address] = seen.get(address, 0) + 1
+                for col, v in zip(cols, (j, k, ns, agent, put.now, *row), strict=True):
+                    col.append(v)
         q = self.quotas
         outcomes = await self.pool.fetchval(
-            "SELECT a2e_put_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-            " $15, $16, $17)",
-            [p.scope.namespace for p in batch], [p.scope.agent for p in batch], first,
-            [p.size for p in batch], [p.now for p in batch],
+            "SELECT a2e_put_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+            " $15, $16, $17, $18, $19)",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent],
-            *flat,
+            *cols,
         )
         results: list[list[StoreOutcome] | BatchError] = []
-        for f, put in zip(first, batch):
-            mine = list(outcomes[f - 1:f - 1 + put.size])
+        first = 0
+        for put in batch:
+            mine = list(outcomes[first:first + put.size])
+            first += put.size
             failed = next((o for o in mine if o and o.startswith("error: ")), None)
             results.append(BatchError(failed[7:]) if failed else mine)
         return results
