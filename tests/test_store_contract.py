@@ -455,6 +455,40 @@ async def test_semantic_overwrite_moves_usage_to_the_writer(make_store: StoreFac
     assert await store.put(B, [entry("more")], T0) == ["memory_full"]
 
 
+async def test_one_entry_over_quota_in_a_group_still_stores_the_others(
+    make_store: StoreFactory,
+) -> None:
+    """Stores issued together (one group commit on either backend), one of whose entries would
+    pass the byte quota: that entry is memory_full, every other entry of the group is stored,
+    in its own namespace and in another one."""
+    store = await make_store(Quotas(max_bytes_per_agent=45))
+    big = b'"' + b"x" * 30 + b'"'  # 32 bytes
+    results = await asyncio.gather(
+        store.put(A, [entry(1, b'"abc"'), entry(2, big)], T0),
+        store.put(A, [entry(3, b'"de"')], T0),
+        store.put(A, [entry(4, big), entry(5, b'"f"')], T0),  # 41 + 32 > 45; 41 + 3 fits
+        store.put(OTHER_NS, [entry(i) for i in range(6)], T0),
+    )
+    assert results == [[None, None], [None], ["memory_full", None], [None] * 6]
+    assert sorted(await keys_of(store, A)) == sorted(key(k) for k in (1, 2, 3, 5))
+    assert len(await keys_of(store, OTHER_NS)) == 6
+
+
+async def test_a_key_twice_in_a_group_keeps_the_last_content(store: EntryStore) -> None:
+    """A key written twice by stores issued together (and twice in one store) reads back as the
+    last write, one entry, with the first write's created_at."""
+    results = await asyncio.gather(
+        store.put(A, [entry(1, b'"a"'), entry(2, b'"b"'), entry(1, b'"c"')], T0),
+        store.put(A, [entry(2, b'"d"')], T0 + 1),
+        store.put(B, [entry(1, b'"bob"')], T0),
+    )
+    assert results == [[None, None, None], [None], [None]]
+    found, total = await store.find(A, Query(tiers=BOTH), T0 + 1)
+    assert total == 2
+    assert {e.key: (e.content, e.created_at) for e in found} == {
+        key(1): (b'"c"', T0), key(2): (b'"d"', T0)}
+
+
 # -- lifecycle ------------------------------------------------------------------------------
 
 

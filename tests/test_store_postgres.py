@@ -341,21 +341,24 @@ async def test_concurrent_puts_of_one_host_share_a_commit(pg_url: str) -> None:
 async def test_a_failing_put_fails_alone_in_its_batch(
     pg_url: str, sql: asyncpg.Connection
 ) -> None:
-    """Inside a2e_put_batch a put that raises is rolled back alone ('error: ...' outcomes) and
-    the other puts of the statement commit; a NUL in a tag is refused before it is queued."""
+    """Inside a2e_put_group a request that raises is rolled back alone ('error: ...' outcomes)
+    and the other requests of the statement commit; a NUL in a tag is refused before it is
+    queued."""
     async with PostgresEntryStore(pg_url) as store:
         with pytest.raises(ValueError, match="NUL"):
             await store.put(Scope("ns", "a"), [entry(1, tags=["bad\x00tag"])], T0)
         assert await store.put(Scope("ns", "a"), [entry(2)], T0) == [None]
+    n = 3
     out = await sql.fetchval(
-        "SELECT a2e_put_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
-        " $16, $17)",
-        ["n1", "n2"], ["a", "a"], [1, 2], [1, 1], [T0, T0], [100, 100, 10**6, 10**6],
-        ["episodic"] * 2, ["a"] * 2, ['{"k":1}'] * 2, ['"x"'] * 2, ["not json", "[]"],
-        [""] * 2, [1.0] * 2, [0] * 2, [None] * 2, [None] * 2, ["_n1", "_n2"])
-    assert out[0].startswith("error: ") and out[1] is None
+        "SELECT a2e_put_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+        " $16, $17, $18, $19)",
+        [100, 100, 10**6, 10**6], [1, 2, 2], [1] * n, ["n1", "n2", "n2"], ["a"] * n, [T0] * n,
+        ["episodic"] * n, ["a"] * n, ['{"k":1}', '{"k":1}', '{"k":2}'], ['"x"'] * n,
+        ["not an array", "{}", '{"t"}'], [""] * n, [1.0] * n, [0] * n, [None] * n, [None] * n,
+        ["'_n1'", "'_n2'", "'_n2'"], [3] * n, [1] * n)
+    assert out[0].startswith("error: ") and out[1:] == [None, None]
     assert [r[0] for r in await sql.fetch("SELECT namespace FROM a2e_entries"
-                                          " WHERE namespace IN ('n1', 'n2')")] == ["n2"]
+                                          " WHERE namespace IN ('n1', 'n2')")] == ["n2", "n2"]
 
 
 async def test_concurrent_forgets_share_a_commit(pg_url: str) -> None:
