@@ -21,7 +21,7 @@ from host.memory.access import Access
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
 from host.memory.working import ByteBudget, WorkingTier
 from host.search.engine import SearchEngine
-from host.search.rank import RankWeights, combined_score
+from host.search.rank import RankWeights, rank_matches
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
 from host.text.searchable import searchable_text
 from protocol.codec import decode_entry, new_id, now
@@ -246,19 +246,20 @@ class MemoryPlugin:
     async def _search(
         self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float
     ) -> tuple[list[EntryOut], int]:
+        ranked = await self.ranked(session.scope, q, query, t,
+                                   session.working if "working" in tiers else None)
+        return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
+
+    async def ranked(
+        self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None
+    ) -> list[tuple[float, StoredEntry]]:
+        """Every match of a query read (`q` over the persistent tiers, plus `working` when the
+        read covers it), with its combined score, best first: what a `memory/retrieve` with
+        `query` pages. The memory browser's Search calls it too."""
         # every tier's candidates are fused as one pool: relevance means the same in each
         candidates = await self.search.search(
-            session.scope, q, query, t, self.config.ranking.search_candidates,
-            session.working if "working" in tiers else None)
-        w = self.weights
-        min_score = q.min_score
-        ranked = [
-            (combined_score(e.relevance, e.score, e.updated_at, t, w), e)
-            for e in candidates
-            if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
-        ]
-        ranked.sort(key=lambda p: -p[0])
-        return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
+            scope, q, query, t, self.config.ranking.search_candidates, working)
+        return rank_matches(candidates, q.min_score, t, self.weights)
 
     # -- forget -------------------------------------------------------------------------
 

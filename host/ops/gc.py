@@ -23,12 +23,15 @@ class GarbageCollector:
         self.store = store
         self.interval = interval
         self.deleted_total = 0
+        self.last_run: float | None = None  # Unix time the last collection finished
+        self.last_deleted = 0  # entries that collection deleted
         self._task: asyncio.Task[None] | None = None
 
     async def collect_once(self) -> int:
         """One collection now; the number of entries deleted."""
         n = await self.store.collect_garbage(time.time())
         self.deleted_total += n
+        self.last_run, self.last_deleted = time.time(), n
         if n:
             log.info("gc deleted %d expired entries", n)
         return n

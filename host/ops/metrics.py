@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE", "EntryCounts", "HostGauges", "Metrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "EntryCounts", "HostGauges", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-_LATENCY_BUCKETS = (
+LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 )
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -96,7 +96,7 @@ class Metrics:
         self._latency = Histogram(
             "a2e_request_duration_seconds",
             "Seconds from reading a request to sending its reply (writes include the commit).",
-            ["type"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+            ["type"], buckets=LATENCY_BUCKETS, registry=self.registry,
         )
         self._batch = Histogram(
             "a2e_store_commit_batch_size", "Write operations in one group commit.",
@@ -128,6 +128,17 @@ class Metrics:
         """Record one group commit (the `Writer` observer; runs on the writer thread)."""
         self._batch.observe(operations)
         self._commit.observe(seconds)
+
+    def latency_snapshot(self) -> dict[str, tuple[int, ...]]:
+        """{message type: cumulative request counts per latency bucket, `LATENCY_BUCKETS`
+        then +Inf (the last is every request answered)} as of now: the memory browser's Health
+        page samples it for requests a second and p99."""
+        out: dict[str, list[int]] = {}
+        for family in self._latency.collect():
+            for s in family.samples:
+                if s.name.endswith("_bucket"):
+                    out.setdefault(s.labels["type"], []).append(int(s.value))
+        return {t: tuple(v) for t, v in out.items()}
 
     def add_gauges(self, gauges: HostGauges) -> None:
         """Read `gauges` at each scrape."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
@@ -495,7 +496,8 @@ def _with_relevance(
     entries: list[StoredEntry], sims: np.ndarray, cfg: Any,
     links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
 ) -> list[StoredEntry]:
-    """Set each entry's fused relevance from its `keyword` (BM25, None as 0) and `sims`.
+    """Set each entry's fused relevance from its `keyword` (BM25, None as 0) and `sims`
+    (kept as its `similarity`, None for NaN).
 
     With `links` ({neighbour id: (candidate id, distance)}): the `added` entries after the
     first `first` are neighbours brought in, scored on the scale of the other candidates (they
@@ -510,6 +512,7 @@ def _with_relevance(
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
     rel = fuse(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
+    similarity = np.asarray(sims, dtype=np.float64)
     if links:
         z = np.log(np.clip(rel, 1e-12, None) / np.clip(1.0 - rel, 1e-12, None))
         pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
@@ -524,6 +527,8 @@ def _with_relevance(
         keep[first:first + added] = lifted[first:first + added] > z[first:first + added]
         entries = [e for e, k in zip(entries, keep.tolist(), strict=True) if k]
         rel = rel[keep]
-    for e, r in zip(entries, rel.tolist(), strict=True):
+        similarity = similarity[keep]
+    for e, r, v in zip(entries, rel.tolist(), similarity.tolist(), strict=True):
         e.relevance = r
+        e.similarity = v if math.isfinite(v) else None  # a score part the memory browser shows
     return entries

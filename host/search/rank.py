@@ -5,14 +5,19 @@
 
 `relevance` is the query match in [0, 1] (see `host.search`), `importance` the entry's stored
 `score` in [0, 1]. The weights and the half-life come from `RankingConfig`; the result stays in
-[0, 1]. Every path that ranks (the host, the library, the MCP tools) calls `combined_score`.
+[0, 1]. Every path that ranks (the host, the library, the MCP tools) calls `combined_score`;
+a query's matches are ranked by `rank_matches`, and `score_parts` lays one match's figures out
+for a person (the memory browser's Search page).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-__all__ = ["RankWeights", "combined_score", "recency"]
+__all__ = ["Match", "RankWeights", "ScoreParts", "combined_score", "rank_matches", "recency",
+           "score_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +57,59 @@ def combined_score(
         return relevance
     r = recency(updated_at, now, w.half_life)
     return (w.relevance * relevance + w.importance * importance + w.recency * r) / total
+
+
+class Match(Protocol):
+    """What ranking reads of a query's candidate (`host.store.base.StoredEntry` has it)."""
+
+    @property
+    def relevance(self) -> float | None: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def updated_at(self) -> float: ...
+
+
+M = TypeVar("M", bound=Match)
+
+
+def rank_matches(
+    candidates: Iterable[M], min_score: float, now: float, w: RankWeights
+) -> list[tuple[float, M]]:
+    """The candidates that match (relevance > 0 and >= `min_score`), each with its combined
+    score, best first: the order of a `memory/retrieve` with a query."""
+    ranked = [
+        (combined_score(e.relevance, e.score, e.updated_at, now, w), e)
+        for e in candidates
+        if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
+    ]
+    ranked.sort(key=lambda p: -p[0])
+    return ranked
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """Why a match ranked where it did: `relevance` (keyword and vector fused, see
+    `host.search.fusion`), its inputs `keyword` (BM25, None when the store has none) and
+    `vector` (cosine similarity, None without a vector yet), and the other two terms of
+    `combined`: `importance` (the stored score) and `recency`."""
+
+    relevance: float
+    combined: float
+    keyword: float | None
+    vector: float | None
+    importance: float
+    recency: float
+
+
+def score_parts(
+    relevance: float, importance: float, updated_at: float, now: float, w: RankWeights,
+    keyword: float | None = None, vector: float | None = None,
+) -> ScoreParts:
+    """The parts of one match's `combined` score, computed by the same formula."""
+    return ScoreParts(
+        relevance=relevance,
+        combined=combined_score(relevance, importance, updated_at, now, w),
+        keyword=keyword, vector=vector, importance=importance,
+        recency=recency(updated_at, now, w.half_life),
+    )

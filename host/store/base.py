@@ -21,8 +21,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "Browse",
+    "BrowseFilter",
+    "BrowsedEntry",
     "EntryStore",
     "Hits",
+    "NamespaceOverview",
     "NewEntry",
     "PERSISTENT_TIERS",
     "Pending",
@@ -88,6 +92,7 @@ class StoredEntry:
     relevance: float | None = None
     id: int | None = None  # the backend's row id, set by query searches (vector index key)
     keyword: float | None = None  # BM25 of a query search, higher is better (host.search.fusion)
+    similarity: float | None = None  # cosine to the query's vector in a query search (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,3 +266,76 @@ class VectorSearch(Protocol):
 
     async def vector_queue(self) -> int:
         """Entries waiting for a vector."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceOverview:
+    """One namespace at a glance (the memory browser's Namespaces page): live entries by tier
+    and by writing agent, their content bytes, and the entries waiting for a vector."""
+
+    namespace: str
+    tiers: dict[str, int]
+    agents: dict[str, dict[str, int]]  # agent -> tier -> live entries it last wrote
+    bytes: int
+    backlog: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseFilter:
+    """Filters of a browse, ANDed: `tiers` (persistent ones), the writing `agent` ("" = any),
+    every one of `tags`, `key_text` within the key's JSON text ("" = any)."""
+
+    tiers: tuple[str, ...] = PERSISTENT_TIERS
+    agent: str = ""
+    tags: tuple[str, ...] = ()
+    key_text: str = ""
+    limit: int = 25
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrowsedEntry:
+    """One live entry as an operator sees it, every agent's alike. `vector` is "written",
+    "queued" (waiting for the embedding worker) or "none"."""
+
+    id: int
+    tier: str
+    owner: str
+    agent: str
+    key: bytes
+    content: bytes
+    tags: list[str]
+    source: str
+    score: float
+    ttl: int
+    created_at: float
+    updated_at: float
+    vector: str
+
+
+@runtime_checkable
+class Browse(Protocol):
+    """Optional capability of an `EntryStore`: an operator's reads across the agents of a
+    namespace (the memory browser, `host.ui`). Nothing here is reachable from the wire; the
+    caller decides which namespaces and tiers a person may see."""
+
+    async def overview(self, namespaces: Sequence[str] | None, now: float
+                       ) -> list[NamespaceOverview]:
+        """The namespaces with live entries (only those in `namespaces` unless None), by name."""
+
+    async def browse(self, namespace: str, f: BrowseFilter, now: float
+                     ) -> tuple[list[BrowsedEntry], int]:
+        """Live entries of `namespace` matching `f`, newest first (updated_at, then id);
+        (the page at `f.offset` of at most `f.limit`, how many match)."""
+
+    async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
+        """The live entry with row id `id` in `namespace`, or None."""
+
+    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
+                            now: float) -> list[BrowsedEntry]:
+        """Live entries of `namespace` written after `after` = (updated_at, id), oldest first,
+        at most `limit` (the Live page polls it until change streams land)."""
+
+    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
+        """Every live entry of `namespace`, in row order, one snapshot (the browser writes
+        them in the format of `a2e-host export`)."""

@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
-from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome
+from host.store.base import (
+    BrowsedEntry,
+    BrowseFilter,
+    NamespaceOverview,
+    NewEntry,
+    Query,
+    Scope,
+    StoredEntry,
+    StoreOutcome,
+)
 from host.store.sqlite import bm25 as sqlite_bm25
+from host.store.sqlite import browse as sqlite_browse
 from host.store.sqlite import ops
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
@@ -27,6 +38,8 @@ from host.text.bm25 import Analysis, Bm25Stats
 from host.text.keyword import query_terms
 
 __all__ = ["SQLiteEntryStore"]
+
+_T = TypeVar("_T")
 
 
 class SQLiteEntryStore:
@@ -155,6 +168,40 @@ class SQLiteEntryStore:
                 return count_by_tier(conn, now)
 
         return await asyncio.to_thread(_count)
+
+    # -- the memory browser (host/ui; `base.Browse`, the SQL is in sqlite_browse) ------------
+
+    async def _on_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn(conn, *args)` on a worker thread with a connection of its own (a WAL snapshot):
+        the browser's reads are not indexed for and must not hold up the loop."""
+        def run() -> _T:
+            with closing(connect(self.path)) as conn:
+                return fn(conn, *args)
+
+        return await asyncio.to_thread(run)
+
+    async def overview(self, namespaces: Sequence[str] | None, now: float
+                       ) -> list[NamespaceOverview]:
+        """The namespaces with live entries, by name (`base.Browse.overview`)."""
+        return await self._on_thread(sqlite_browse.overview, namespaces, now)
+
+    async def browse(self, namespace: str, f: BrowseFilter, now: float
+                     ) -> tuple[list[BrowsedEntry], int]:
+        """Live entries of `namespace` matching `f`, newest first (`base.Browse.browse`)."""
+        return await self._on_thread(sqlite_browse.browse, namespace, f, now)
+
+    async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
+        """The live entry `id` of `namespace`, or None."""
+        return await self._on_thread(sqlite_browse.browse_entry, namespace, id, now)
+
+    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
+                            now: float) -> list[BrowsedEntry]:
+        """Live entries written after `after` = (updated_at, id), oldest first."""
+        return await self._on_thread(sqlite_browse.changed_since, namespace, after, limit, now)
+
+    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
+        """Every live entry of `namespace`, in row order, one snapshot."""
+        return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
 
     # -- similarity search (host/search/engine.py; the SQL is in sqlite_vectors) -------------
 
