@@ -24,7 +24,7 @@ from host.core.handshake import CoreHandlers
 from host.core.router import Router
 from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
-from host.memory.session import working_entries
+from host.memory.session import sessions_of, working_entries
 from host.net.gates import bearer_gate
 from host.net.http import HttpReply, Upgrade
 from host.net.limits import ConnectionLimiter
@@ -39,6 +39,7 @@ from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
+from host.ui import UiApp, UiDeps
 
 __all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
 
@@ -116,6 +117,15 @@ class Host:
             entries=self._entries_by_tier,
         ))
         self.server.http_routes["/metrics"] = self._metrics_route
+        self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
+        if config.ui.enabled:
+            self.ui = UiApp(UiDeps(
+                config=config, auth=self.auth, store=self.store, memory=self.memory,
+                metrics=self.metrics, gc=self.gc,
+                connections=lambda: len(self.server.connections),
+                in_flight=lambda: sum(c.in_flight for c in self.server.connections),
+                working=self._working_by_namespace,
+            ))
 
     def _on_request(self, conn_id: str, req_id: str, msg_type: str, code: str, s: float) -> None:
         self.metrics.request(msg_type, code, s)
@@ -128,6 +138,15 @@ class Host:
     def _entries_by_tier(self) -> dict[str, int]:
         counts = self._entry_counts()
         counts["working"] = sum(working_entries(c.ctx) for c in self.server.connections)
+        return counts
+
+    def _working_by_namespace(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for c in self.server.connections:
+            sessions = sessions_of(c.ctx)
+            for s in sessions.by_id.values() if sessions is not None else ():
+                ns = s.scope.namespace
+                counts[ns] = counts.get(ns, 0) + len(s.working)
         return counts
 
     async def _metrics_route(self, request: Upgrade) -> HttpReply:
@@ -178,6 +197,8 @@ class Host:
         await self.search.start()
         await self.server.start()
         self.gc.start()
+        if self.ui is not None:
+            await self.ui.start()
         scheme = "wss" if srv.tls_cert else "ws"
         log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
                  srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")
@@ -185,6 +206,8 @@ class Host:
     async def stop(self) -> None:
         """Stop accepting, drain in-flight requests, stop the GC, commit and close the store."""
         await self.server.stop()
+        if self.ui is not None:
+            await self.ui.stop()
         await self.gc.stop()
         await self.search.stop()
         await self.store.close()

@@ -36,6 +36,7 @@ __all__ = [
     "ServerConfig",
     "StoreConfig",
     "TokenConfig",
+    "UiConfig",
     "env_settings",
     "is_secret",
     "load_config",
@@ -372,6 +373,23 @@ class McpConfig(_Section):
     max_k: int = Field(50, ge=1, description="Largest `k` that `memory_search` accepts.")
 
 
+class UiConfig(_Section):
+    """The memory browser at `GET /ui` on the host's port (docs/ui.md).
+
+    With authentication on, only a token with the `admin` right signs in; with it off, the
+    pages are served to loopback clients only.
+    """
+
+    enabled: bool = Field(True, description="Serve the memory browser at `/ui`.")
+    page_size: int = Field(25, ge=1, le=500, description="Entries on one page of the Entries view.")
+    health_interval: float = Field(
+        5.0, gt=0, description="Seconds between two samples of the Health page's charts."
+    )
+    health_samples: int = Field(
+        120, ge=2, le=10000, description="Samples each Health chart keeps (the oldest drop out)."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -386,6 +404,7 @@ class Config(_Section):
     library: LibraryConfig = Field(default_factory=LibraryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

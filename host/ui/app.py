@@ -1,0 +1,458 @@
+"""`UiApp`: the memory browser, a sans-I/O web app under `/ui` (docs/ui.md).
+
+    app = UiApp(deps)                 # what it reads: store, memory plugin, auth, metrics ...
+    response = await app.handle(Request.build("GET", "/ui/namespaces", headers, remote="127.0.0.1"))
+
+Pages (GET): `/ui/namespaces`, `/ui/entries`, `/ui/search`, `/ui/live` (+ `/ui/live.json`,
+what its script polls), `/ui/health`, the sign-in form `/ui/signin`, and the confirmations
+`/ui/forget` and `/ui/export`. Actions (POST, each with the CSRF check of
+`host.ui.signin`): sign in, sign out, forget an entry, export a namespace.
+
+Every request first passes `Gatekeeper.network` (authentication off: loopback only), then,
+with authentication on, needs the sign-in cookie of an `admin` token. A namespace the token
+does not name is answered 404, as if it did not exist; tiers follow `host.memory.access`.
+No log line carries entry content: actions log the namespace, the tier and the row id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from importlib import resources
+
+import msgspec
+
+from host.config import Config
+from host.core.auth import Authenticator
+from host.memory.plugin import MemoryPlugin
+from host.ops.gc import GarbageCollector
+from host.ops.metrics import Metrics
+from host.search.rank import RankWeights, score_parts
+from host.store.base import (
+    PERSISTENT_TIERS,
+    Browse,
+    BrowsedEntry,
+    BrowseFilter,
+    EntryStore,
+    Query,
+    Scope,
+)
+from host.ui import views
+from host.ui.health import HealthSampler
+from host.ui.html import layout
+from host.ui.signin import Gatekeeper, Viewer
+from host.ui.web import MAX_BODY, Request, Response, html_response, redirect, refusal, typed
+
+__all__ = ["PREFIX", "UiApp", "UiDeps", "export_line"]
+
+log = logging.getLogger("a2e_host.ui")
+_encode = msgspec.json.Encoder().encode
+
+PREFIX = "/ui"
+_LIVE_RECENT = 30  # entries the Live page shows at load
+_LIVE_BATCH = 100  # entries one poll returns at most
+_LIVE_EVERY_MS = 2000
+_STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
+
+
+@dataclass
+class UiDeps:
+    """What the memory browser reads of a host (`host.app.Host` builds it)."""
+
+    config: Config
+    auth: Authenticator
+    store: EntryStore
+    memory: MemoryPlugin
+    metrics: Metrics
+    gc: GarbageCollector
+    connections: Callable[[], int]  # WebSocket connections open
+    in_flight: Callable[[], int]  # requests read and not answered yet
+    working: Callable[[], dict[str, int]]  # namespace -> working entries in open sessions
+
+
+class _Refused(Exception):
+    """A request answered early (bad parameter, unknown namespace ...)."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def _int(text: str, default: int, lo: int, hi: int, name: str) -> int:
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise _Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} must be a whole number")) from None
+    return min(max(value, lo), hi)
+
+
+def _tags(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+
+
+def _back(text: str, ns: str) -> str:
+    """A return address inside the browser (anything else: the namespace's entries)."""
+    if text.startswith(PREFIX + "/") and not text.startswith("//") and "\\" not in text:
+        return text
+    return f"{PREFIX}/entries?ns={_quote(ns)}"
+
+
+def _quote(text: str) -> str:
+    from urllib.parse import quote
+
+    return quote(text, safe="")
+
+
+class UiApp:
+    """The memory browser over one host. `start()` starts the Health sampler."""
+
+    def __init__(self, deps: UiDeps) -> None:
+        self.deps = deps
+        cfg = deps.config
+        self.gate = Gatekeeper(deps.auth, secure=bool(cfg.server.tls_cert))
+        self.weights = RankWeights.from_config(cfg.ranking)
+        backlog = getattr(deps.store, "vector_queue", None)
+
+        async def _backlog() -> int:
+            return int(await backlog()) if backlog is not None else 0
+
+        self.health = HealthSampler(deps.metrics.latency_snapshot, deps.connections,
+                                    deps.in_flight, _backlog, cfg.ui.health_interval,
+                                    cfg.ui.health_samples)
+        self._pages: dict[str, Callable[[Request, Viewer], Awaitable[Response]]] = {
+            "/ui/namespaces": self._namespaces,
+            "/ui/entries": self._entries,
+            "/ui/search": self._search,
+            "/ui/live": self._live,
+            "/ui/live.json": self._live_json,
+            "/ui/health": self._health,
+            "/ui/forget": self._confirm_forget,
+            "/ui/export": self._confirm_export,
+        }
+        self._actions: dict[str, Callable[[Request, Viewer, dict[str, str]], Awaitable[Response]]]
+        self._actions = {
+            "/ui/signout": self._signout,
+            "/ui/forget": self._forget,
+            "/ui/export": self._export,
+        }
+
+    @property
+    def browsable(self) -> bool:
+        """True when the store offers the operator's reads (`host.store.base.Browse`)."""
+        return isinstance(self.deps.store, Browse)
+
+    async def start(self) -> None:
+        """Start sampling the Health page's figures."""
+        self.health.start()
+
+    async def stop(self) -> None:
+        """Stop the sampler."""
+        await self.health.stop()
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def owns(self, path: str) -> bool:
+        """True for the paths this app answers (`/ui` and below)."""
+        return path == PREFIX or path.startswith(PREFIX + "/")
+
+    async def handle(self, req: Request) -> Response:
+        """Answer one request under `/ui`. Never raises for bad input: a refusal instead."""
+        refused = self.gate.network(req)
+        if refused is not None:
+            return refused
+        if len(req.body) > MAX_BODY:
+            return refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large")
+        bind, set_bind = self.gate.binding(req)
+        try:
+            response = await self._route(req, Viewer(None, self.gate.csrf_for(bind)))
+        except _Refused as r:
+            response = r.response
+        if set_bind is not None:
+            response.headers.append(set_bind)
+        return response
+
+    async def _route(self, req: Request, anonymous: Viewer) -> Response:
+        path = req.path.rstrip("/") or "/"
+        if path.startswith("/ui/static/"):
+            return self._static(req, path.rsplit("/", 1)[1])
+        if path == "/ui/signin":
+            return await self._signin(req, anonymous)
+        if req.method not in ("GET", "HEAD", "POST"):
+            return Response(HTTPStatus.METHOD_NOT_ALLOWED, [("Allow", "GET, POST")], b"")
+        form = req.form() if req.method == "POST" else {}
+        if req.method == "POST" and not self.gate.same_site(req, form):
+            log.warning("ui: POST %s refused from %s: CSRF check failed", path, req.remote or "?")
+            return refusal(HTTPStatus.FORBIDDEN, "the form is stale or comes from another site:"
+                           " reload the page and try again")
+        viewer = anonymous
+        if self.deps.auth.enabled:
+            grant = self.gate.signed_in(req)
+            if grant is None:
+                if req.method == "GET" and not path.endswith(".json"):
+                    return redirect("/ui/signin")
+                return refusal(HTTPStatus.UNAUTHORIZED, "sign in first")
+            viewer = Viewer(grant, anonymous.csrf)
+        if path == PREFIX:
+            return redirect("/ui/namespaces")
+        if req.method == "POST":
+            action = self._actions.get(path)
+            if action is None:
+                return refusal(HTTPStatus.NOT_FOUND, "no such action")
+            return await action(req, viewer, form)
+        page = self._pages.get(path)
+        if page is None:
+            return refusal(HTTPStatus.NOT_FOUND, "no such page")
+        return await page(req, viewer)
+
+    def _page(self, title: str, body: str, viewer: Viewer, here: str, ns: str = "",
+              status: int = HTTPStatus.OK, head_extra: str = "") -> Response:
+        return html_response(layout(
+            title, body, here=here, namespace=ns, who=viewer.label, csrf=viewer.csrf,
+            signout=viewer.grant is not None, head_extra=head_extra), status)
+
+    def _namespace(self, req: Request, viewer: Viewer, value: str | None = None) -> str:
+        """The `ns` of the request, which the token must allow (else 404, as if absent)."""
+        ns = (value if value is not None else req.arg("ns")).strip()
+        if not ns:
+            raise _Refused(redirect("/ui/namespaces"))
+        if not viewer.allows(ns):
+            raise _Refused(refusal(HTTPStatus.NOT_FOUND, "no such namespace"))
+        return ns
+
+    def _browse(self) -> Browse:
+        store = self.deps.store
+        if not isinstance(store, Browse):
+            raise _Refused(refusal(HTTPStatus.NOT_IMPLEMENTED,
+                                   "this store does not offer browsing"))
+        return store
+
+    # -- static files and sign-in --------------------------------------------------------------
+
+    def _static(self, req: Request, name: str) -> Response:
+        kind = _STATIC.get(name)
+        if kind is None or req.method not in ("GET", "HEAD"):
+            return refusal(HTTPStatus.NOT_FOUND, "no such file")
+        body = resources.files("host.ui").joinpath("static", name).read_bytes()
+        return typed(body, kind)
+
+    async def _signin(self, req: Request, anonymous: Viewer) -> Response:
+        if not self.deps.auth.enabled:
+            return redirect("/ui/namespaces")
+        if req.method == "GET":
+            if self.gate.signed_in(req) is not None:
+                return redirect("/ui/namespaces")
+            return self._signin_page(anonymous, "")
+        if req.method != "POST":
+            return Response(HTTPStatus.METHOD_NOT_ALLOWED, [("Allow", "GET, POST")], b"")
+        form = req.form()
+        if not self.gate.same_site(req, form):
+            return self._signin_page(anonymous, "The form was stale: try again.",
+                                     HTTPStatus.FORBIDDEN)
+        token = form.get("token", "").strip()
+        grant, why = self.gate.sign_in(req, token)
+        if grant is None:
+            status = HTTPStatus.UNAUTHORIZED if why.startswith("That token is not") \
+                else HTTPStatus.FORBIDDEN
+            return self._signin_page(anonymous, why, status)
+        return redirect("/ui/namespaces", [self.gate.token_cookie(token)])
+
+    def _signin_page(self, viewer: Viewer, error: str,
+                     status: int = HTTPStatus.OK) -> Response:
+        return html_response(layout("Sign in", views.signin_page(error, viewer.csrf)), status)
+
+    async def _signout(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
+        if viewer.grant is not None:
+            log.info("ui: agent %s signed out", viewer.grant.agent)
+        return redirect("/ui/signin" if self.deps.auth.enabled else "/ui/namespaces",
+                        [self.gate.signout_cookie()])
+
+    # -- pages -------------------------------------------------------------------------------
+
+    async def _namespaces(self, req: Request, viewer: Viewer) -> Response:
+        now = time.time()
+        rows = await self._browse().overview(viewer.namespaces, now) if self.browsable else []
+        working = {ns: n for ns, n in self.deps.working().items() if viewer.allows(ns) and n}
+        limits = self.deps.config.limits
+        body = views.namespaces_page(
+            rows, working, views.Quota(limits.max_entries_per_namespace,
+                                       limits.max_bytes_per_namespace), self.browsable)
+        return self._page("Namespaces", body, viewer, "namespaces")
+
+    def _may_forget(self, viewer: Viewer) -> dict[str, bool]:
+        return {t: viewer.may_forget(t) for t in PERSISTENT_TIERS}
+
+    def _tier_filter(self, viewer: Viewer, tier: str) -> tuple[str, ...]:
+        if tier and tier not in PERSISTENT_TIERS:
+            raise _Refused(refusal(HTTPStatus.BAD_REQUEST, "tier must be episodic or semantic"))
+        return tuple(t for t in viewer.tiers if not tier or t == tier)
+
+    async def _entries(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        store = self._browse()
+        tier, agent, tags, key = req.arg("tier"), req.arg("agent"), req.arg("tags"), req.arg("key")
+        size = self.deps.config.ui.page_size
+        page = _int(req.arg("page"), 1, 1, 1_000_000, "page")
+        f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=_tags(tags),
+                         key_text=key, limit=size, offset=(page - 1) * size)
+        now = time.time()
+        entries, total = await store.browse(ns, f, now)
+        notice = {"forgot": "The entry was forgotten.",
+                  "gone": "That entry was already gone."}.get(req.arg("done"), "")
+        back = _back(f"/ui/entries?{_qs(req, drop=('done',))}", ns)
+        body = views.entries_page(ns, entries, total, now, tier=tier, agent=agent, tags=tags,
+                                  key=key, page=page, page_size=size,
+                                  may_forget=self._may_forget(viewer), notice=notice, back=back)
+        return self._page(f"Entries of {ns}", body, viewer, "entries", ns)
+
+    async def _search(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
+        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), req.arg("agent")
+        default_agent = viewer.grant.agent if viewer.grant else "default"
+        error = ""
+        hits: list = []
+        total = 0
+        now = time.time()
+        try:
+            limit = _int(limit_text, 10, 1, self.deps.config.limits.max_limit, "limit")
+            min_score = float(min_text) if min_text else 0.0
+            if not 0.0 <= min_score <= 1.0:
+                raise ValueError
+        except (_Refused, ValueError):
+            error = "limit must be a whole number and min relevance a number in [0, 1]"
+            limit, min_score = 10, 0.0
+        tiers = self._tier_filter(viewer, tier)
+        if q and not error:
+            query = Query(tiers=tiers, tags=_tags(tags), min_score=min_score, limit=limit)
+            ranked = await self.deps.memory.ranked(Scope(ns, agent or default_agent), query, q,
+                                                   now)
+            total = len(ranked)
+            hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
+                                    self.weights, keyword=e.keyword, vector=e.similarity))
+                    for _, e in ranked[:limit]]
+        back = _back(f"/ui/search?{_qs(req)}", ns)
+        body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
+                                 min_score=min_text, agent=agent, hits=hits, total=total, now=now,
+                                 error=error, may_forget=self._may_forget(viewer), back=back,
+                                 default_agent=default_agent)
+        return self._page(f"Search {ns}", body, viewer, "search", ns)
+
+    async def _live(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        store = self._browse()
+        now = time.time()
+        recent, _ = await store.browse(ns, BrowseFilter(tiers=viewer.tiers, limit=_LIVE_RECENT),
+                                       now)
+        after = f"{recent[0].updated_at!r}:{recent[0].id}" if recent else "0:0"
+        body = views.live_page(ns, recent, after, now, self._may_forget(viewer), _LIVE_EVERY_MS,
+                               _back(f"/ui/live?{_qs(req)}", ns))
+        extra = f'<noscript><meta http-equiv="refresh" content="{_LIVE_EVERY_MS // 1000 * 5}">' \
+                "</noscript>"
+        return self._page(f"Live: {ns}", body, viewer, "live", ns, head_extra=extra)
+
+    async def _live_json(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        store = self._browse()
+        m = re.fullmatch(r"(-?[0-9.eE+-]+):([0-9]+)", req.arg("after", "0:0"))
+        if m is None:
+            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
+        try:
+            after = (float(m.group(1)), int(m.group(2)))
+        except ValueError:
+            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
+        now = time.time()
+        changed = [e for e in await store.changed_since(ns, after, _LIVE_BATCH, now)
+                   if e.tier in viewer.tiers]
+        newest = f"{changed[-1].updated_at!r}:{changed[-1].id}" if changed else req.arg("after")
+        html = views.live_cards(changed, ns, now, self._may_forget(viewer),
+                                _back(f"/ui/live?ns={_quote(ns)}", ns))
+        body = json.dumps({"after": newest, "count": len(changed), "html": html})
+        return typed(body.encode(), "application/json")
+
+    async def _health(self, req: Request, viewer: Viewer) -> Response:
+        cfg = self.deps.config.ui
+        body = views.health_page(list(self.health.samples), self.deps.gc, cfg.health_interval,
+                                 int(cfg.health_interval * 1000))
+        return self._page("Health", body, viewer, "health")
+
+    # -- actions -----------------------------------------------------------------------------
+
+    async def _entry(self, viewer: Viewer, ns: str, id_text: str):  # type: ignore[no-untyped-def]
+        store = self._browse()
+        ident = _int(id_text, 0, 0, 2**63 - 1, "id")
+        e = await store.browse_entry(ns, ident, time.time()) if ident else None
+        if e is not None and e.tier not in viewer.tiers:
+            e = None
+        return e
+
+    async def _confirm_forget(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        back = _back(req.arg("back"), ns)
+        e = await self._entry(viewer, ns, req.arg("id"))
+        if e is None:
+            return redirect(_with_done(back, "gone"))
+        if not viewer.may_forget(e.tier):
+            return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
+        body = views.confirm_forget(e, ns, time.time(), viewer.csrf, back)
+        return self._page("Forget an entry", body, viewer, "entries", ns)
+
+    async def _forget(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
+        ns = self._namespace(req, viewer, form.get("ns", ""))
+        back = _back(form.get("back", ""), ns)
+        e = await self._entry(viewer, ns, form.get("id", ""))
+        if e is None:
+            return redirect(_with_done(back, "gone"))
+        if not viewer.may_forget(e.tier):
+            return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
+        agent = e.owner or e.agent  # the owner of an episodic entry; any agent for semantic
+        n = await self.deps.store.forget(Scope(ns, agent), [e.tier], [e.key], [], time.time())
+        self.deps.memory.search.notify()  # drop its vector from memory
+        log.info("ui: %s forgot entry %d (%s tier) of namespace %r: %d deleted", viewer.label,
+                 e.id, e.tier, ns, n)
+        return redirect(_with_done(back, "forgot" if n else "gone"))
+
+    async def _confirm_export(self, req: Request, viewer: Viewer) -> Response:
+        ns = self._namespace(req, viewer)
+        rows = await self._browse().overview([ns], time.time())
+        count = sum(rows[0].tiers.values()) if rows else 0
+        body = views.confirm_export(ns, count, viewer.csrf)
+        return self._page(f"Export {ns}", body, viewer, "namespaces", ns)
+
+    async def _export(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
+        ns = self._namespace(req, viewer, form.get("ns", ""))
+        store = self._browse()
+        if set(viewer.tiers) != set(PERSISTENT_TIERS):
+            return refusal(HTTPStatus.FORBIDDEN, "exporting needs the right to read every tier")
+        entries = await store.export_namespace(ns, time.time())
+        body = b"".join(export_line(ns, e) for e in entries)
+        log.info("ui: %s exported namespace %r: %d entries", viewer.label, ns, len(entries))
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", ns)[:80] or "namespace"
+        return typed(body, "application/x-ndjson",
+                     [("Content-Disposition", f'attachment; filename="{name}.jsonl"')])
+
+
+def export_line(namespace: str, e: BrowsedEntry) -> bytes:
+    """One line of an export file (the format `a2e-host export` writes and `a2e-host import`
+    reads, `host.cli.transfer`; a test checks that it reads these back)."""
+    return _encode({
+        "namespace": namespace, "tier": e.tier, "owner": e.owner, "agent": e.agent,
+        "key": msgspec.Raw(e.key), "content": msgspec.Raw(e.content), "tags": e.tags,
+        "source": e.source, "score": e.score, "ttl": e.ttl, "created_at": e.created_at,
+        "updated_at": e.updated_at,
+    }) + b"\n"
+
+
+def _qs(req: Request, drop: tuple[str, ...] = ()) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode([(k, v) for k, vs in req.query.items() if k not in drop for v in vs])
+
+
+def _with_done(back: str, done: str) -> str:
+    return f"{back}{'&' if '?' in back else '?'}done={done}"

@@ -1,0 +1,59 @@
+// a2e-host memory browser: a little of our own script. Every read-only view works without it;
+// with it, the Live page follows new writes and the Health charts refresh themselves.
+"use strict";
+(function () {
+  function follow(list) {
+    // Live: ask for the entries written after the newest one shown, put them on top
+    var ns = list.getAttribute("data-ns");
+    var after = list.getAttribute("data-after");
+    var every = Number(list.getAttribute("data-every")) || 2000;
+    var status = document.getElementById("live-status");
+    function poll() {
+      var url = "/ui/live.json?ns=" + encodeURIComponent(ns) + "&after=" + encodeURIComponent(after);
+      fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+        .then(function (data) {
+          if (data.html) {
+            var box = document.createElement("div");
+            box.innerHTML = data.html;  // rendered and escaped by the host, like the page
+            var kids = Array.prototype.slice.call(box.children);
+            for (var i = 0; i < kids.length; i++) {
+              kids[i].classList.add("fresh");
+              list.insertBefore(kids[i], list.firstChild);
+            }
+            var empty = document.getElementById("live-empty");
+            if (empty) { empty.remove(); }
+          }
+          after = data.after || after;
+          if (status) { status.textContent = "following: checked " + new Date().toLocaleTimeString(); }
+        })
+        .catch(function (err) { if (status) { status.textContent = "paused: " + err.message; } })
+        .then(function () { setTimeout(poll, every); });
+    }
+    setTimeout(poll, every);
+  }
+
+  function refresh(box) {
+    // Health: fetch this page again and swap its charts in
+    var every = Number(box.getAttribute("data-every")) || 5000;
+    function again() {
+      fetch(window.location.pathname + window.location.search, { credentials: "same-origin" })
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+        .then(function (text) {
+          var doc = new DOMParser().parseFromString(text, "text/html");
+          var fresh = doc.getElementById(box.id);
+          if (fresh) { box.innerHTML = fresh.innerHTML; }
+        })
+        .catch(function () {})
+        .then(function () { setTimeout(again, every); });
+    }
+    setTimeout(again, every);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var list = document.getElementById("live-list");
+    if (list) { follow(list); }
+    var charts = document.getElementById("charts");
+    if (charts) { refresh(charts); }
+  });
+})();

@@ -1,0 +1,358 @@
+"""The memory browser's page bodies: plain functions from data to HTML (escaped, no script).
+
+`host.ui.app` gathers the data (through the store, the memory plugin and the metrics) and
+wraps these bodies in `host.ui.html.layout`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from host.ops.gc import GarbageCollector
+from host.search.rank import ScoreParts
+from host.store.base import BrowsedEntry, NamespaceOverview, StoredEntry
+from host.ui.charts import bar, line_chart
+from host.ui.health import HealthSample
+from host.ui.html import (
+    compact_json,
+    esc,
+    fmt_bytes,
+    fmt_duration,
+    fmt_time,
+    pretty_json,
+    url,
+)
+
+__all__ = [
+    "Quota",
+    "confirm_export",
+    "confirm_forget",
+    "entries_page",
+    "entry_card",
+    "health_page",
+    "live_page",
+    "namespaces_page",
+    "search_page",
+    "signin_page",
+]
+
+TIER_CHOICES = ("", "episodic", "semantic")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """The namespace quotas the Namespaces page measures use against."""
+
+    entries: int
+    bytes: int
+
+
+def _hidden(**fields: str) -> str:
+    return "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
+                   for k, v in fields.items())
+
+
+def _select(name: str, value: str, choices: Sequence[str], label: str) -> str:
+    opts = "".join(
+        f'<option value="{esc(c)}"{" selected" if c == value else ""}>{esc(c or "every tier")}'
+        "</option>" for c in choices)
+    return f'<label>{esc(label)}<select name="{esc(name)}">{opts}</select></label>'
+
+
+def _input(name: str, value: str, label: str, kind: str = "text", extra: str = "",
+           wide: bool = False) -> str:
+    cls = ' class="wide"' if wide else ""
+    return (f'<label{cls}>{esc(label)}<input type="{kind}" name="{esc(name)}"'
+            f' value="{esc(value)}"{extra}></label>')
+
+
+def signin_page(error: str, csrf: str) -> str:
+    """The sign-in form: one field, `token`, posted (never in a URL)."""
+    err = f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
+    return (
+        f'<div class="signin">{err}<form method="post" action="/ui/signin">'
+        f'{_hidden(csrf=csrf)}<label for="token">Admin token</label>'
+        '<input id="token" name="token" type="password" autocomplete="current-password"'
+        ' required autofocus><button type="submit">Sign in</button></form>'
+        '<p class="muted">A token with the <code>admin</code> right (see <code>a2e-host token'
+        " new</code>). It is kept in an HttpOnly cookie of this browser until you sign out."
+        "</p></div>"
+    )
+
+
+def _pct(used: int, limit: int) -> str:
+    return f"{100 * used / limit:.1f}%" if limit > 0 else "—"
+
+
+def namespaces_page(
+    rows: Sequence[NamespaceOverview], working: Mapping[str, int], quota: Quota,
+    browsable: bool,
+) -> str:
+    """Every namespace the token may read: entries by tier and agent, bytes, quota use, the
+    embedding backlog, links to its pages."""
+    if not browsable:
+        return ('<p class="notice">This store does not offer browsing; Search and Health'
+                " work.</p>")
+    names = sorted({r.namespace for r in rows} | set(working))
+    if not names:
+        return '<p class="notice">No namespace holds entries yet.</p>'
+    by_name = {r.namespace: r for r in rows}
+    body = ['<div class="table-wrap"><table><thead><tr><th>namespace</th>'
+            '<th class="num">episodic</th><th class="num">semantic</th>'
+            '<th class="num">working</th><th class="num">bytes</th><th class="num">quota use</th>'
+            '<th class="num">backlog</th><th>agents</th><th>pages</th></tr></thead><tbody>']
+    for ns in names:
+        r = by_name.get(ns)
+        tiers = r.tiers if r else {}
+        entries = sum(tiers.values())
+        size = r.bytes if r else 0
+        agents = ", ".join(
+            f"{esc(a)} ({' + '.join(f'{n} {t[:3]}' for t, n in sorted(per.items()))})"
+            for a, per in sorted((r.agents if r else {}).items()))
+        links = " · ".join(
+            f'<a href="{url(f"/ui/{p}", {"ns": ns})}">{p.capitalize()}</a>'
+            for p in ("entries", "search", "live", "export"))
+        body.append(
+            f'<tr><td><a href="{url("/ui/entries", {"ns": ns})}">{esc(ns)}</a></td>'
+            f'<td class="num">{tiers.get("episodic", 0)}</td>'
+            f'<td class="num">{tiers.get("semantic", 0)}</td>'
+            f'<td class="num">{working.get(ns, 0)}</td>'
+            f'<td class="num">{fmt_bytes(size)}</td>'
+            f'<td class="num" title="entries / bytes of the namespace quotas">'
+            f"{_pct(entries, quota.entries)} / {_pct(size, quota.bytes)}</td>"
+            f'<td class="num">{r.backlog if r else 0}</td>'
+            f"<td>{agents}</td><td>{links}</td></tr>")
+    body.append("</tbody></table></div>"
+                '<p class="muted">Working entries live in the open sessions of connected'
+                " agents and are not listed entry by entry. Backlog: entries waiting for"
+                " their vector.</p>")
+    return "".join(body)
+
+
+def _vector(state: str) -> str:
+    text = {"written": "written", "queued": "waiting", "none": "none"}.get(state, state)
+    return f'<span class="vec-{esc(state)}">{esc(text)}</span>'
+
+
+def _ttl_left(ttl: int, updated_at: float, now: float) -> str:
+    if ttl <= 0:
+        return "never expires"
+    return f"{fmt_duration(updated_at + ttl - now)} left"
+
+
+def _tags(tags: Sequence[str]) -> str:
+    return "".join(f'<span class="tag">{esc(t)}</span>' for t in tags) or '<span class="muted">—</span>'
+
+
+def entry_card(
+    e: BrowsedEntry | StoredEntry, ns: str, now: float, *, may_forget: bool, back: str,
+    vector: str | None = None, extra: str = "", rank: int | None = None,
+) -> str:
+    """One entry: key, tier, writer, content (pretty JSON, folded when long), tags, score,
+    TTL left, created and updated, whether its vector is written, and a Forget link."""
+    agent = e.agent if isinstance(e, BrowsedEntry) else (e.owner or "")
+    state = e.vector if isinstance(e, BrowsedEntry) else vector
+    actions = ""
+    if may_forget and e.id is not None:
+        actions = (f'<span class="actions"><a class="button danger" href="'
+                   f'{url("/ui/forget", {"ns": ns, "id": e.id, "back": back})}">Forget…</a></span>')
+    num = f'<span class="rank">#{rank}</span>' if rank is not None else ""
+    who = f'<span class="muted">by {esc(agent)}</span>' if agent else ""
+    facts = [
+        ("tags", _tags(e.tags)),
+        ("score", f"{e.score:g}"),
+        ("TTL", _ttl_left(e.ttl, e.updated_at, now)),
+        ("created", fmt_time(e.created_at)),
+        ("updated", fmt_time(e.updated_at)),
+    ]
+    if state is not None:
+        facts.append(("vector", _vector(state)))
+    if e.source:
+        facts.append(("source", esc(e.source)))
+    dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
+    return (f'<article class="entry" id="e{e.id}">'
+            f'<div class="head">{num}<span class="key">{esc(compact_json(e.key))}</span>'
+            f'<span class="tier">{esc(e.tier)}</span>{who}{actions}</div>'
+            f"{pretty_json(e.content)}<dl>{dl}</dl>{extra}</article>")
+
+
+def entries_page(
+    ns: str, entries: Sequence[BrowsedEntry], total: int, now: float, *,
+    tier: str, agent: str, tags: str, key: str, page: int, page_size: int,
+    may_forget: Mapping[str, bool], notice: str, back: str,
+) -> str:
+    """The filter form and one page of a namespace's entries, newest first."""
+    form = (f'<form class="filters" method="get" action="/ui/entries">{_hidden(ns=ns)}'
+            f'{_select("tier", tier, TIER_CHOICES, "tier")}'
+            f'{_input("agent", agent, "agent (writer)")}'
+            f'{_input("tags", tags, "tags (all of, comma-separated)")}'
+            f'{_input("key", key, "key contains", kind="search")}'
+            '<button type="submit">Filter</button></form>')
+    note = f'<p class="notice" role="status">{esc(notice)}</p>' if notice else ""
+    first = (page - 1) * page_size
+    if not entries:
+        return f'{form}{note}<p class="notice">No entry matches.</p>'
+    shown = f"{first + 1}–{first + len(entries)} of {total}"
+    cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
+                    for e in entries)
+    params = {"ns": ns, "tier": tier, "agent": agent, "tags": tags, "key": key}
+    prev = (f'<a href="{url("/ui/entries", {**params, "page": page - 1})}">← newer</a>'
+            if page > 1 else "")
+    nxt = (f'<a href="{url("/ui/entries", {**params, "page": page + 1})}">older →</a>'
+           if first + len(entries) < total else "")
+    pager = f'<nav class="pager"><span class="muted">{shown}</span>{prev}{nxt}</nav>'
+    return f'{form}{note}{pager}<div class="entries">{cards}</div>{pager}'
+
+
+def _part(name: str, value: float | None, shown: str, share: float | None = None) -> str:
+    return (f'<div class="part" data-part="{esc(name)}"><span class="muted">{esc(name)}</span>'
+            f' <strong>{esc(shown)}</strong><div class="bar">'
+            f"{bar(share if share is not None else value)}</div></div>")
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
+    """A hit's relevance, combined score and their parts, each with a small bar."""
+    kw_share = p.keyword / top_keyword if p.keyword is not None and top_keyword > 0 else None
+    vec_share = (p.vector + 1) / 2 if p.vector is not None else None  # cosine in [-1, 1]
+    return ('<div class="parts">'
+            + _part("combined", p.combined, _fmt(p.combined))
+            + _part("relevance", p.relevance, _fmt(p.relevance))
+            + _part("keyword", p.keyword, "BM25 " + _fmt(p.keyword, 2), kw_share)
+            + _part("vector", p.vector, "cosine " + _fmt(p.vector), vec_share)
+            + _part("importance", p.importance, _fmt(p.importance))
+            + _part("recency", p.recency, _fmt(p.recency))
+            + "</div>")
+
+
+def search_page(
+    ns: str, *, q: str, tier: str, tags: str, limit: str, min_score: str, agent: str,
+    hits: Sequence[tuple[StoredEntry, ScoreParts]], total: int, now: float, error: str,
+    may_forget: Mapping[str, bool], back: str, default_agent: str,
+) -> str:
+    """The search box (field `q`) with the retrieve's filters, then the hits in rank order,
+    each with its score parts."""
+    fields = [
+        _input("q", q, "query", kind="search", wide=True),
+        _select("tier", tier, TIER_CHOICES, "tier"),
+        _input("tags", tags, "tags (all of)"),
+        _input("limit", limit, "limit", kind="number", extra=" min=1"),
+        _input("min_score", min_score, "min relevance", kind="number",
+               extra=" min=0 max=1 step=any"),
+        _input("agent", agent, f"episodic of agent (default {default_agent})"),
+    ]
+    form = (f'<form class="filters" method="get" action="/ui/search">{_hidden(ns=ns)}'
+            f'{"".join(fields)}<button type="submit">Search</button></form>')
+    if error:
+        return f'{form}<p class="error" role="alert">{esc(error)}</p>'
+    if not q:
+        return (f'{form}<p class="muted">Runs the retrieve a client would send with this'
+                " query and these filters, and shows why each hit ranked where it did.</p>")
+    if not hits:
+        return f'{form}<p class="notice">No entry matches.</p>'
+    top_kw = max((p.keyword or 0.0 for _, p in hits), default=0.0)
+    cards = "".join(
+        entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back,
+                   extra=score_parts_html(p, top_kw), rank=i)
+        for i, (e, p) in enumerate(hits, start=1))
+    return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first'
+            ' (combined = relevance, importance and recency with the configured weights;'
+            ' relevance fuses the keyword and vector parts).</p>'
+            f'<div class="entries" id="hits">{cards}</div>')
+
+
+def live_cards(entries: Sequence[BrowsedEntry], ns: str, now: float,
+               may_forget: Mapping[str, bool], back: str) -> str:
+    """Cards of changed entries, in the order given."""
+    return "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
+                   for e in entries)
+
+
+def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
+              may_forget: Mapping[str, bool], every_ms: int, back: str) -> str:
+    """The latest writes of a namespace, newest first; the script adds new ones on top."""
+    empty = '<p class="notice" id="live-empty">No entry yet.</p>' if not recent else ""
+    return (f'<p class="muted" id="live-status">The latest writes, newest first. With'
+            ' JavaScript on, new writes appear on top as they are committed; without it,'
+            ' reload the page.</p>'
+            f'{empty}<div class="entries live-list" id="live-list" data-ns="{esc(ns)}"'
+            f' data-after="{esc(after)}" data-every="{every_ms}">'
+            f"{live_cards(recent, ns, now, may_forget, back)}</div>")
+
+
+def confirm_forget(e: BrowsedEntry, ns: str, now: float, csrf: str, back: str) -> str:
+    """Forget one entry: the entry, a button that posts the forget, a way back."""
+    return (f'<div class="confirm"><p>Forget this {esc(e.tier)} entry of <strong>{esc(ns)}'
+            f"</strong>? It is deleted for every agent, and cannot be brought back.</p>"
+            f"{entry_card(e, ns, now, may_forget=False, back=back)}<p>"
+            f'<form method="post" action="/ui/forget">'
+            f"{_hidden(csrf=csrf, ns=ns, id=str(e.id), back=back)}"
+            '<button class="danger" type="submit">Forget this entry</button></form> '
+            f'<a href="{esc(back)}">Cancel</a></p></div>')
+
+
+def confirm_export(ns: str, entries: int, csrf: str) -> str:
+    """Export a namespace: what it holds, a button that posts the export."""
+    return (f'<div class="confirm"><p>Export the {entries} live persisted entries of'
+            f" <strong>{esc(ns)}</strong> as JSON Lines (the format of <code>a2e-host"
+            " export</code>, which <code>a2e-host import</code> reads back)? The file holds"
+            " every entry's content.</p><p>"
+            f'<form method="post" action="/ui/export">{_hidden(csrf=csrf, ns=ns)}'
+            '<button type="submit">Download the export</button></form> '
+            f'<a href="{url("/ui/namespaces")}">Cancel</a></p></div>')
+
+
+def _ms(seconds: float) -> str:
+    if math.isinf(seconds):
+        return "> 2.5 s"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _card(title: str, now_text: str, chart: str, legend: str = "") -> str:
+    leg = f'<div class="legend">{legend}</div>' if legend else ""
+    return (f'<section class="chart"><h3>{esc(title)}</h3><div class="now">{esc(now_text)}'
+            f"</div>{chart}{leg}</section>")
+
+
+def health_page(samples: Sequence[HealthSample], gc: GarbageCollector, interval: float,
+                every_ms: int) -> str:
+    """Requests a second and p99 by message type, connections, the backlog and the last GC,
+    as small charts over the samples kept."""
+    span = f"the last {fmt_duration(interval * max(len(samples) - 1, 0))}" if samples else ""
+    last = samples[-1] if samples else None
+    gc_text = (f"{fmt_time(gc.last_run)}, {gc.last_deleted} deleted" if gc.last_run
+               else "not run yet")
+    cards = [
+        _card("connections open", str(last.connections) if last else "—",
+              line_chart([[s.connections for s in samples]], "connections open")),
+        _card("requests in flight", str(last.in_flight) if last else "—",
+              line_chart([[s.in_flight for s in samples]], "requests in flight")),
+        _card("embedding backlog", str(last.backlog) if last else "—",
+              line_chart([[s.backlog for s in samples]], "entries waiting for a vector")),
+        _card("last garbage collection", gc_text, "",
+              f"every {fmt_duration(gc.interval)}; {gc.deleted_total} expired entries"
+              " deleted since start"),
+    ]
+    kinds = sorted({k for s in samples for k in s.rates})
+    for kind in kinds:
+        rates = [s.rates.get(kind) for s in samples]
+        p99 = [s.p99.get(kind) for s in samples]
+        now_rate = last.rates.get(kind, 0.0) if last else 0.0
+        now_p99 = last.p99.get(kind) if last else None
+        finite = [v if v is None or math.isfinite(v) else 2.5 for v in p99]
+        cards.append(_card(
+            kind, f"{now_rate:.3g}/s · p99 {_ms(now_p99) if now_p99 is not None else '—'}",
+            line_chart([rates], f"{kind} requests a second")
+            + line_chart([[], finite], f"{kind} p99 latency"),
+            '<span class="one">requests a second</span> · <span class="two">p99</span>'))
+    if not kinds:
+        cards.append(_card("requests", "none yet", "",
+                           "a chart a message type appears after its first request"))
+    return (f'<p class="muted">Sampled from the host\'s own metrics every {interval:g} s;'
+            f" {esc(span)}. The same figures are at <code>/metrics</code>.</p>"
+            f'<div class="charts" id="charts" data-every="{every_ms}">{"".join(cards)}</div>')

@@ -1,0 +1,356 @@
+"""The memory browser's app (host/ui) over a real host: sign-in, access rules, CSRF, pages,
+actions. Requests go straight to the sans-I/O `UiApp`; entries are written and read back over
+real WebSocket connections, on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from authkit import connect as auth_connect
+from authkit import issue, running
+from conftest import make_config, running_host
+from uikit import UiClient, text
+
+from host.app import Host
+from host.cli.transfer import decode_line
+from host.client import MemoryClient
+from host.ui import Request, UiApp
+from host.ui.health import p99_of
+
+SECRET = "the-launch-code-is-7429"
+
+
+def _app(host: Host) -> UiApp:
+    assert host.ui is not None
+    return host.ui
+
+
+async def _admin_host(tmp_path: Path, namespaces: tuple[str, ...] = ("*",)):  # type: ignore[no-untyped-def]
+    admin, admin_spec = issue("ops", namespaces, ["admin"])
+    agent, agent_spec = issue("a1", ("*",), ["read_semantic", "write_semantic", "forget"])
+    return admin, agent, running(tmp_path / "a2e.db", [admin_spec, agent_spec])
+
+
+async def _fill(c: MemoryClient, ns: str) -> None:
+    await c.init(ns, {"agent": "a1"})
+    await c.store([
+        {"key": {"k": "old"}, "content": {"note": "first written"}, "tier": "episodic",
+         "tags": ["t1"]},
+        {"key": {"k": "shared"}, "content": "a semantic fact about tomatoes", "tier": "semantic",
+         "tags": ["t1", "t2"], "score": 0.4},
+        {"key": {"k": "new"}, "content": {"note": SECRET}, "tier": "episodic", "ttl": 3600},
+    ])
+
+
+async def test_pages_need_a_signed_in_admin_token(tmp_path: Path) -> None:
+    """Without the sign-in cookie every page redirects to the sign-in form, which posts one
+    field named `token`; JSON and actions are refused 401."""
+    admin, _, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        ui = UiClient(_app(host))
+        r = await ui.get("/ui/namespaces")
+        assert r.status == 303 and r.header("Location") == "/ui/signin"
+        assert (await ui.get("/ui/live.json?ns=x")).status == 401
+        form = text(await ui.get("/ui/signin"))
+        assert '<form method="post" action="/ui/signin">' in form
+        assert form.count("<input") == 2  # the CSRF field and `token`
+        assert 'name="token" type="password"' in form
+        assert (await ui.post("/ui/forget", {"ns": "x", "id": "1"})).status == 401
+
+
+async def test_admin_token_signs_in_into_an_httponly_strict_cookie(tmp_path: Path) -> None:
+    """An admin token signs in: it comes back only in an HttpOnly SameSite=Strict cookie
+    (never in the redirect's URL), and the pages then answer."""
+    admin, _, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        ui = UiClient(_app(host))
+        r = await ui.sign_in(admin)
+        assert r.status == 303 and admin not in (r.header("Location") or "")
+        cookie = next(v for n, v in r.headers if n == "Set-Cookie" and "a2e_ui_token" in v)
+        assert f"a2e_ui_token={admin};" in cookie
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+        page = await ui.get("/ui/namespaces")
+        assert page.status == 200 and "agent ops" in text(page)
+        assert admin not in text(page)
+        out = await ui.post("/ui/signout", {})
+        assert out.status == 303 and "a2e_ui_token" not in ui.cookies
+        assert (await ui.get("/ui/namespaces")).status == 303
+
+
+async def test_wrong_and_non_admin_tokens_are_refused(tmp_path: Path) -> None:
+    """An unknown token is refused 401 and a valid token without `admin` 403, from loopback
+    too; neither sets the sign-in cookie."""
+    _, agent, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        ui = UiClient(_app(host))
+        bad = await ui.sign_in("a2e_not-a-real-token")
+        assert bad.status == 401 and "not valid" in text(bad)
+        weak = await ui.sign_in(agent)
+        assert weak.status == 403 and "no admin right" in text(weak)
+        assert "a2e_ui_token" not in ui.cookies
+        assert (await ui.get("/ui/namespaces")).status == 303
+
+
+async def test_posts_without_the_csrf_token_or_from_another_site_are_refused(
+        tmp_path: Path) -> None:
+    """A POST without the page's CSRF token, with another binding cookie, or whose Origin
+    is another site is refused 403 and deletes nothing."""
+    admin, agent, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        c = await auth_connect(host, agent)
+        await _fill(c, "ns")
+        ui = UiClient(_app(host))
+        await ui.sign_in(admin)
+        page = text(await ui.get("/ui/entries?ns=ns"))
+        ident = page.split('id="e', 1)[1].split('"', 1)[0]
+        form = {"ns": "ns", "id": ident}
+        assert (await ui.post("/ui/forget", form, csrf=False)).status == 403
+        assert (await ui.post("/ui/forget", {**form, "csrf": "0" * 64}, csrf=False)).status == 403
+        assert (await ui.post("/ui/forget", form, Origin="http://evil.example")).status == 403
+        assert (await ui.post("/ui/forget", form, **{"Sec-Fetch-Site": "cross-site"})).status == 403
+        other = UiClient(_app(host))
+        await other.sign_in(admin)
+        other.csrf = ui.csrf  # a token of another browser's binding cookie
+        assert (await other.post("/ui/forget", form)).status == 403
+        assert (await c.retrieve(tier="")).total == 3
+        await c.close()
+
+
+async def test_without_authentication_only_loopback_clients_are_served(host: Host) -> None:
+    """With authentication off the pages answer loopback peers under a loopback Host name;
+    another peer address, or a foreign Host name (DNS rebinding), is refused 403."""
+    app = _app(host)
+    assert (await UiClient(app).get("/ui/namespaces")).status == 200
+    assert (await UiClient(app, host="localhost:1234").get("/ui/namespaces")).status == 200
+    assert (await UiClient(app, remote="::1", host="[::1]:80").get("/ui/namespaces")).status == 200
+    assert (await UiClient(app, remote="10.1.2.3").get("/ui/namespaces")).status == 403
+    assert (await UiClient(app, host="attacker.example").get("/ui/namespaces")).status == 403
+    assert (await UiClient(app).get("/ui/signin")).status == 303
+
+
+async def test_a_token_sees_only_the_namespaces_it_names(tmp_path: Path) -> None:
+    """An admin token for namespace "a" lists "a" and not "b", and pages of "b" are 404."""
+    admin, agent, ctx = await _admin_host(tmp_path, ("a",))
+    async with ctx as host:
+        c = await auth_connect(host, agent)
+        await _fill(c, "a")
+        await _fill(c, "b")
+        ui = UiClient(_app(host))
+        await ui.sign_in(admin)
+        page = text(await ui.get("/ui/namespaces"))
+        assert 'href="/ui/entries?ns=a"' in page and "ns=b" not in page
+        for path in ("entries", "search", "live", "live.json", "export", "forget"):
+            assert (await ui.get(f"/ui/{path}?ns=b&q=tomatoes&id=1")).status == 404, path
+        assert (await ui.post("/ui/export", {"ns": "b"})).status == 404
+        await c.close()
+
+
+async def test_namespaces_page_counts_tiers_agents_and_backlog(host: Host) -> None:
+    """The Namespaces page shows each namespace's entries by tier, its writers, bytes,
+    quota use and working entries of open sessions."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await c.store([{"key": {"w": 1}, "content": "scratch", "tier": "working"}])
+        page = text(await UiClient(_app(host)).get("/ui/namespaces"))
+        row = page.split('href="/ui/entries?ns=proj">proj</a>', 1)[1].split("</tr>", 1)[0]
+        cells = [c.split(">", 1)[1] for c in row.split("</td>")[1:6]]
+        assert cells == ["2", "1", "1", cells[3], cells[4]]  # episodic, semantic, working
+        assert "B" in cells[3] and "%" in cells[4]
+        assert "a1 (" in row
+
+
+async def test_entries_page_lists_newest_first_with_every_field(host: Host) -> None:
+    """Entries come newest first with key, pretty content, tags, score, TTL left, created,
+    updated and the vector state; content is escaped."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await c.store([{"key": {"k": "xss"}, "content": "<script>alert(1)</script>",
+                        "tier": "episodic"}])
+        page = text(await UiClient(_app(host)).get("/ui/entries?ns=proj"))
+        order = [page.index(f"&quot;{k}&quot;") for k in ("xss", "new", "shared", "old")]
+        assert order == sorted(order)
+        assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
+        assert "59m" in page and "left" in page and "never expires" in page
+        for label in ("tags", "score", "TTL", "created", "updated", "vector"):
+            assert f"<dt>{label}</dt>" in page
+        assert "{\n  &quot;note&quot;: " in page  # pretty JSON, not the stored text
+        assert "1–4 of 4" in page
+
+
+async def test_entries_filters_and_paging(tmp_path: Path) -> None:
+    """Tier, agent, tags and key-text filters narrow the list; pages hold `ui.page_size`."""
+    config = make_config(tmp_path / "a2e.db", ui={"page_size": 2}, search={"embedder": "none"})
+    async with running_host(config) as host, \
+            await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await c.init("proj", {"agent": "a2"})
+        await c.store([{"key": {"k": "by-a2"}, "content": 1, "tier": "episodic"}])
+        ui = UiClient(_app(host))
+
+        async def keys(query: str) -> list[str]:
+            page = text(await ui.get(f"/ui/entries?ns=proj&{query}"))
+            return [p.split("&quot;", 1)[0] for p in page.split('class="key">{&quot;k&quot;: &quot;')[1:]]
+
+        assert await keys("tier=semantic") == ["shared"]
+        assert await keys("agent=a2") == ["by-a2"]
+        assert await keys("tags=t1") == ["shared", "old"]
+        assert await keys("tags=t1,t2") == ["shared"]
+        assert await keys("key=sha") == ["shared"]
+        assert await keys("key=%25") == []  # LIKE wildcards are taken literally
+        assert await keys("") == ["by-a2", "new"]
+        assert await keys("page=2") == ["shared", "old"]
+        assert "older →" in text(await ui.get("/ui/entries?ns=proj"))
+        assert (await ui.get("/ui/entries?ns=proj&tier=working")).status == 400
+
+
+async def test_search_ranks_as_retrieve_and_shows_score_parts(host: Host) -> None:
+    """Search runs the retrieve a client would: the same entry first, with relevance,
+    combined and the keyword, vector, importance and recency parts."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await host.search.drain()
+        wire = await c.retrieve(query="tomatoes", tier="")
+        page = text(await UiClient(_app(host)).get("/ui/search?ns=proj&q=tomatoes&agent=a1"))
+        first = page.split('<span class="rank">#1</span>', 1)[1].split("</article>", 1)[0]
+        assert wire.entries[0]["key"] == {"k": "shared"}
+        assert "&quot;shared&quot;" in first
+        for part in ("combined", "relevance", "keyword", "vector", "importance", "recency"):
+            assert f'data-part="{part}"' in first
+        shown = first.split('data-part="combined"', 1)[1].split("<strong>", 1)[1].split("<", 1)[0]
+        assert abs(float(shown) - wire.entries[0]["combined"]) < 2e-3
+        assert "BM25 " in first and "cosine " in first and "cosine —" not in first
+        assert (await UiClient(_app(host)).get("/ui/search?ns=proj&q=x&limit=abc")).status == 200
+
+
+async def test_forget_asks_first_then_deletes_for_the_wire(tmp_path: Path) -> None:
+    """Forget shows a confirmation (GET changes nothing), then the POST deletes the entry, which
+    a wire client no longer retrieves."""
+    admin, agent, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        c = await auth_connect(host, agent)
+        await _fill(c, "ns")
+        ui = UiClient(_app(host))
+        await ui.sign_in(admin)
+        page = text(await ui.get("/ui/entries?ns=ns&key=new"))
+        ident = page.split('id="e', 1)[1].split('"', 1)[0]
+        confirm = await ui.get(f"/ui/forget?ns=ns&id={ident}")
+        assert confirm.status == 200 and "Forget this entry" in text(confirm)
+        assert (await c.retrieve(keys=[{"k": "new"}])).total == 1
+        r = await ui.post("/ui/forget", {"ns": "ns", "id": ident})
+        assert r.status == 303 and "done=forgot" in (r.header("Location") or "")
+        assert (await c.retrieve(keys=[{"k": "new"}])).total == 0
+        assert (await c.retrieve(tier="")).total == 2
+        again = await ui.post("/ui/forget", {"ns": "ns", "id": ident})
+        assert "done=gone" in (again.header("Location") or "")
+        await c.close()
+
+
+async def test_export_downloads_the_namespace_as_json_lines(host: Host) -> None:
+    """Export confirms with the entry count, then the POST answers the namespace's entries
+    as JSON Lines in the `a2e-host export` format, as an attachment."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await _fill(c, "other")
+        ui = UiClient(_app(host))
+        assert "the 3 live persisted entries" in text(await ui.get("/ui/export?ns=proj"))
+        r = await ui.post("/ui/export", {"ns": "proj"})
+        assert r.status == 200 and r.header("Content-Type") == "application/x-ndjson"
+        assert r.header("Content-Disposition") == 'attachment; filename="proj.jsonl"'
+        lines = [json.loads(x) for x in r.body.decode().splitlines()]
+        assert sorted(x["key"]["k"] for x in lines) == ["new", "old", "shared"]
+        assert {x["namespace"] for x in lines} == {"proj"}
+        read = [decode_line(x) for x in r.body.splitlines()]  # what `a2e-host import` reads
+        assert sorted(e.tier for e in read) == ["episodic", "episodic", "semantic"]
+
+
+async def test_live_json_returns_only_writes_after_the_cursor(host: Host) -> None:
+    """The Live page shows the latest writes; its JSON endpoint returns the writes after the
+    page's cursor, oldest first, and a cursor past them."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        ui = UiClient(_app(host))
+        page = text(await ui.get("/ui/live?ns=proj"))
+        after = page.split('data-after="', 1)[1].split('"', 1)[0]
+        empty = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
+        assert empty["count"] == 0 and empty["after"] == after
+        await c.store([{"key": {"k": "later"}, "content": 2, "tier": "semantic"}])
+        fresh = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
+        assert fresh["count"] == 1 and "later" in fresh["html"] and fresh["after"] != after
+        assert (await ui.get("/ui/live.json?ns=proj&after=nope")).status == 400
+
+
+async def test_health_page_charts_the_hosts_own_metrics(host: Host) -> None:
+    """After requests, the Health page draws a requests-a-second and a p99 chart of each
+    message type as inline SVG, with connections, backlog and the last GC."""
+    app = _app(host)
+    await app.health.sample()
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        await host.gc.collect_once()
+        await app.health.sample()
+        page = text(await UiClient(app).get("/ui/health"))
+    assert "<h3>memory/store</h3>" in page or "<h3>memory/store/req</h3>" in page
+    assert page.count("<svg") >= 5 and "<polyline" in page
+    assert "0 deleted" in page and "connections open" in page
+
+
+def test_p99_is_the_bucket_holding_the_99th_percentile() -> None:
+    """p99 of two bucket snapshots is the upper bound of the first bucket reaching 99%."""
+    zero = (0,) * 15
+    fast = (0, 0, 0, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 100)
+    assert p99_of(zero, fast) == 0.001
+    slow = (0, 0, 0, 50, 50, 50, 50, 50, 50, 50, 50, 50, 50, 50, 100)
+    assert p99_of(zero, slow) == float("inf")
+    assert p99_of(fast, fast) is None
+
+
+async def test_static_files_and_security_headers(host: Host) -> None:
+    """CSS and script are served by the host itself; pages forbid framing, foreign sources
+    and caching."""
+    ui = UiClient(_app(host))
+    css = await ui.get("/ui/static/ui.css")
+    assert css.status == 200 and css.header("Content-Type", ) == "text/css; charset=utf-8"
+    assert (await ui.get("/ui/static/../app.py")).status == 404
+    page = await ui.get("/ui/namespaces")
+    csp = page.header("Content-Security-Policy") or ""
+    assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+    assert page.header("Cache-Control") == "no-store"
+    assert "http://" not in text(page) and "https://" not in text(page)
+    r = await _app(host).handle(Request.build("DELETE", "/ui/namespaces",
+                                              [("Host", "127.0.0.1")], remote="127.0.0.1"))
+    assert r.status == 405
+
+
+async def test_no_entry_content_in_any_log_line_the_ui_causes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Signing in, browsing, searching, following, exporting and forgetting log no entry
+    content, at any level."""
+    admin, agent, ctx = await _admin_host(tmp_path)
+    async with ctx as host:
+        c = await auth_connect(host, agent)
+        await _fill(c, "ns")
+        ui = UiClient(_app(host))
+        with caplog.at_level(logging.DEBUG):
+            await ui.sign_in("a2e_wrong")
+            await ui.sign_in(admin)
+            page = text(await ui.get("/ui/entries?ns=ns"))
+            await ui.get("/ui/search?ns=ns&q=launch")
+            await ui.get("/ui/live.json?ns=ns&after=0:0")
+            await ui.post("/ui/export", {"ns": "ns"})
+            ident = page.split('id="e', 1)[1].split('"', 1)[0]
+            await ui.post("/ui/forget", {"ns": "ns", "id": ident})
+        assert SECRET in page
+        logged = "\n".join(r.getMessage() for r in caplog.records)
+        assert "ui: agent ops signed in" in logged and "forgot entry" in logged
+        assert SECRET not in logged and admin not in logged
+        await c.close()
+
+
+async def test_ui_disabled_builds_no_app(tmp_path: Path) -> None:
+    """With `ui.enabled = false` the host has no memory browser."""
+    async with running_host(make_config(tmp_path / "a2e.db", ui={"enabled": False},
+                                        search={"embedder": "none"})) as host:
+        assert host.ui is None
