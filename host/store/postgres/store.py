@@ -38,7 +38,10 @@ import msgspec
 import numpy as np
 
 from host.store.base import (
+    BrowsedEntry,
+    BrowseFilter,
     Hits,
+    NamespaceOverview,
     NewEntry,
     Pending,
     Query,
@@ -47,6 +50,7 @@ from host.store.base import (
     StoreOutcome,
     owner_for,
 )
+from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
     LOCK_CLASS,
@@ -495,6 +499,31 @@ class PostgresEntryStore:
             "SELECT tier, count(*) FROM a2e_entries"
             " WHERE expires_at IS NULL OR expires_at > $1 GROUP BY tier", now)
         return {r[0]: int(r[1]) for r in rows}
+
+    # -- the memory browser (host/ui; `base.Browse`, the SQL is in postgres/browse.py) --------
+
+    async def overview(self, namespaces: Sequence[str] | None, now: float
+                       ) -> list[NamespaceOverview]:
+        """The namespaces with live entries, by name (`base.Browse.overview`)."""
+        return await pg_browse.overview(self.pool, namespaces, now)
+
+    async def browse(self, namespace: str, f: BrowseFilter, now: float
+                     ) -> tuple[list[BrowsedEntry], int]:
+        """Live entries of `namespace` matching `f`, newest first (`base.Browse.browse`)."""
+        return await pg_browse.browse(self.pool, namespace, f, now)
+
+    async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
+        """The live entry `id` of `namespace`, or None."""
+        return await pg_browse.browse_entry(self.pool, namespace, id, now)
+
+    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
+                            now: float) -> list[BrowsedEntry]:
+        """Live entries written after `after` = (updated_at, id), oldest first."""
+        return await pg_browse.changed_since(self.pool, namespace, after, limit, now)
+
+    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
+        """Every live entry of `namespace`, in row order, one snapshot."""
+        return await pg_browse.export_namespace(self.pool, namespace, now)
 
     async def ready(self) -> bool:
         """True when the database answers."""
