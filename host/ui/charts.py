@@ -16,32 +16,40 @@ __all__ = ["bar", "line_chart"]
 _W, _H = 300, 64
 
 
-def _points(values: Sequence[float | None], top: float) -> str:
+def _segments(values: Sequence[float | None], top: float) -> list[list[tuple[float, float]]]:
+    """The runs of consecutive finite values as (x, y) points; a gap (None) splits a run."""
     n = len(values)
-    out = []
+    runs: list[list[tuple[float, float]]] = [[]]
     for i, v in enumerate(values):
         if v is None or not math.isfinite(v):
+            if runs[-1]:
+                runs.append([])
             continue
         x = _W * i / (n - 1) if n > 1 else _W / 2
         y = _H - 2 - (_H - 4) * (min(v, top) / top if top > 0 else 0.0)
-        out.append(f"{x:.1f},{y:.1f}")
-    return " ".join(out)
+        runs[-1].append((x, y))
+    return [r for r in runs if r]
 
 
 def line_chart(series: Sequence[Sequence[float | None]], label: str) -> str:
-    """An SVG of up to two series (the first drawn as `polyline`, the second with class
-    `second`) on one scale from 0 to their largest value; `label` is its accessible name."""
+    """An SVG of up to two series (the second with class `second`) on one scale from 0 to
+    their largest value; a gap in a series breaks its line, a lone value is a dot. `label` is
+    the chart's accessible name."""
     finite = [v for s in series for v in s if v is not None and math.isfinite(v)]
     top = max(finite) if finite else 0.0
-    lines = []
+    marks = []
     for j, s in enumerate(series[:2]):
-        pts = _points(s, top)
-        if pts:
-            cls = ' class="second"' if j else ""
-            lines.append(f'<polyline{cls} points="{pts}"/>')
+        cls = ' class="second"' if j else ""
+        for run in _segments(s, top):
+            if len(run) == 1:
+                x, y = run[0]
+                marks.append(f'<circle{cls} cx="{x:.1f}" cy="{y:.1f}" r="2"/>')
+            else:
+                pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+                marks.append(f'<polyline{cls} points="{pts}"/>')
     return (f'<svg viewBox="0 0 {_W} {_H}" preserveAspectRatio="none" role="img"'
             f' aria-label="{escape(label)}"><line class="axis" x1="0" y1="{_H - 1}"'
-            f' x2="{_W}" y2="{_H - 1}"/>{"".join(lines)}</svg>')
+            f' x2="{_W}" y2="{_H - 1}"/>{"".join(marks)}</svg>')
 
 
 def bar(value: float | None) -> str:

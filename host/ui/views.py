@@ -115,15 +115,16 @@ def namespaces_page(
             f'<a href="{url(f"/ui/{p}", {"ns": ns})}">{p.capitalize()}</a>'
             for p in ("entries", "search", "live", "export"))
         body.append(
-            f'<tr><td><a href="{url("/ui/entries", {"ns": ns})}">{esc(ns)}</a></td>'
-            f'<td class="num">{tiers.get("episodic", 0)}</td>'
-            f'<td class="num">{tiers.get("semantic", 0)}</td>'
-            f'<td class="num">{working.get(ns, 0)}</td>'
-            f'<td class="num">{fmt_bytes(size)}</td>'
-            f'<td class="num" title="entries / bytes of the namespace quotas">'
-            f"{_pct(entries, quota.entries)} / {_pct(size, quota.bytes)}</td>"
-            f'<td class="num">{r.backlog if r else 0}</td>'
-            f"<td>{agents}</td><td>{links}</td></tr>")
+            f'<tr><td data-label="namespace"><a href="{url("/ui/entries", {"ns": ns})}">'
+            f"{esc(ns)}</a></td>"
+            f'<td class="num" data-label="episodic">{tiers.get("episodic", 0)}</td>'
+            f'<td class="num" data-label="semantic">{tiers.get("semantic", 0)}</td>'
+            f'<td class="num" data-label="working">{working.get(ns, 0)}</td>'
+            f'<td class="num" data-label="bytes">{fmt_bytes(size)}</td>'
+            f'<td class="num" data-label="quota use" title="entries / bytes of the namespace'
+            f' quotas">{_pct(entries, quota.entries)} / {_pct(size, quota.bytes)}</td>'
+            f'<td class="num" data-label="backlog">{r.backlog if r else 0}</td>'
+            f'<td data-label="agents">{agents}</td><td data-label="pages">{links}</td></tr>')
     body.append("</tbody></table></div>"
                 '<p class="muted">Working entries live in the open sessions of connected'
                 " agents and are not listed entry by entry. Backlog: entries waiting for"
@@ -343,13 +344,16 @@ def health_page(samples: Sequence[HealthSample], gc: GarbageCollector, interval:
         rates = [s.rates.get(kind) for s in samples]
         p99 = [s.p99.get(kind) for s in samples]
         now_rate = last.rates.get(kind, 0.0) if last else 0.0
-        now_p99 = last.p99.get(kind) if last else None
+        seen = [v for v in p99 if v is not None]
         finite = [v if v is None or math.isfinite(v) else 2.5 for v in p99]
+        peak = max((r for r in rates if r is not None), default=0.0)
+        p99_text = f"last p99 {_ms(seen[-1])}" if seen else "no p99 yet"
         cards.append(_card(
-            kind, f"{now_rate:.3g}/s · p99 {_ms(now_p99) if now_p99 is not None else '—'}",
+            kind, f"{now_rate:.3g}/s · {p99_text}",
             line_chart([rates], f"{kind} requests a second")
             + line_chart([[], finite], f"{kind} p99 latency"),
-            '<span class="one">requests a second</span> · <span class="two">p99</span>'))
+            f'<span class="one">requests a second (peak {peak:.3g})</span> · '
+            f'<span class="two">p99 (peak {_ms(max(seen)) if seen else "—"})</span>'))
     if not kinds:
         cards.append(_card("requests", "none yet", "",
                            "a chart a message type appears after its first request"))
