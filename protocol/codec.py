@@ -35,7 +35,9 @@ __all__ = [
 _request_decoder = msgspec.json.Decoder(Request)
 _message_decoder = msgspec.json.Decoder(Message)
 _entry_decoder = msgspec.json.Decoder(MemoryEntry)
-_any_decoder = msgspec.json.Decoder()
+# the error path reads the untyped frame for its id; a number out of a double's range (1e999)
+# reads as infinity there, so the typed decoder's "Number out of range" names its field
+_any_decoder = msgspec.json.Decoder(float_hook=float)
 _encoder = msgspec.json.Encoder()
 
 encode = _encoder.encode

@@ -45,7 +45,7 @@ def _sort_key(k: str) -> list[int]:
 def canonical_json(value: Any) -> str:
     """The RFC 8785 text of a JSON value (dict, list, str, int, float, bool, None).
 
-    Raises `ValueError` for NaN/Infinity and `TypeError` for a non-JSON value or non-string key.
+    Raises `ValueError` for NaN/Infinity or an integer beyond a double's range, and `TypeError` for a non-JSON value or non-string key.
     """
     if value is None:
         return "null"
@@ -58,7 +58,10 @@ def canonical_json(value: Any) -> str:
     if isinstance(value, int):
         if abs(value) < 2**53:
             return str(value)
-        return _number(float(value))
+        try:
+            return _number(float(value))
+        except OverflowError:  # JSON allows it; no IEEE double (the key's number type) holds it
+            raise ValueError("integer out of the range of a JSON number (a double)") from None
     if isinstance(value, float):
         return _number(value)
     if isinstance(value, dict):

@@ -150,3 +150,82 @@ async def test_a_query_of_thousands_of_words_uses_its_first_terms(client: Memory
     filler = " ".join(f"w{i}x" for i in range(30_000))
     found = await client.retrieve(query=f"zebra {filler} giraffe", limit=10)
     assert [e["key"] for e in found.entries] == [{"k": 1}]
+
+
+HUGE_INT = "9" * 400  # valid JSON; no IEEE double holds it (RFC 8785 keys compare as doubles)
+
+
+@pytest.mark.parametrize(
+    ("frame", "req_id", "field"),
+    [
+        ('{"type":"ping","id":"t1","version":"1.0","ts":1e999}', "t1", "ts"),
+        ('{"type":"ping","id":"t2","version":"1.0","ts":-1e999}', "t2", "ts"),
+        ('{"type":"memory/retrieve/req","id":"t3","version":"1.0","memory_id":"m",'
+         '"min_score":1e999}', "t3", "min_score"),
+        ('{"type":"memory/retrieve/req","id":"t4","version":"1.0","memory_id":"m",'
+         '"limit":1e999}', "t4", "limit"),
+        ('{"type":"memory/init/req","id":"t5","version":"1.0","namespace":"n",'
+         '"metadata":{"x":1e999}}', "t5", "metadata"),
+        ('{"type":"memory/init/req","id":"t6","version":"1.0","namespace":"n",'
+         '"ts":' + HUGE_INT + '}', "t6", "ts"),
+    ],
+)
+async def test_numbers_out_of_range_are_invalid_message(
+    raw_ws: Any, frame: str, req_id: str, field: str
+) -> None:
+    """A number JSON allows but the host cannot hold (1e999, a 400-digit integer) in a request
+    field is invalid_message naming that field, with the request's req_id (not parse_error)."""
+    reply = await reply_to(raw_ws, frame)
+    assert reply["type"] == "error" and reply["code"] == "invalid_message", reply
+    assert reply["req_id"] == req_id and reply["retryable"] is False
+    assert reply["detail"]["field"].startswith(field), reply
+
+
+async def _session(ws: Any) -> str:
+    init = '{"type":"memory/init/req","version":"1.0","namespace":"n","scope":{"agent":"a"}}'
+    return str((await reply_to(ws, init))["memory_id"])
+
+
+@pytest.mark.parametrize("tier", ["working", "episodic", "semantic"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"key":{"n":' + HUGE_INT + '},"content":"x","tier":"TIER"}',
+        '{"key":{"n":[1,{"m":-' + HUGE_INT + '}]},"content":"x","tier":"TIER"}',
+        '{"key":{"n":1},"content":{"big":' + "7" * 5000 + '},"tier":"TIER"}',
+        '{"key":{"n":1},"content":"x","tier":"TIER","score":1e999}',
+        '{"key":{"n":1},"content":"x","tier":"TIER","ttl":' + HUGE_INT + '}',
+        '{"key":{"n":1},"content":"x","tier":"TIER","created_at":1e999}',
+    ],
+)
+async def test_a_huge_number_in_an_entry_does_not_stop_the_others(
+    raw_ws: Any, tier: str, bad: str
+) -> None:
+    """An entry holding a number out of range (in its key, content, score, ttl or a timestamp)
+    is that entry's invalid_message; the valid entry beside it is stored and read back."""
+    mid = await _session(raw_ws)
+    good = '{"key":{"ok":1},"content":"fine","tier":"TIER"}'
+    frame = ('{"type":"memory/store/req","id":"s","version":"1.0","memory_id":"' + mid
+             + '","entries":[' + bad.replace("TIER", tier) + "," + good.replace("TIER", tier)
+             + "]}")
+    reply = await reply_to(raw_ws, frame)
+    assert reply["type"] == "memory/store/resp", reply
+    assert reply["req_id"] == "s" and reply["stored"] == [{"ok": 1}]
+    assert len(reply["errors"]) == 1, reply
+    assert reply["errors"][0].startswith("entries[0]: invalid_message:"), reply
+    got = await reply_to(raw_ws, json.dumps({"type": "memory/retrieve/req", "id": "r",
+                                             "version": "1.0", "memory_id": mid, "tier": tier}))
+    assert [e["key"] for e in got["entries"]] == [{"ok": 1}]
+
+
+@pytest.mark.parametrize("kind", ["retrieve", "forget"])
+async def test_a_huge_integer_in_request_keys_is_invalid_message(raw_ws: Any, kind: str) -> None:
+    """A 400-digit integer in retrieve or forget `keys` is invalid_message naming keys, with
+    the request's req_id; the connection keeps working."""
+    mid = await _session(raw_ws)
+    frame = ('{"type":"memory/' + kind + '/req","id":"k","version":"1.0","memory_id":"' + mid
+             + '","keys":[{"n":' + HUGE_INT + '}]}')
+    reply = await reply_to(raw_ws, frame)
+    assert reply["code"] == "invalid_message" and reply["req_id"] == "k", reply
+    assert reply["detail"]["field"] == "keys"
+    assert (await reply_to(raw_ws, '{"type":"ping","id":"p","version":"1.0"}'))["type"] == "pong"
