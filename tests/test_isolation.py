@@ -162,3 +162,71 @@ async def test_closed_sessions_memory_id_is_not_found(world: list[Session], db_p
     with pytest.raises(RemoteError) as err:
         await s2.client.retrieve(memory_id=s1.memory_id)
     assert err.value.code == "memory_not_found"
+
+
+# -- scores and candidates (issue 19): another tenant's data never moves or hides yours -----
+
+KEYWORDS_ONLY = {"search": {"embedder": "none", "neighbour_hits": 0}}
+
+
+async def _relevances(c: MemoryClient, query: str) -> list[tuple[str, float]]:
+    """(key, relevance) of every match of `query`, best first."""
+    got = await c.retrieve(query=query, limit=50)
+    return [(e["key"]["k"], e["relevance"]) for e in got.entries]
+
+
+async def test_another_namespace_never_moves_your_keyword_scores(store_db: str) -> None:
+    """What another namespace stores (400 entries full of one of your query's words) changes
+    neither which of your entries a query finds nor their relevances: keyword statistics (rows,
+    average length, rows holding a term) are the namespace's own."""
+    async with running(store_db, **KEYWORDS_ONLY) as host:
+        carol = await connect(host)
+        await carol.init("carol", {"agent": "carol"})
+        await carol.store([
+            {"key": {"k": "pw"}, "content": "my password is hunter2", "tier": "episodic"},
+            {"key": {"k": "pie"}, "content": "grandma's apple pie recipe", "tier": "episodic"},
+            {"key": {"k": "both"}, "content": "apple hunter2 apple", "tier": "semantic"},
+            {"key": {"k": "none"}, "content": "nothing to see", "tier": "semantic"}])
+        before = await _relevances(carol, "hunter2 apple")
+        assert {k for k, _ in before} == {"pw", "pie", "both"}
+        mallory = await connect(host)
+        await mallory.init("mallory", {"agent": "mallory"})
+        for i in range(0, 400, 100):
+            await mallory.store([
+                {"key": {"i": j}, "content": f"hunter2 hunter2 {'filler ' * (j % 7)}",
+                 "tier": "semantic"} for j in range(i, i + 100)])
+        after = await _relevances(carol, "hunter2 apple")
+        assert [k for k, _ in after] == [k for k, _ in before]
+        assert [r for _, r in after] == pytest.approx([r for _, r in before], rel=1e-9)
+        await carol.close()
+        await mallory.close()
+
+
+async def test_another_agents_private_entries_neither_hide_yours_nor_count(
+    store_db: str
+) -> None:
+    """Another agent's 4,500 private episodic entries sharing your query's word (more than
+    `search.max_keyword_matches` and `search.max_term_docs`) neither hide your own matching
+    entry nor show in your `total`; with a second, rarer query word they do not drop the
+    common one from your search either."""
+    async with running(store_db, **KEYWORDS_ONLY) as host:
+        carol = await connect(host)
+        await carol.init("shared", {"agent": "carol"})
+        await carol.store([{"key": {"k": "mine"}, "content": "a zebra crossing",
+                            "tier": "episodic"}])
+        dave = await connect(host)
+        await dave.init("shared", {"agent": "dave"})
+        n = host.config.search.max_keyword_matches + 500
+        assert n > host.config.search.max_term_docs
+        for i in range(0, n, 1000):
+            reply = await dave.store([{"key": {"i": j}, "content": f"zebra number {j}",
+                                       "tier": "episodic"} for j in range(i, min(n, i + 1000))])
+            assert not reply.errors
+        for query in ("zebra", "zebra crossing", "zebra giraffe"):
+            got = await carol.retrieve(query=query, limit=10)
+            assert [e["key"] for e in got.entries] == [{"k": "mine"}], query
+            assert got.total == 1, query
+        own = await dave.retrieve(query="zebra", limit=5)
+        assert own.total >= 5 and all("i" in e["key"] for e in own.entries)
+        await carol.close()
+        await dave.close()

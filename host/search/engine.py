@@ -97,7 +97,8 @@ class KeywordStats(Protocol):
     """A store whose keyword search is BM25 and that can score a text outside its index on the
     same scale (SQLite and PostgreSQL stores have it; see `host.text.bm25`)."""
 
-    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats: ...
+    async def keyword_stats(self, scope: Scope, text: str, q: Query | None = None,
+                            now: float | None = None) -> Bm25Stats: ...
     def analyse(self, text: str) -> Analysis: ...
 
 
@@ -407,7 +408,7 @@ class SearchEngine:
         """The working entries matching `q` and the query, `keyword` set on the store's scale."""
         if working is None or not len(working):
             return []
-        stats = await self.store.keyword_stats(scope, text)
+        stats = await self.store.keyword_stats(scope, text, q, now)
         if not stats.terms:
             return []
         return working.scored(q.keys, q.tags, now, self.store.analyse,

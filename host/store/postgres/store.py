@@ -475,9 +475,12 @@ class PostgresEntryStore:
         rarest = terms[counts.index(min(counts))]
         return [rarest], await self._term_counts(namespace, [rarest])
 
-    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
+    async def keyword_stats(
+        self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
+    ) -> Bm25Stats:
         """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.text.bm25`): rows, average length, rows holding each term."""
+        (see `host.text.bm25`): rows, average length, rows holding each term (`q` and `now`,
+        the read's filters, are not used here)."""
         usable = _indexable(query_terms(text))
         terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
         row = await self.pool.fetchrow(

@@ -1,25 +1,37 @@
-"""The SQLite keyword index's view of a text and of a query, for `host.text.bm25`.
+"""The SQLite keyword index's BM25, with the statistics of one namespace, for `host.text.bm25`.
 
-`analyse` tokenises and stems a text with the index's own tokeniser (FTS5 `porter unicode61
-remove_diacritics 2`, run in a private in-memory FTS5 table), so a working-tier entry's terms are
-exactly those the index would hold. `keyword_stats` reads what FTS5's `bm25()` reads: the rows of
-`entries_fts` and their total length (its averages record) and the rows holding each query term
-(an `fts5vocab` table on the reader's connection). With both, `host.text.bm25.bm25` gives a
-text the score FTS5 would give it as a row (checked against FTS5 in tests/test_search_bm25.py).
+FTS5's own `bm25()` reads table-wide statistics (rows, average row length, rows holding each
+term): what another namespace stored moved your scores. So the store scores matches itself,
+with the formula of `host.text.bm25` and the namespace's own statistics:
+
+- rows and total length (in tokens) of the namespace's keyword rows: the `keyword_stats` table
+  (schema migration 5), kept by `host.store.sqlite.deferred` as it writes and drops rows;
+- rows holding each query term: counted by the search among the rows the reader may read
+  (`host.store.sqlite.ops.selective_terms`);
+- a row's length: `length(body)`; its term counts: the spans FTS5's `highlight()` marks for the
+  query, each stemmed as the index stems it (`stems`, cached).
+
+`analyse` gives a text outside the index (a working-tier entry) the terms and length it would
+have as a row, so `host.text.bm25.bm25` scores it on the same scale.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 import threading
 from collections import Counter
 
 from host.text.bm25 import Analysis, Bm25Stats
+from host.text.keyword import tokens
 
-__all__ = ["analyse", "keyword_stats", "TOKENIZER"]
+__all__ = ["TOKENIZER", "analyse", "length", "marked", "namespace_stats", "stems", "MARK_OPEN",
+           "MARK_CLOSE"]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
+MARK_OPEN, MARK_CLOSE = "\x01", "\x02"  # highlight() around each matched span
+_MARKED = re.compile("\x01([^\x02]*)\x02")
 _local = threading.local()
 
 
@@ -33,47 +45,55 @@ def _tokeniser() -> sqlite3.Connection:
     return conn
 
 
-@functools.lru_cache(maxsize=16384)
-def analyse(text: str) -> Analysis:
-    """`text` as a row of `entries_fts`: its stemmed terms with counts, and its length (the
-    body's tokens plus the scope column's one token, as `bm25()` counts a row)."""
+def _index_terms(text: str) -> Counter[str]:
+    """The index-form terms of `text` with counts, by the index's own tokeniser."""
     conn = _tokeniser()
     with conn:
         conn.execute("INSERT INTO t(rowid, body) VALUES (1, ?)", (text,))
         terms = Counter(r[0] for r in conn.execute("SELECT term FROM t_terms"))
         conn.execute("DELETE FROM t")
-    return Analysis(terms, sum(terms.values()) + 1)
+    return terms
 
 
-def _varint(block: bytes, i: int) -> tuple[int, int]:
-    """SQLite's big-endian varint at `block[i]`: (value, next index)."""
-    v = 0
-    for _ in range(8):
-        b = block[i]
-        i += 1
-        v = (v << 7) | (b & 0x7F)
-        if not b & 0x80:
-            return v, i
-    return (v << 8) | block[i], i + 1
+@functools.lru_cache(maxsize=65536)
+def stems(span: str) -> tuple[str, ...]:
+    """The index-form terms (stemmed) of a short span of text, e.g. one token."""
+    return tuple(_index_terms(span).elements())
 
 
-def keyword_stats(conn: sqlite3.Connection, terms: tuple[str, ...]) -> Bm25Stats:
-    """The statistics of `entries_fts` for the query `terms` (as `search_entries` used them,
-    after `selective_terms`): each term stemmed, the rows holding it, rows and average length.
-    Those of the whole table, every namespace, as FTS5's bm25() reads them."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.entries_fts_rows"
-                 " USING fts5vocab(main, entries_fts, 'row')")
-    stems = [s for t in terms for s in analyse(t).terms]
-    hits = []
-    for s in stems:
-        row = conn.execute("SELECT doc FROM temp.entries_fts_rows WHERE term = ?", (s,)).fetchone()
-        hits.append(int(row[0]) if row else 0)
-    got = conn.execute("SELECT block FROM entries_fts_data WHERE id = 1").fetchone()
-    rows = length = 0
-    if got and got[0]:
-        block = bytes(got[0])
-        rows, i = _varint(block, 0)
-        while i < len(block):  # one total a column: scope, body
-            n, i = _varint(block, i)
-            length += n
-    return Bm25Stats(tuple(stems), tuple(hits), rows, length / rows if rows else 0.0)
+def length(text: str) -> int:
+    """The length of `text` as a row, in tokens: its tokens plus the scope column's one."""
+    return len(tokens(text)) + 1
+
+
+@functools.lru_cache(maxsize=16384)
+def analyse(text: str) -> Analysis:
+    """`text` as a row of `entries_fts`: its stemmed terms with counts and its `length`."""
+    return Analysis(_index_terms(text), length(text))
+
+
+def marked(highlighted: str, body: str) -> Analysis:
+    """A row's counts of the query's terms, from its `highlight()` text (each span the query
+    matched between MARK_OPEN and MARK_CLOSE), and its length, from its `body`."""
+    counts: Counter[str] = Counter()
+    for span in _MARKED.findall(highlighted):
+        counts.update(stems(span))
+    return Analysis(counts, length(body))
+
+
+def namespace_stats(
+    conn: sqlite3.Connection, token: str, terms: tuple[str, ...], hits: tuple[int, ...]
+) -> Bm25Stats:
+    """The statistics of the namespace of scope `token` for the query `terms` (as the search
+    used them) with `hits` rows holding each: each term in index form, its hits, and the
+    namespace's rows and average row length."""
+    got = conn.execute("SELECT rows, tokens FROM keyword_stats WHERE scope = ?",
+                       (token,)).fetchone()
+    rows, total = (int(got[0]), int(got[1])) if got else (0, 0)
+    index_terms: list[str] = []
+    counts: list[int] = []
+    for t, n in zip(terms, hits, strict=True):
+        for s in stems(t):
+            index_terms.append(s)
+            counts.append(n)
+    return Bm25Stats(tuple(index_terms), tuple(counts), rows, total / rows if rows > 0 else 0.0)

@@ -17,6 +17,10 @@ Two kinds, each written once a commit group instead of once an entry:
   the row, below zero until the flush). `usage` reads the table plus what is held, so a quota
   check inside the group sees every write before it.
 
+- **Keyword statistics** (`keyword_stats`, schema migration 5): the rows and tokens of each
+  namespace's keyword rows (`host.store.sqlite.bm25`), changed here as the rows are written
+  and dropped, in the same transaction.
+
 The owner of the transaction calls `flush` before COMMIT and `clear` after a rollback;
 `mark`/`restore` undo what one operation recorded, for an operation rolled back to its
 savepoint (see `host.store.sqlite.writer`). Reads inside the transaction do not see the held keyword
@@ -27,6 +31,8 @@ the entry queued for embedding. One thread at a time (the writer's).
 from __future__ import annotations
 
 import sqlite3
+
+from host.store.sqlite.bm25 import length
 
 __all__ = ["Deferred"]
 
@@ -158,10 +164,29 @@ class Deferred:
                 " SET entries = entries + excluded.entries, bytes = bytes + excluded.bytes",
                 counts,
             )
+        stats: dict[str, list[int]] = {}  # scope token -> [rows, tokens] to add
         if drops:
+            for i in range(0, len(drops), 500):
+                chunk = [d[0] for d in drops[i:i + 500]]
+                for scope, body in conn.execute(
+                        "SELECT scope, body FROM entries_fts WHERE rowid IN"
+                        f" ({','.join('?' * len(chunk))})", chunk):
+                    got = stats.setdefault(scope, [0, 0])
+                    got[0] -= 1
+                    got[1] -= length(body)
             conn.executemany("DELETE FROM entries_fts WHERE rowid = ?", drops)
         if rows:
+            for _, scope, body in rows:
+                got = stats.setdefault(scope, [0, 0])
+                got[0] += 1
+                got[1] += length(body)
             conn.executemany("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
+        if stats:
+            conn.executemany(
+                "INSERT INTO keyword_stats (scope, rows, tokens) VALUES (?, ?, ?)"
+                " ON CONFLICT (scope) DO UPDATE"
+                " SET rows = rows + excluded.rows, tokens = tokens + excluded.tokens",
+                [(scope, n, t) for scope, (n, t) in stats.items() if n or t])
 
     def _keyword_rows(
         self, conn: sqlite3.Connection

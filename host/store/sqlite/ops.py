@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +17,10 @@ from dataclasses import dataclass, replace
 import msgspec
 
 from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.sqlite import bm25
 from host.store.sqlite.deferred import Deferred
+from host.text.bm25 import Bm25Stats
+from host.text.bm25 import bm25 as score
 from host.text.keyword import coverage, fts_match_expression
 from host.text.searchable import searchable_text
 
@@ -26,6 +30,7 @@ __all__ = [
     "collect_expired",
     "find_entries",
     "forget_entries",
+    "keyword_stats",
     "put_entries",
     "scope_token",
     "search_entries",
@@ -221,59 +226,90 @@ def search_entries(
     """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
     (the share of terms present), and `id` and `keyword` (BM25, higher is better).
 
-    With `max_term_docs` > 0, terms found in more entries of the namespace than that are left
-    out (see `selective_terms`). With `max_matches` > 0, only the newest `max_matches` entries
-    of the namespace that match are scored (visibility and filters apply to those): BM25 and
-    the join cost per match, and a query whose terms are all common matched ~37,000 of 100,000
+    Only entries `q` lets `scope` read take part, before any cap: the counts of `max_term_docs`,
+    the `max_matches` cap and the `candidates` cut all apply to readable entries. BM25 uses the
+    namespace's own statistics (`host.store.sqlite.bm25`), never the table's: what another
+    namespace stores moves neither results nor scores.
+
+    With `max_term_docs` > 0, terms found in more readable entries than that are left out (see
+    `selective_terms`). With `max_matches` > 0, only the newest `max_matches` readable entries
+    that match are scored: a query whose terms are all common matched ~37,000 of 100,000
     entries (150-250 ms under load; ~20 ms with 4,000 scored)."""
-    if not terms:
+    kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs)
+    if not kept:
         return []
-    terms = selective_terms(conn, scope_token(scope.namespace), terms, max_term_docs)
     where, params = _where(scope, q, now)
-    match = f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
+    match = _match(scope, kept)
+    sql = (f"SELECT f.rowid, f.body, highlight(entries_fts, 1, '{bm25.MARK_OPEN}',"
+           f" '{bm25.MARK_CLOSE}') FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+           f" WHERE entries_fts MATCH ? AND {where} ORDER BY f.rowid DESC")
+    args: list[object] = [match, *params]
     if max_matches > 0:
-        # the text is read for the `candidates` rows kept, not for every match scored
-        rows = conn.execute(
-            "SELECT c.*, (SELECT body FROM entries_fts WHERE rowid = c.id)"
-            f" FROM (SELECT {_COLUMNS}, e.id, f.s FROM (SELECT rowid AS id,"
-            " -bm25(entries_fts, 0.0, 1.0) AS s FROM entries_fts WHERE entries_fts MATCH ?"
-            f" ORDER BY rowid DESC LIMIT ?) f JOIN entries e ON e.id = f.id WHERE {where}"
-            " ORDER BY f.s DESC LIMIT ?) c",
-            [match, max_matches, *params, candidates],
-        ).fetchall()
-        rows = [(*r[:10], r[12], r[10], r[11]) for r in rows]  # the layout below
-    else:
-        rows = conn.execute(
-            f"SELECT {_COLUMNS}, f.body, e.id, -bm25(entries_fts, 0.0, 1.0)"
-            " FROM entries_fts f JOIN entries e ON e.id = f.rowid"
-            f" WHERE entries_fts MATCH ? AND {where} ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
-            [match, *params, candidates],
-        ).fetchall()
+        sql += " LIMIT ?"
+        args.append(max_matches)
+    scored = [(score(stats, bm25.marked(hl, body)), rowid, body)
+              for rowid, body, hl in conn.execute(sql, args)]
+    best = heapq.nlargest(candidates, scored)
+    if not best:
+        return []
+    rows = {r[10]: r for r in conn.execute(
+        f"SELECT {_COLUMNS}, e.id FROM entries e WHERE e.id IN ({','.join('?' * len(best))})",
+        [rowid for _, rowid, _ in best])}
     out = []
-    for r in rows:
-        entry = _row(r, r[11])
-        entry.relevance, entry.keyword = coverage(terms, r[10]), r[12]
+    for s, rowid, body in best:
+        r = rows.get(rowid)
+        if r is None:
+            continue
+        entry = _row(r, rowid)
+        entry.relevance, entry.keyword = coverage(kept, body), s
         out.append(entry)
     return out
 
 
+def _match(scope: Scope, terms: tuple[str, ...]) -> str:
+    """The FTS5 MATCH of any of `terms` in the namespace of `scope`."""
+    return f'scope : "{scope_token(scope.namespace)}" AND body : ({fts_match_expression(terms)})'
+
+
+def keyword_stats(
+    conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
+    max_term_docs: int = 0,
+) -> tuple[tuple[str, ...], Bm25Stats]:
+    """The query terms a search of `terms` uses (`selective_terms`) and the namespace's BM25
+    statistics for them (`host.store.sqlite.bm25.namespace_stats`)."""
+    if not terms:
+        return (), Bm25Stats((), (), 0, 0.0)
+    kept, hits = selective_terms(conn, scope, q, terms, now, max_term_docs)
+    return kept, bm25.namespace_stats(conn, scope_token(scope.namespace), kept, hits)
+
+
 def selective_terms(
-    conn: sqlite3.Connection, token: str, terms: tuple[str, ...], cap: int
-) -> tuple[str, ...]:
-    """`terms` without those in more than `cap` entries of the namespace, the rarest kept if
-    all are. Such terms weigh little in BM25 but cost the most: scoring 40,000 matches took
-    ~150 ms at 100,000 entries; counting a term's matches up to `cap` takes ~2 ms."""
-    if cap <= 0 or len(terms) < 2:
-        return terms
-    counts = [
-        conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
-            (f'scope : "{token}" AND body : "{t}"', cap + 1),
-        ).fetchone()[0]
-        for t in terms
-    ]
-    kept = tuple(t for t, n in zip(terms, counts, strict=True) if n <= cap)
-    return kept or (terms[counts.index(min(counts))],)
+    conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
+    cap: int,
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """`terms` without those in more than `cap` entries `q` lets `scope` read, the rarest kept
+    if all are; and the readable entries holding each kept term (counted up to `cap` + 1; all
+    of them with `cap` <= 0). Common terms weigh little in BM25 but cost the most: scoring
+    40,000 matches took ~150 ms at 100,000 entries; counting a term's matches up to `cap` takes
+    ~2 ms. Counted among readable entries only, so another agent's private entries cannot make
+    a term of yours common and drop it."""
+    where, params = _where(scope, q, now)
+    token = scope_token(scope.namespace)
+    sql = ("SELECT count(*) FROM (SELECT 1 FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+           f" WHERE entries_fts MATCH ? AND {where}" + (" LIMIT ?)" if cap > 0 else ")"))
+    counts = []
+    for t in terms:
+        args: list[object] = [f'scope : "{token}" AND body : "{t}"', *params]
+        if cap > 0:
+            args.append(cap + 1)
+        counts.append(int(conn.execute(sql, args).fetchone()[0]))
+    if cap <= 0:
+        return terms, tuple(counts)
+    kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
+    if not kept:
+        i = counts.index(min(counts))
+        kept = [(terms[i], counts[i])]
+    return tuple(t for t, _ in kept), tuple(n for _, n in kept)
 
 
 def forget_entries(

@@ -16,6 +16,9 @@ writer of entries, once a commit group, and the trigger queues the deleted entry
 commits (`host/store/sqlite/deferred.py`). A row deleted by another tool stays in the keyword
 index until the store's next write; searches join `entries`, so it is never returned.
 
+Migration 5: `keyword_stats`, the rows and tokens of each namespace's keyword rows (BM25 with
+the namespace's own statistics, `host/store/sqlite/bm25.py`).
+
 Migration 2 (similarity search, `host/store/sqlite/vectors.py`): `vectors` (one float32 BLOB an
 entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
 stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
@@ -28,6 +31,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from host.store.sqlite.bm25 import length
 
 __all__ = ["MIGRATIONS", "connect", "migrate", "write_transaction"]
 
@@ -168,6 +173,18 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
     END;
     """,
+    # 5: keyword statistics per namespace (host/store/sqlite/bm25.py): the rows and tokens of
+    # each scope token's keyword rows, for BM25 that no other namespace moves. Kept by
+    # host/store/sqlite/deferred.py; filled here with `a2e_length`, registered by `migrate`.
+    """
+    CREATE TABLE keyword_stats (
+        scope TEXT PRIMARY KEY,
+        rows INTEGER NOT NULL,
+        tokens INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO keyword_stats (scope, rows, tokens)
+        SELECT scope, count(*), sum(a2e_length(body)) FROM entries_fts GROUP BY scope;
+    """,
 )
 
 
@@ -197,6 +214,7 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the migrations not yet applied, each in its own transaction; the version reached."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.create_function("a2e_length", 1, length, deterministic=True)
     for number, script in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from host.store.base import (
+    PERSISTENT_TIERS,
     BrowsedEntry,
     BrowseFilter,
     NamespaceOverview,
@@ -124,13 +126,16 @@ class SQLiteEntryStore:
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
             self.max_matches)
 
-    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
-        """The keyword index's statistics for the query `text`, with the terms `search` uses
-        (see `host.text.bm25`): what scores a text outside the index on the index's scale."""
-        conn = self._conn()
-        terms = ops.selective_terms(conn, ops.scope_token(scope.namespace), query_terms(text),
-                                    self.max_term_docs)
-        return sqlite_bm25.keyword_stats(conn, terms)
+    async def keyword_stats(
+        self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
+    ) -> Bm25Stats:
+        """The namespace's keyword statistics for the query `text`, with the terms `search`
+        uses for `q` (default: every persistent tier, no filter): what scores a text outside the
+        index on the index's scale (see `host.text.bm25`)."""
+        q = q if q is not None else Query(tiers=PERSISTENT_TIERS)
+        t = now if now is not None else time.time()
+        return ops.keyword_stats(self._conn(), scope, q, query_terms(text), t,
+                                 self.max_term_docs)[1]
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index would hold it (stemmed terms and length)."""
