@@ -330,8 +330,8 @@ class SearchConfig(_Section):
     max_term_docs: int = Field(
         2000,
         ge=0,
-        description="Query terms found in more entries of the namespace than this are left out"
-        " of the keyword search (cheap to skip, costly to score; 0: keep every term).",
+        description="Query terms found in more entries the reader may read than this are left"
+        " out of the keyword search (cheap to skip, costly to score; 0: keep every term).",
     )
     embed_lease: float = Field(
         120.0,
@@ -348,8 +348,8 @@ class SearchConfig(_Section):
     max_keyword_matches: int = Field(
         4000,
         ge=0,
-        description="Keyword matches scored by BM25 in a query: the newest this many entries of"
-        " the namespace that share a term (bounds a query of common words; 0: every match).",
+        description="Keyword matches scored by BM25 in a query: the newest this many entries the"
+        " reader may read that share a term (bounds a query of common words; 0: every match).",
     )
 
 

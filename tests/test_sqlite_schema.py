@@ -62,3 +62,41 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
     n, o = len(new.content), len(over.content)
     assert usage == {("ns", ""): (3, 5 + n + o), ("ns", "a1"): (2, 5 + n), ("ns", "b2"): (1, o)}
     conn.close()
+
+
+def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> None:
+    """Migration 5 fills each namespace's keyword statistics (rows, tokens) from the keyword
+    index as it is, and later writes, overwrites and forgets keep them equal to a recount."""
+    conn = connect(str(tmp_path / "old.db"))
+    conn.executescript("\n".join(MIGRATIONS[:4]) + "\nPRAGMA user_version = 4;")
+    for i, (ns, text) in enumerate([("a", "one two three"), ("a", "four"), ("b", "five six")]):
+        conn.execute(
+            "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
+            " score, ttl, created_at, updated_at, expires_at, size)"
+            " VALUES (?, 'semantic', '', ?, 'w', '\"x\"', '[]', '', 1.0, 0, 1.0, 1.0, NULL, 3)",
+            (ns, f'{{"k":{i}}}'))
+        conn.execute("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)",
+                     (i + 1, ops.scope_token(ns), text))
+    assert migrate(conn) == len(MIGRATIONS)
+
+    def stats() -> dict[str, tuple[int, int]]:
+        return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT * FROM keyword_stats")}
+
+    def recount() -> dict[str, tuple[int, int]]:
+        sizes = {}
+        for scope, body in conn.execute("SELECT scope, body FROM entries_fts"):
+            n, t = sizes.get(scope, (0, 0))
+            sizes[scope] = (n + 1, t + len(body.split()) + 1)
+        return sizes
+
+    assert stats() == recount() == {ops.scope_token("a"): (2, 6), ops.scope_token("b"): (1, 3)}
+    conn.execute("BEGIN IMMEDIATE")
+    q = ops.Quotas()
+    assert ops.put_entries(conn, Scope("a", "w"), [
+        NewEntry(tier="semantic", key=b'{"k":1}', content=b'"seven eight"', text="seven eight"),
+        NewEntry(tier="semantic", key=b'{"k":7}', content=b'"nine"', text="nine")], 2.0, q) == [
+        None, None]
+    assert ops.forget_entries(conn, Scope("b", "w"), ["semantic"], [b'{"k":2}'], [], 2.0) == 1
+    conn.execute("COMMIT")
+    assert {k: v for k, v in stats().items() if v != (0, 0)} == recount()
+    conn.close()

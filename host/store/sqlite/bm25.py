@@ -8,8 +8,9 @@ with the formula of `host.text.bm25` and the namespace's own statistics:
   (schema migration 5), kept by `host.store.sqlite.deferred` as it writes and drops rows;
 - rows holding each query term: counted by the search among the rows the reader may read
   (`host.store.sqlite.ops.selective_terms`);
-- a row's length: `length(body)`; its term counts: the spans FTS5's `highlight()` marks for the
-  query, each stemmed as the index stems it (`stems`, cached).
+- a row's length: FTS5's own count, from its `entries_fts_docsize` record (`row_length`); its
+  term counts: the spans FTS5's `highlight()` marks for the query, each stemmed as the index
+  stems it (`stems`, cached).
 
 `analyse` gives a text outside the index (a working-tier entry) the terms and length it would
 have as a row, so `host.text.bm25.bm25` scores it on the same scale.
@@ -18,16 +19,17 @@ have as a row, so `host.text.bm25.bm25` scores it on the same scale.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sqlite3
 import threading
 from collections import Counter
+from collections.abc import Iterable
 
-from host.text.bm25 import Analysis, Bm25Stats
-from host.text.keyword import tokens
+from host.text.bm25 import K1, Analysis, B, Bm25Stats
 
-__all__ = ["TOKENIZER", "analyse", "length", "marked", "namespace_stats", "stems", "MARK_OPEN",
-           "MARK_CLOSE"]
+__all__ = ["TOKENIZER", "analyse", "marked", "namespace_stats", "row_length", "score_rows", "stems",
+           "MARK_OPEN", "MARK_CLOSE"]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
 MARK_OPEN, MARK_CLOSE = "\x01", "\x02"  # highlight() around each matched span
@@ -61,24 +63,75 @@ def stems(span: str) -> tuple[str, ...]:
     return tuple(_index_terms(span).elements())
 
 
-def length(text: str) -> int:
-    """The length of `text` as a row, in tokens: its tokens plus the scope column's one."""
-    return len(tokens(text)) + 1
+def row_length(docsize: bytes) -> int:
+    """A row's length in tokens, every column (scope and body), from its `entries_fts_docsize`
+    record (one varint a column), as FTS5's `bm25()` counts it."""
+    n = i = 0
+    while i < len(docsize):
+        b = docsize[i]
+        if b < 0x80:  # the usual one-byte varint
+            n += b
+            i += 1
+            continue
+        v = 0
+        for _ in range(8):
+            b = docsize[i]
+            i += 1
+            v = (v << 7) | (b & 0x7F)
+            if not b & 0x80:
+                break
+        else:
+            v = (v << 8) | docsize[i]
+            i += 1
+        n += v
+    return n
 
 
 @functools.lru_cache(maxsize=16384)
 def analyse(text: str) -> Analysis:
-    """`text` as a row of `entries_fts`: its stemmed terms with counts and its `length`."""
-    return Analysis(_index_terms(text), length(text))
+    """`text` as a row of `entries_fts`: its stemmed terms with counts, and its length (the
+    body's tokens plus the scope column's one token, as `row_length` counts a row)."""
+    terms = _index_terms(text)
+    return Analysis(terms, sum(terms.values()) + 1)
 
 
-def marked(highlighted: str, body: str) -> Analysis:
+def marked(highlighted: str, docsize: bytes) -> Analysis:
     """A row's counts of the query's terms, from its `highlight()` text (each span the query
-    matched between MARK_OPEN and MARK_CLOSE), and its length, from its `body`."""
+    matched between MARK_OPEN and MARK_CLOSE), and its length, from its docsize record."""
     counts: Counter[str] = Counter()
     for span in _MARKED.findall(highlighted):
         counts.update(stems(span))
-    return Analysis(counts, length(body))
+    return Analysis(counts, row_length(docsize))
+
+
+def score_rows(
+    stats: Bm25Stats, rows: Iterable[tuple[int, str, bytes]]
+) -> list[tuple[float, int, str]]:
+    """(BM25, rowid, highlighted text) of each (rowid, `highlight()` text, docsize record) row,
+    by `host.text.bm25.bm25`'s formula with `stats` (the same sums, in the same order; inlined:
+    a query scores up to `search.max_keyword_matches` rows)."""
+    n = stats.rows
+    avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
+    idf = [max(math.log((n - h + 0.5) / (h + 0.5)) if n > 0 else 0.0, 1e-6) for h in stats.hits]
+    terms = list(zip(stats.terms, idf, strict=True))
+    k1, b, k1p1 = K1, B, K1 + 1.0
+    findall = _MARKED.findall
+    out = []
+    for rowid, hl, docsize in rows:
+        tf: dict[str, int] = {}
+        for span in findall(hl):
+            for s in stems(span):
+                tf[s] = tf.get(s, 0) + 1
+        d = (docsize[0] + docsize[1] if len(docsize) == 2 and docsize[0] < 0x80
+             and docsize[1] < 0x80 else row_length(docsize))
+        norm = k1 * (1.0 - b + b * d / avgdl)
+        score = 0.0
+        for term, w in terms:
+            f = tf.get(term, 0)
+            if f:
+                score += w * f * k1p1 / (f + norm)
+        out.append((score, rowid, hl))
+    return out
 
 
 def namespace_stats(

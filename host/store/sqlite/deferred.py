@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from host.store.sqlite.bm25 import length
+from host.store.sqlite.bm25 import row_length
 
 __all__ = ["Deferred"]
 
@@ -166,27 +166,32 @@ class Deferred:
             )
         stats: dict[str, list[int]] = {}  # scope token -> [rows, tokens] to add
         if drops:
-            for i in range(0, len(drops), 500):
-                chunk = [d[0] for d in drops[i:i + 500]]
-                for scope, body in conn.execute(
-                        "SELECT scope, body FROM entries_fts WHERE rowid IN"
-                        f" ({','.join('?' * len(chunk))})", chunk):
-                    got = stats.setdefault(scope, [0, 0])
-                    got[0] -= 1
-                    got[1] -= length(body)
+            self._count_rows(conn, [d[0] for d in drops], -1, stats)
             conn.executemany("DELETE FROM entries_fts WHERE rowid = ?", drops)
         if rows:
-            for _, scope, body in rows:
-                got = stats.setdefault(scope, [0, 0])
-                got[0] += 1
-                got[1] += length(body)
             conn.executemany("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
+            self._count_rows(conn, [r[0] for r in rows], 1, stats)
         if stats:
             conn.executemany(
                 "INSERT INTO keyword_stats (scope, rows, tokens) VALUES (?, ?, ?)"
                 " ON CONFLICT (scope) DO UPDATE"
                 " SET rows = rows + excluded.rows, tokens = tokens + excluded.tokens",
                 [(scope, n, t) for scope, (n, t) in stats.items() if n or t])
+
+    @staticmethod
+    def _count_rows(
+        conn: sqlite3.Connection, rowids: list[int], sign: int, stats: dict[str, list[int]]
+    ) -> None:
+        """Add `sign` times the keyword rows `rowids` (those that exist) and their lengths to
+        `stats` (scope token -> [rows, tokens]), read from FTS5's content and docsize tables."""
+        for i in range(0, len(rowids), 500):
+            chunk = rowids[i:i + 500]
+            for scope, docsize in conn.execute(
+                    "SELECT c.c0, d.sz FROM entries_fts_content c JOIN entries_fts_docsize d"
+                    f" ON d.id = c.id WHERE c.id IN ({','.join('?' * len(chunk))})", chunk):
+                got = stats.setdefault(scope, [0, 0])
+                got[0] += sign
+                got[1] += sign * row_length(docsize)
 
     def _keyword_rows(
         self, conn: sqlite3.Connection

@@ -20,7 +20,6 @@ from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, o
 from host.store.sqlite import bm25
 from host.store.sqlite.deferred import Deferred
 from host.text.bm25 import Bm25Stats
-from host.text.bm25 import bm25 as score
 from host.text.keyword import coverage, fts_match_expression
 from host.text.searchable import searchable_text
 
@@ -240,27 +239,29 @@ def search_entries(
         return []
     where, params = _where(scope, q, now)
     match = _match(scope, kept)
-    sql = (f"SELECT f.rowid, f.body, highlight(entries_fts, 1, '{bm25.MARK_OPEN}',"
-           f" '{bm25.MARK_CLOSE}') FROM entries_fts f JOIN entries e ON e.id = f.rowid"
+    # FTS-driven (CROSS JOIN keeps SQLite from walking the namespace's rows and probing the
+    # index with each: ~4,000 times slower), newest match first, visibility joined before LIMIT
+    sql = (f"SELECT f.rowid, highlight(entries_fts, 1, '{bm25.MARK_OPEN}', '{bm25.MARK_CLOSE}'),"
+           " (SELECT sz FROM entries_fts_docsize WHERE id = f.rowid)"
+           f" FROM entries_fts f CROSS JOIN entries e ON e.id = f.rowid"
            f" WHERE entries_fts MATCH ? AND {where} ORDER BY f.rowid DESC")
     args: list[object] = [match, *params]
     if max_matches > 0:
         sql += " LIMIT ?"
         args.append(max_matches)
-    scored = [(score(stats, bm25.marked(hl, body)), rowid, body)
-              for rowid, body, hl in conn.execute(sql, args)]
-    best = heapq.nlargest(candidates, scored)
+    best = heapq.nlargest(candidates, bm25.score_rows(stats, conn.execute(sql, args)))
     if not best:
         return []
     rows = {r[10]: r for r in conn.execute(
         f"SELECT {_COLUMNS}, e.id FROM entries e WHERE e.id IN ({','.join('?' * len(best))})",
         [rowid for _, rowid, _ in best])}
     out = []
-    for s, rowid, body in best:
+    for s, rowid, hl in best:
         r = rows.get(rowid)
         if r is None:
             continue
         entry = _row(r, rowid)
+        body = hl.replace(bm25.MARK_OPEN, "").replace(bm25.MARK_CLOSE, "")
         entry.relevance, entry.keyword = coverage(kept, body), s
         out.append(entry)
     return out
@@ -288,28 +289,32 @@ def selective_terms(
     cap: int,
 ) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """`terms` without those in more than `cap` entries `q` lets `scope` read, the rarest kept
-    if all are; and the readable entries holding each kept term (counted up to `cap` + 1; all
-    of them with `cap` <= 0). Common terms weigh little in BM25 but cost the most: scoring
-    40,000 matches took ~150 ms at 100,000 entries; counting a term's matches up to `cap` takes
-    ~2 ms. Counted among readable entries only, so another agent's private entries cannot make
-    a term of yours common and drop it."""
-    where, params = _where(scope, q, now)
+    if all are; and the namespace's entries holding each kept term (its BM25 statistic,
+    counted up to `cap` + 1; all of them with `cap` <= 0). Common terms weigh little in BM25 but
+    cost the most: scoring 40,000 matches took ~150 ms at 100,000 entries; counting a term's
+    matches up to `cap` takes ~2 ms. Whether a term is common is decided on the entries the
+    reader may read, so another agent's private entries cannot make a term of yours common and
+    drop it."""
     token = scope_token(scope.namespace)
-    sql = ("SELECT count(*) FROM (SELECT 1 FROM entries_fts f JOIN entries e ON e.id = f.rowid"
-           f" WHERE entries_fts MATCH ? AND {where}" + (" LIMIT ?)" if cap > 0 else ")"))
-    counts = []
-    for t in terms:
-        args: list[object] = [f'scope : "{token}" AND body : "{t}"', *params]
-        if cap > 0:
-            args.append(cap + 1)
-        counts.append(int(conn.execute(sql, args).fetchone()[0]))
-    if cap <= 0:
+    matches = [f'scope : "{token}" AND body : "{t}"' for t in terms]
+    # the namespace's entries holding each term (cheap: the index alone) ...
+    counted = ("SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ?"
+               + (" LIMIT ?)" if cap > 0 else ")"))
+    counts = [int(conn.execute(counted, [m, cap + 1] if cap > 0 else [m]).fetchone()[0])
+              for m in matches]
+    if cap <= 0 or len(terms) < 2:
         return terms, tuple(counts)
-    kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
+    # ... and, for a term common in the namespace, those the reader may read: is it common
+    # for them too? (FTS-driven; CROSS JOIN keeps the plan so)
+    where, params = _where(scope, q, now)
+    readable = ("SELECT count(*) FROM (SELECT 1 FROM entries_fts f CROSS JOIN entries e"
+                f" ON e.id = f.rowid WHERE entries_fts MATCH ? AND {where} LIMIT ?)")
+    seen = [n if n <= cap else int(conn.execute(readable, [m, *params, cap + 1]).fetchone()[0])
+            for m, n in zip(matches, counts, strict=True)]
+    kept = [i for i, n in enumerate(seen) if n <= cap]
     if not kept:
-        i = counts.index(min(counts))
-        kept = [(terms[i], counts[i])]
-    return tuple(t for t, _ in kept), tuple(n for _, n in kept)
+        kept = [seen.index(min(seen))]
+    return tuple(terms[i] for i in kept), tuple(counts[i] for i in kept)
 
 
 def forget_entries(

@@ -32,7 +32,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from host.store.sqlite.bm25 import length
+from host.store.sqlite.bm25 import row_length
 
 __all__ = ["MIGRATIONS", "connect", "migrate", "write_transaction"]
 
@@ -175,7 +175,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: keyword statistics per namespace (host/store/sqlite/bm25.py): the rows and tokens of
     # each scope token's keyword rows, for BM25 that no other namespace moves. Kept by
-    # host/store/sqlite/deferred.py; filled here with `a2e_length`, registered by `migrate`.
+    # host/store/sqlite/deferred.py; filled here from FTS5's content and docsize tables
+    # (`a2e_row_length`, registered by `migrate`, reads a docsize record).
     """
     CREATE TABLE keyword_stats (
         scope TEXT PRIMARY KEY,
@@ -183,7 +184,8 @@ MIGRATIONS: tuple[str, ...] = (
         tokens INTEGER NOT NULL
     ) WITHOUT ROWID;
     INSERT INTO keyword_stats (scope, rows, tokens)
-        SELECT scope, count(*), sum(a2e_length(body)) FROM entries_fts GROUP BY scope;
+        SELECT c.c0, count(*), sum(a2e_row_length(d.sz))
+        FROM entries_fts_content c JOIN entries_fts_docsize d ON d.id = c.id GROUP BY c.c0;
     """,
 )
 
@@ -214,7 +216,7 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the migrations not yet applied, each in its own transaction; the version reached."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    conn.create_function("a2e_length", 1, length, deterministic=True)
+    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
     for number, script in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue
