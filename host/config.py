@@ -131,14 +131,14 @@ class LimitsConfig(_Section):
         " sent; beyond it the host reads no more of its frames until the client reads."
     )
     max_working_bytes: int = Field(
-        64 * MIB, ge=1, description="Working-tier `content` bytes one connection may hold, all its"
+        64 * MIB, ge=1, description="Working-tier key, content and tag bytes one connection may hold, all its"
         " sessions together."
     )
     max_bytes_per_namespace: int = Field(
-        1024 * MIB, ge=1, description="Persisted `content` bytes in one namespace."
+        1024 * MIB, ge=1, description="Persisted key, content and tag bytes in one namespace."
     )
     max_bytes_per_agent: int = Field(
-        256 * MIB, ge=1, description="Persisted `content` bytes written by one agent in a namespace."
+        256 * MIB, ge=1, description="Persisted key, content and tag bytes written by one agent in a namespace."
     )
     max_connections: int = Field(
         10_000, ge=1, description="Open WebSocket connections; more are refused with HTTP 503."

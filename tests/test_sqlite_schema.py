@@ -59,8 +59,9 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
     conn.execute("COMMIT")
     usage = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
         "SELECT namespace, agent, entries, bytes FROM usage")}
-    n, o = len(new.content), len(over.content)
-    assert usage == {("ns", ""): (3, 5 + n + o), ("ns", "a1"): (2, 5 + n), ("ns", "b2"): (1, o)}
+    # migration 6 recounted the old entries' sizes as key + content bytes (7 + 5)
+    n, o = len(new.key) + len(new.content), len(over.key) + len(over.content)
+    assert usage == {("ns", ""): (3, 12 + n + o), ("ns", "a1"): (2, 12 + n), ("ns", "b2"): (1, o)}
     conn.close()
 
 

@@ -461,12 +461,12 @@ async def test_one_entry_over_quota_in_a_group_still_stores_the_others(
     """Stores issued together (one group commit on either backend), one of whose entries would
     pass the byte quota: that entry is memory_full, every other entry of the group is stored,
     in its own namespace and in another one."""
-    store = await make_store(Quotas(max_bytes_per_agent=45))
-    big = b'"' + b"x" * 30 + b'"'  # 32 bytes
+    store = await make_store(Quotas(max_bytes_per_agent=80))  # sizes: 7-byte key + content
+    big = b'"' + b"x" * 30 + b'"'  # 32 bytes, 39 with its key
     results = await asyncio.gather(
         store.put(A, [entry(1, b'"abc"'), entry(2, big)], T0),
         store.put(A, [entry(3, b'"de"')], T0),
-        store.put(A, [entry(4, big), entry(5, b'"f"')], T0),  # 41 + 32 > 45; 41 + 3 fits
+        store.put(A, [entry(4, big), entry(5, b'"f"')], T0),  # 62 + 39 > 80; 62 + 10 fits
         store.put(OTHER_NS, [entry(i) for i in range(6)], T0),
     )
     assert results == [[None, None], [None], ["memory_full", None], [None] * 6]
@@ -510,23 +510,26 @@ async def test_ready_when_open(store: EntryStore) -> None:
 async def test_byte_quota_refuses_growth_and_keeps_the_old_content(
     make_store: StoreFactory,
 ) -> None:
-    """Content bytes count per agent: a new entry or a growing update past the quota is
-    memory_full and leaves the entry as it was; a shrinking update passes."""
-    store = await make_store(Quotas(max_bytes_per_agent=12))  # sizes count the quotes
+    """Key and content bytes count per agent: a new entry or a growing update past the quota
+    is memory_full and leaves the entry as it was; a shrinking update passes."""
+    # sizes: the 7-byte key {"k":1} plus the content, quotes included
+    store = await make_store(Quotas(max_bytes_per_agent=26))
     assert await store.put(A, [entry(1, b'"abcd"'), entry(2, b'"efgh"')], T0) == [None, None]
-    assert await store.put(A, [entry(3, b'"ij"')], T0) == ["memory_full"]  # 16 > 12
-    assert await store.put(A, [entry(1, b'"abcdef"')], T0) == ["memory_full"]  # 14 > 12
+    assert await store.put(A, [entry(3, b'"ij"')], T0) == ["memory_full"]  # 26 + 11 > 26
+    assert await store.put(A, [entry(1, b'"abcdef"')], T0) == ["memory_full"]  # 28 > 26
     (e,), _ = await store.find(A, Query(tiers=BOTH, keys=(key(1),)), T0)
     assert e.content == b'"abcd"'
-    assert await store.put(A, [entry(1, b'""'), entry(3, b'"ij"')], T0) == [None, None]
+    assert await store.put(A, [entry(1, b'""')], T0) == [None]  # shrinks to 22
+    assert await store.put(A, [entry(3, b'"ij"')], T0) == ["memory_full"]  # 22 + 11 > 26
 
 
 async def test_namespace_byte_quota_counts_every_writer(make_store: StoreFactory) -> None:
     """Every agent's bytes add up in the namespace quota; a takeover charges the new writer."""
-    store = await make_store(Quotas(max_bytes_per_namespace=10, max_bytes_per_agent=8))
-    assert await store.put(A, [entry("s", b'"abcdef"', tier="semantic")], T0) == [None]
-    assert await store.put(B, [entry(1, b'"abcd"')], T0) == ["memory_full"]  # 8 + 6 > 10
-    # the namespace grows to 10 (fits), but bob would hold 10 > 8
+    # sizes: key ({"k":"s"} 9 bytes, {"k":1} 7) plus content
+    store = await make_store(Quotas(max_bytes_per_namespace=20, max_bytes_per_agent=18))
+    assert await store.put(A, [entry("s", b'"abcdef"', tier="semantic")], T0) == [None]  # 17
+    assert await store.put(B, [entry(1, b'"abcd"')], T0) == ["memory_full"]  # 17 + 13 > 20
+    # the namespace grows to 19 (fits), but bob would hold 19 > 18
     assert await store.put(B, [entry("s", b'"abcdefgh"', tier="semantic")], T0) == ["memory_full"]
     assert await store.put(B, [entry("s", b'"abcd"', tier="semantic")], T0) == [None]
 

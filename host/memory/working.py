@@ -13,16 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from host.store.base import NewEntry, StoredEntry
+from host.store.base import NewEntry, StoredEntry, stored_bytes
 from host.text.bm25 import Analysis
 from host.text.keyword import coverage
 
 __all__ = ["ByteBudget", "WorkingTier"]
 
 
+def _size(e: StoredEntry) -> int:
+    """The bytes a working entry counts against the connection's budget (key, content, tags)."""
+    return stored_bytes(e.key, e.content, e.tags)
+
+
 @dataclass(slots=True)
 class ByteBudget:
-    """Content bytes that the working tiers of one connection may hold together."""
+    """Key, content and tag bytes that the working tiers of one connection may hold together."""
 
     limit: int
     used: int = 0
@@ -61,7 +66,7 @@ class WorkingTier:
             self._purge(now)
             if len(self._items) >= self.max_entries:
                 return "memory_full"
-        growth = len(e.content) - (len(old.entry.content) if old is not None else 0)
+        growth = stored_bytes(e.key, e.content, e.tags) - (_size(old.entry) if old is not None else 0)
         if growth > 0 and self.budget.used + growth > self.budget.limit:
             self._purge(now)
             if self.budget.used + growth > self.budget.limit:
@@ -76,7 +81,7 @@ class WorkingTier:
         return None
 
     def _drop(self, key: bytes) -> None:
-        self.budget.used -= len(self._items.pop(key).entry.content)
+        self.budget.used -= _size(self._items.pop(key).entry)
 
     def _purge(self, now: float) -> None:
         for k in [k for k, it in self._items.items() if not self._live(it, now)]:

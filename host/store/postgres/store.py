@@ -49,6 +49,7 @@ from host.store.base import (
     StoredEntry,
     StoreOutcome,
     owner_for,
+    stored_bytes,
 )
 from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
@@ -121,8 +122,9 @@ def _text_array(values: Sequence[str]) -> str:
 
 
 def stored_size(e: NewEntry) -> int:
-    """The bytes an entry counts against the byte quotas (its content, as on SQLite)."""
-    return len(e.content)
+    """The bytes an entry counts against the byte quotas (`host.store.base.stored_bytes`, as
+    on SQLite)."""
+    return stored_bytes(e.key, e.content, e.tags)
 
 
 def _lexeme_counts(text: str) -> dict[str, int]:

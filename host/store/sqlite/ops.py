@@ -16,7 +16,15 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.base import (
+    NewEntry,
+    Query,
+    Scope,
+    StoredEntry,
+    StoreOutcome,
+    owner_for,
+    stored_bytes,
+)
 from host.store.sqlite import bm25
 from host.store.sqlite.deferred import Deferred
 from host.text.bm25 import Bm25Stats
@@ -50,8 +58,9 @@ _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
 class Quotas:
     """Persisted-entry limits; a write beyond one is refused with `memory_full`.
 
-    Entry counts limit new entries; byte limits (the `content` bytes, as `usage.bytes` counts
-    them) limit new entries and updates that grow. "Per agent" is per (namespace, writer).
+    Entry counts limit new entries; byte limits (key, content and tag bytes,
+    `host.store.base.stored_bytes`, as `usage.bytes` counts them) limit new entries and
+    updates that grow. "Per agent" is per (namespace, writer).
     """
 
     max_entries_per_namespace: int = 1_000_000
@@ -423,7 +432,7 @@ def put_entries(
         content = e.content.decode()
         text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
         tags = list(dict.fromkeys(e.tags))
-        size = len(e.content)
+        size = stored_bytes(e.key, e.content, tags)
         tags_json = _encode_tags(tags).decode()
         values = (ns, e.tier, owner, key, agent, content, tags_json, e.source, e.score, e.ttl,
                   created, updated, expires, size)

@@ -19,6 +19,9 @@ index until the store's next write; searches join `entries`, so it is never retu
 Migration 5: `keyword_stats`, the rows and tokens of each namespace's keyword rows (BM25 with
 the namespace's own statistics, `host/store/sqlite/bm25.py`).
 
+Migration 6: `size` (what byte quotas count) is the key's, content's and tags' bytes
+(`host.store.base.stored_bytes`), recounted for existing entries.
+
 Migration 2 (similarity search, `host/store/sqlite/vectors.py`): `vectors` (one float32 BLOB an
 entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
 stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
@@ -186,6 +189,14 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO keyword_stats (scope, rows, tokens)
         SELECT c.c0, count(*), sum(a2e_row_length(d.sz))
         FROM entries_fts_content c JOIN entries_fts_docsize d ON d.id = c.id GROUP BY c.c0;
+    """,
+    # 6: byte quotas count keys and tags too (host.store.base.stored_bytes): every entry's
+    # size recounted, and the usage rows' bytes summed again from them
+    """
+    UPDATE entries SET size = length(CAST(key AS BLOB)) + length(CAST(content AS BLOB))
+        + coalesce((SELECT sum(length(CAST(j.value AS BLOB))) FROM json_each(entries.tags) j), 0);
+    UPDATE usage SET bytes = coalesce((SELECT sum(e.size) FROM entries e
+        WHERE e.namespace = usage.namespace AND (usage.agent = '' OR e.agent = usage.agent)), 0);
     """,
 )
 
