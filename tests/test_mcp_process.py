@@ -177,6 +177,11 @@ async def test_websocket_host_and_mcp_share_one_database(
 
 def _status(url: str, token: str | None) -> int:
     """The HTTP status of an MCP initialize POST with `token` as bearer (None: no header)."""
+    return _answer(url, token)[0]
+
+
+def _answer(url: str, token: str | None) -> tuple[int, str]:
+    """The HTTP status and body of an MCP initialize POST with `token` as bearer."""
     import urllib.error
     import urllib.request
 
@@ -188,9 +193,9 @@ def _status(url: str, token: str | None) -> int:
         headers["Authorization"] = f"Bearer {token}"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=10) as r:
-            return int(r.status)
+            return int(r.status), r.read().decode(errors="replace")
     except urllib.error.HTTPError as err:
-        return int(err.code)
+        return int(err.code), err.read().decode(errors="replace")
 
 
 async def test_http_with_tokens_needs_a_bearer_fit_for_the_server(
@@ -217,6 +222,40 @@ async def test_http_with_tokens_needs_a_bearer_fit_for_the_server(
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {good}"})
         async with Client(streamable_http_client(url, http_client=http)) as c:
             await _put_then_find(c, "only with a token", "token")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+async def test_http_admin_tokens_sighup_reload_and_a_403_that_tells_nothing(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """Over MCP HTTP an `admin` token of the served agent is accepted (admin carries every
+    right); a 403 body names neither the served agent nor its namespace; SIGHUP re-reads the
+    tokens (a new one is accepted, a removed one refused) and the process keeps serving."""
+    from authkit import issue, write_config
+
+    admin, a = issue("served-agent", ["secret-ns"], rights=["admin"])
+    read_only, r = issue("served-agent", ["secret-ns"], rights=["read_semantic"])
+    stranger, s = issue("someone-else", ["*"])
+    cfg = write_config(tmp_path / "mcp.toml", db_path, [a, r, s])
+    proc, url = _start_http(db_path, tmp_path, "--config", str(cfg), "--namespace", "secret-ns",
+                            "--agent", "served-agent")
+    with _reaped(proc):
+        assert (await asyncio.to_thread(_answer, url, admin))[0] == 200
+        for token in (read_only, stranger):
+            status, body = await asyncio.to_thread(_answer, url, token)
+            assert status == 403 and body.strip()
+            assert "served-agent" not in body and "secret-ns" not in body, body
+        fresh, f = issue("served-agent", ["secret-ns"])
+        write_config(cfg, db_path, [f, s])  # the admin token revoked, a new one added
+        proc.send_signal(signal.SIGHUP)
+        for _ in range(200):  # the reload runs on the server's loop: poll until it took effect
+            if await asyncio.to_thread(_status, url, fresh) == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(_status, url, fresh) == 200
+        assert await asyncio.to_thread(_status, url, admin) == 401
+        assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from host.cli.main import add_db_args, config_path, flag_overrides, run_loop
@@ -28,11 +29,12 @@ MISSING_SDK = (
 )
 
 
-async def run_mcp(config: Config) -> None:
-    """Open the store, serve the tools on the configured transport, then close the store."""
+async def run_mcp(config: Config, path: str | Path | None = None) -> None:
+    """Open the store, serve the tools on the configured transport, then close the store
+    (`path`: the config file, re-read for the tokens on SIGHUP)."""
     from host.mcp.app import McpApp
 
-    async with McpApp(config) as app:
+    async with McpApp(config, config_path=path) as app:
         await app.serve()
 
 
@@ -61,7 +63,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     config = _config(args)
     setup_logging(config.log)  # stderr: over stdio, stdout is the protocol's
     try:
-        run_loop(run_mcp(config))
+        run_loop(run_mcp(config, config_path(args)))
     except KeyboardInterrupt:
         pass
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Self
 
 from host.config import Config
@@ -29,10 +30,12 @@ log = logging.getLogger("a2e_host.mcp")
 class McpApp:
     """One MCP server on the configured store. Use `async with` (or `open()`/`close()`)."""
 
-    def __init__(self, config: Config, store: EntryStore | None = None) -> None:
+    def __init__(self, config: Config, store: EntryStore | None = None,
+                 config_path: str | Path | None = None) -> None:
         from host.app import make_store
 
         self.config = config
+        self.config_path = config_path  # re-read for the tokens on SIGHUP (HTTP)
         self.store = store if store is not None else make_store(config)
         cfg = config.mcp
         self.memories = EntryStoreMemories(self.store, Scope(cfg.namespace, cfg.agent), config)
@@ -62,7 +65,7 @@ class McpApp:
         `on_listening(port)` is called once the HTTP socket listens (HTTP only).
         """
         if self.config.mcp.transport == "http":
-            await serve_http(self.server, self.config, on_listening)
+            await serve_http(self.server, self.config, on_listening, self.config_path)
             return
         log.info(
             "MCP server on stdio: namespace %r, agent %r",

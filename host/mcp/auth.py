@@ -3,8 +3,10 @@
 With tokens in `[auth]`, every HTTP request to `a2e-host mcp --transport http` must carry
 `Authorization: Bearer <token>` for the server's agent (`mcp.agent`), allowing its namespace
 (`mcp.namespace`), with every right the tools use (`read_semantic`, `write_semantic`,
-`forget`): the tools act as that agent with all of them. A missing or unknown token gets 401,
-a valid one that falls short 403. Without tokens the endpoint is open, and, as for the
+`forget`; `admin` carries every right): the tools act as that agent with all of them. A missing
+or unknown token gets 401, a valid one that falls short 403, whose body names neither the
+served agent nor its namespace (the log says why). SIGHUP re-reads the tokens from the config
+file (`host.mcp.server.serve_http`). Without tokens the endpoint is open, and, as for the
 WebSocket host, serving it on a non-loopback address is refused unless
 `auth.allow_anonymous_remote` is set (`Authenticator.check_exposure`).
 """
@@ -23,6 +25,8 @@ __all__ = ["MCP_RIGHTS", "BearerGate"]
 log = logging.getLogger("a2e_host.mcp")
 
 MCP_RIGHTS = frozenset({"read_semantic", "write_semantic", "forget"})
+# the same body for every 403: it says nothing of the served agent or namespace
+_REFUSED = "this token may not use this MCP server\n"
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -45,11 +49,14 @@ class BearerGate:
         if grant is None:
             return 401, "a bearer token is required\n"
         if grant.agent != self.mcp.agent or not grant.allows_namespace(self.mcp.namespace):
-            return 403, (f"this token is not for agent {self.mcp.agent!r} in namespace"
-                         f" {self.mcp.namespace!r}\n")
-        missing = MCP_RIGHTS - grant.rights
+            log.warning("MCP HTTP: a token of agent %r is not for the served agent and namespace",
+                        grant.agent)
+            return 403, _REFUSED
+        missing = sorted(r for r in MCP_RIGHTS if not grant.has(r))  # admin carries every one
         if missing:
-            return 403, f"the MCP tools need the rights {', '.join(sorted(missing))}\n"
+            log.warning("MCP HTTP: a token of agent %r lacks the rights %s", grant.agent,
+                        ", ".join(missing))
+            return 403, _REFUSED
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

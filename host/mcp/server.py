@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
@@ -333,7 +334,8 @@ async def serve_stdio(server: MCPServer[Any], max_message_bytes: int) -> None:
 
 
 async def serve_http(
-    server: MCPServer[Any], config: Config, on_listening: Callable[[int], None] | None = None
+    server: MCPServer[Any], config: Config, on_listening: Callable[[int], None] | None = None,
+    config_path: str | Path | None = None,
 ) -> None:
     """Serve streamable HTTP on `config.mcp.host:port` at `config.mcp.path` until SIGTERM or
     SIGINT, then let uvicorn finish the requests in flight and return (the caller then closes
@@ -343,11 +345,12 @@ async def serve_http(
     port 0). uvicorn's logs go to the root logger (stderr). Raises `OSError` when the address
     cannot be bound, `ValueError` for a non-loopback address without tokens (unless
     `auth.allow_anonymous_remote`). With tokens every request needs a bearer token fit for the
-    server's agent and namespace (`host.mcp.auth`).
+    server's agent and namespace (`host.mcp.auth`); SIGHUP re-reads them from `config_path`
+    (a bad file is logged and the old tokens stay in force).
     """
 
     cfg = config.mcp
-    auth = Authenticator(config.auth)
+    auth = Authenticator(config.auth, config_path)
     auth.check_exposure(cfg.host, config.auth.allow_anonymous_remote)  # ValueError: refused
     sock = socket.create_server((cfg.host, cfg.port))
     try:
@@ -360,6 +363,21 @@ async def serve_http(
                  "on" if auth.enabled else "off")
         if on_listening is not None:
             on_listening(port)
-        await uv.serve(sockets=[sock])
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, _reload_tokens, auth)
+        try:
+            await uv.serve(sockets=[sock])
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
     finally:
         sock.close()
+
+
+def _reload_tokens(auth: Authenticator) -> None:
+    """SIGHUP: re-read the tokens (see `Authenticator.reload`); a failure keeps the old ones."""
+    try:
+        n = auth.reload()
+    except ValueError as err:
+        log.error("SIGHUP: tokens not reloaded, the old ones stay in force: %s", err)
+        return
+    log.info("SIGHUP: %d tokens loaded", n)
