@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,9 @@ def templates(memory_id: str) -> list[dict[str, Any]]:
     ]
 
 
+_NUMBER = re.compile(r'(": )-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?=[,}\]])')
+
+
 class Mutator:
     """Seeded frame maker: returns (kind, frame, expected req_id or None when unknowable)."""
 
@@ -71,7 +75,8 @@ class Mutator:
         if choice == 1:
             return r.choice([True, False])
         if choice == 2:
-            return r.choice([0, -1, 1, 2**63, -(2**64), 10**30, r.randrange(-1000, 1000)])
+            return r.choice([0, -1, 1, 2**63, -(2**64), 10**30, r.randrange(-1000, 1000),
+                             10**400, -(10**400)])  # past a double: invalid_message (issue 19)
         if choice == 3:
             return r.choice([0.5, -0.0, 1e308, -1e-300, 2.0, r.random()])
         if choice == 4:
@@ -138,6 +143,9 @@ class Mutator:
             msg = self.mutate(msg)
         rid = msg.get("id")
         text = json.dumps(msg)
+        if 0.85 < roll <= 0.9:  # a number JSON allows but a double cannot hold (issue 19)
+            text = _NUMBER.sub(lambda m: m.group(1) + r.choice(["1e999", "-1e999", "9" * 400]),
+                               text, count=1)
         if roll > 0.9 and len(text) > 2:  # damage the text itself
             i = r.randrange(len(text))
             text = text[:i] if r.random() < 0.5 else text[:i] + chr(r.randrange(32, 127)) + text[i:]
