@@ -111,6 +111,7 @@ async def test_posts_without_the_csrf_token_or_from_another_site_are_refused(
         assert (await ui.post("/ui/forget", {**form, "csrf": "0" * 64}, csrf=False)).status == 403
         assert (await ui.post("/ui/forget", form, Origin="http://evil.example")).status == 403
         assert (await ui.post("/ui/forget", form, **{"Sec-Fetch-Site": "cross-site"})).status == 403
+        assert (await ui.post("/ui/forget", form, Origin="null")).status == 403
         other = UiClient(_app(host))
         await other.sign_in(admin)
         other.csrf = ui.csrf  # a token of another browser's binding cookie

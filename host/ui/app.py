@@ -264,7 +264,8 @@ class UiApp:
 
     def _signin_page(self, viewer: Viewer, error: str,
                      status: int = HTTPStatus.OK) -> Response:
-        return html_response(layout("Sign in", views.signin_page(error, viewer.csrf)), status)
+        return html_response(layout("Sign in", views.signin_page(error, viewer.csrf), nav=False),
+                             status)
 
     async def _signout(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
         if viewer.grant is not None:
