@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from authkit import connect as auth_connect
 from authkit import issue, running
 from conftest import make_config, running_host
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from uikit import UiClient, text
 
 from host.app import Host
@@ -21,6 +25,16 @@ from host.ui import Request, UiApp
 from host.ui.health import p99_of
 
 SECRET = "the-launch-code-is-7429"
+
+
+@pytest.fixture
+async def filled_host(tmp_path: Path) -> AsyncIterator[Host]:
+    """A host (authentication off, no embedder) with the entries of `_fill` in "proj"."""
+    config = make_config(tmp_path / "a2e.db", search={"embedder": "none"})
+    async with running_host(config) as host:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            await _fill(c, "proj")
+        yield host
 
 
 def _app(host: Host) -> UiApp:
@@ -355,3 +369,26 @@ async def test_ui_disabled_builds_no_app(tmp_path: Path) -> None:
     async with running_host(make_config(tmp_path / "a2e.db", ui={"enabled": False},
                                         search={"embedder": "none"})) as host:
         assert host.ui is None
+
+
+_PARAMS = ("ns", "tier", "agent", "tags", "key", "page", "q", "limit", "min_score", "after",
+           "id", "back", "done")
+_odd = st.one_of(st.text(max_size=40), st.sampled_from(
+    ["", "0", "-1", "1e999", "nan", "9" * 30, "episodic", "working", "proj", "%", "_", "\\",
+     "a,b," * 40, "../", "//evil.example", "0:0", "1:x", "x" * 5000]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(["/ui/namespaces", "/ui/entries", "/ui/search", "/ui/live",
+                             "/ui/live.json", "/ui/health", "/ui/forget", "/ui/export",
+                             "/ui/nope", "/ui/static/x"]),
+       params=st.dictionaries(st.sampled_from(_PARAMS), _odd, max_size=6),
+       method=st.sampled_from(["GET", "POST"]))
+async def test_no_parameter_makes_a_server_error(
+        filled_host: Host, path: str, params: dict[str, str], method: str) -> None:
+    """Whatever the query or form parameters, every page answers without a server error."""
+    ui = UiClient(_app(filled_host))
+    await ui.get("/ui/namespaces")  # a CSRF token for the posts
+    target = f"{path}?{urlencode(params)}"
+    r = await (ui.get(target) if method == "GET" else ui.post(target, params))
+    assert r.status < 500, (r.status, text(r))

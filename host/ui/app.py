@@ -58,6 +58,8 @@ _LIVE_RECENT = 30  # entries the Live page shows at load
 _LIVE_BATCH = 100  # entries one poll returns at most
 _LIVE_EVERY_MS = 2000
 _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
+_MAX_TAGS = 32  # tags in one filter
+_MAX_TEXT = 1024  # characters of one filter's text (a tag, the key text, an agent)
 
 
 @dataclass
@@ -93,7 +95,18 @@ def _int(text: str, default: int, lo: int, hi: int, name: str) -> int:
 
 
 def _tags(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    tags = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if len(tags) > _MAX_TAGS or any(len(t) > _MAX_TEXT for t in tags):
+        raise _Refused(refusal(HTTPStatus.BAD_REQUEST,
+                               f"at most {_MAX_TAGS} tags of {_MAX_TEXT} characters"))
+    return tags
+
+
+def _text(req: Request, name: str) -> str:
+    value = req.arg(name)
+    if len(value) > _MAX_TEXT:
+        raise _Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} is over {_MAX_TEXT} characters"))
+    return value
 
 
 def _back(text: str, ns: str) -> str:
@@ -173,6 +186,9 @@ class UiApp:
             response = await self._route(req, Viewer(None, self.gate.csrf_for(bind)))
         except _Refused as r:
             response = r.response
+        except Exception:  # a bug, not bad input: the traceback to the log, no detail out
+            log.exception("ui: internal error answering %s %s", req.method, req.path)
+            response = refusal(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
         if set_bind is not None:
             response.headers.append(set_bind)
         return response
@@ -296,7 +312,8 @@ class UiApp:
     async def _entries(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
-        tier, agent, tags, key = req.arg("tier"), req.arg("agent"), req.arg("tags"), req.arg("key")
+        tier, agent, tags, key = req.arg("tier"), _text(req, "agent"), req.arg("tags"), \
+            _text(req, "key")
         size = self.deps.config.ui.page_size
         page = _int(req.arg("page"), 1, 1, 1_000_000, "page")
         f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=_tags(tags),
@@ -314,7 +331,7 @@ class UiApp:
     async def _search(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
-        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), req.arg("agent")
+        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), _text(req, "agent")
         default_agent = viewer.grant.agent if viewer.grant else "default"
         error = ""
         hits: list = []

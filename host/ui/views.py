@@ -279,8 +279,8 @@ def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
     """The latest writes of a namespace, newest first; the script adds new ones on top."""
     empty = '<p class="notice" id="live-empty">No entry yet.</p>' if not recent else ""
     return (f'<p class="muted" id="live-status">The latest writes, newest first. With'
-            ' JavaScript on, new writes appear on top as they are committed; without it,'
-            ' reload the page.</p>'
+            ' JavaScript on, new writes appear on top as they are committed; without it, the'
+            ' page reloads itself every 10 s.</p>'
             f'{empty}<div class="entries live-list" id="live-list" data-ns="{esc(ns)}"'
             f' data-after="{esc(after)}" data-every="{every_ms}">'
             f"{live_cards(recent, ns, now, may_forget, back)}</div>")
