@@ -80,3 +80,10 @@ async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: P
     forget = await bench.run_once(tmp_path / "f.db", 48, 8, 1, 0, forget=True)
     for run in (put, forget):
         assert run["mean_group"] == 8 and run["writer_cpu_us_per_entry"] > 0
+
+
+async def test_bench_ui_measures_every_read_of_the_browser() -> None:
+    """scripts/bench_ui.py times the wire baseline and each browser read on a small store."""
+    figures = await _load("bench_ui").bench(300)
+    assert len(figures) == 7 and all(v > 0 for v in figures.values())
+    assert "wire find, one agent, 25 (baseline)" in figures
