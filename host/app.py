@@ -73,7 +73,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
                                   pool_max=config.store.pool_size,
                                   batch_max=config.store.batch_max,
-                                  max_term_docs=config.search.max_term_docs)
+                                  max_term_docs=config.search.max_term_docs,
+                                  max_matches=config.search.max_keyword_matches)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer,
                             max_term_docs=config.search.max_term_docs,

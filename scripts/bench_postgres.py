@@ -14,7 +14,8 @@ processes (websockets + asyncio). Cases, each measured for `--seconds`:
   a second, and PostgreSQL CPU an entry (every server process: backends, WAL writer, ...).
 - query: a namespace of `--entries` entries that all share the query's two words (loaded
   through the store, 500 a put), 10 connections each asking a two-word keyword query in turn:
-  queries a second, p50, and PostgreSQL CPU a query.
+  queries a second, p50, and PostgreSQL CPU a query (after VACUUM ANALYZE, as autovacuum
+  would have run by then).
 - remote: a second host whose database is behind the delay line (`scripts/delay_proxy.py`,
   `--delay-ms` each way: 1 ms is a 2 ms round trip); one connection storing one entry, then
   one connection asking a keyword query over a namespace of 1,000 entries: p50 and p99. The
@@ -102,6 +103,10 @@ class PgCpu:
             except OSError:
                 continue
             used += now[pid] - self._seen.get(pid, 0.0)
+            if os.environ.get("BENCH_PG_DEBUG") and now[pid] - self._seen.get(pid, 0.0) > 0.05:
+                with open(f"/proc/{pid}/cmdline") as fh:
+                    print("   ", pid, f"{now[pid] - self._seen.get(pid, 0.0):.2f}",
+                          fh.read().replace("\0", " ")[:80], file=sys.stderr)
         self._seen = now
         return used
 
@@ -230,6 +235,9 @@ async def _load(url: str, namespace: str, count: int) -> None:
             outcomes = await store.put(scope, batch, time.time())
             if any(outcomes):
                 raise RuntimeError(f"load refused: {set(outcomes)}")
+        # what autovacuum does soon after such a load: statistics for the planner, and the
+        # GIN index's pending list merged
+        await store.pool.execute("VACUUM ANALYZE a2e_entries")
 
 
 def _print(rows: list[dict[str, Any]], label: str, row: dict[str, Any]) -> None:

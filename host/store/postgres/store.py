@@ -178,35 +178,12 @@ def _indexable(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
 
 
-def _tsquery(namespace: str, terms: Sequence[str]) -> str:
-    """`scope & (t1 | t2 ...)`: tokens are letters and digits only, so quoting is safe."""
-    alternatives = " | ".join(f"'{t}'" for t in terms)
-    return f"'{_scope_lexeme(namespace)}' & ({alternatives})"
-
-
-# Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
-# over the statistics of the namespace: rows (N), tokens a row (avgdl), and the rows holding
-# each term ({hits}, counted beforehand through the GIN index: `_term_counts`).
-_BM25 = """
-WITH st AS (
-    SELECT greatest(entries, 1)::float8 AS n,
-           greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
-    FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
-idf AS MATERIALIZED (
-    SELECT q.t, greatest(ln((st.n - q.hits + 0.5) / (q.hits + 0.5)), 1e-6) AS idf
-    FROM st, unnest({terms}::text[], {hits}::float8[]) AS q(t, hits))
-SELECT {columns}, e.id, s.bm25, s.terms
-FROM a2e_entries e, st, LATERAL (
-    SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
-               AS bm25,
-           array_agg(f.lexeme) AS terms
-    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
-          FROM unnest(e.lexemes) AS u(lexeme, positions, weights)) f
-    JOIN idf i ON i.t = f.lexeme) s
-WHERE e.lexemes @@ {match}::tsquery AND {where}
-ORDER BY s.bm25 DESC, e.id
-LIMIT {limit}
-"""
+async def _keep_session(conn: Any) -> None:
+    """A pooled connection's reset on release: nothing to send. asyncpg's default sends
+    `pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL` every release, a round trip
+    after every statement; this store leaves none of those behind (session advisory locks are
+    released in `finally`, settings are SET LOCAL), and asyncpg still rolls back an open
+    transaction before calling this."""
 
 
 class PostgresEntryStore:
@@ -223,10 +200,12 @@ class PostgresEntryStore:
         gc_batch: int = _GC_BATCH,
         batch_max: int = 512,
         max_term_docs: int = 0,
+        max_matches: int = 0,
     ) -> None:
         self.url = url
         self.batch_max = batch_max
-        self.max_term_docs = max_term_docs  # see _selective_terms
+        self.max_term_docs = max_term_docs  # see search
+        self.max_matches = max_matches
         self._puts: WriteBatcher | None = None
         self._forgets: WriteBatcher | None = None
         self._touches: WriteBatcher | None = None
@@ -256,7 +235,7 @@ class PostgresEntryStore:
                 "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
         pool = await asyncpg.create_pool(
             self.url, min_size=self.pool_min, max_size=self.pool_max,
-            server_settings={"application_name": "a2e-host"},
+            server_settings={"application_name": "a2e-host"}, reset=_keep_session,
         )
         try:
             async with pool.acquire() as conn:
@@ -431,60 +410,43 @@ class PostgresEntryStore:
     ) -> list[StoredEntry]:
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
-        (`host.text.keyword.coverage` of the terms searched, as on SQLite); at most
-        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
+        (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
+        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none); only
+        the newest `max_matches` matches the reader may read are scored (0: all). One
+        statement (`a2e_keyword_search`): term counts, candidates, visibility and rows."""
         terms = _indexable(query_terms(text))
-        if not terms:
+        if not terms or not q.tiers:
             return []
-        terms, hits = await self._selective_terms(scope.namespace, terms)
-        p = _Params()
-        where = _where(scope, q, now, p)
-        sql = _BM25.format(
-            ns=p(scope.namespace), terms=p(terms), hits=p(hits), columns=_COLUMNS,
-            match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
+        rows = await self.pool.fetch(
+            "SELECT * FROM a2e_keyword_search($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            scope.namespace, _scope_lexeme(scope.namespace), terms, self._cap(terms),
+            self.max_matches or None, candidates, list(q.tiers),
+            [owner_for(t, scope.agent) for t in q.tiers], now,
+            [k.decode() for k in q.keys], list(dict.fromkeys(q.tags)))
         out = []
-        for r in await self.pool.fetch(sql, *p.values):
+        for r in rows:
             entry = _row(r, r[10])
             entry.keyword = r[11]
-            entry.relevance = coverage(tuple(terms), " ".join(r[12]))
+            entry.relevance = coverage(tuple(r[13]), " ".join(r[12]))
             out.append(entry)
         return out
 
-    async def _term_counts(self, namespace: str, terms: list[str], cap: int = 0) -> list[int]:
-        """How many entries of the namespace hold each term (expired ones included, as in
-        SQLite's FTS index); with `cap` > 0 counting stops at `cap` + 1."""
-        rows = await self.pool.fetch(
-            "SELECT (SELECT count(*) FROM (SELECT 1 FROM a2e_entries x WHERE x.lexemes @@ q.q"
-            " LIMIT $2) s) FROM unnest($1::tsquery[]) WITH ORDINALITY AS q(q, i) ORDER BY q.i",
-            [_tsquery(namespace, [t]) for t in terms], cap + 1 if cap > 0 else None)
-        return [int(r[0]) for r in rows]
-
-    async def _selective_terms(
-        self, namespace: str, terms: list[str]
-    ) -> tuple[list[str], list[int]]:
-        """(the terms to search, how many entries hold each). Terms in more than
-        `max_term_docs` entries are left out, the rarest kept if all are (as
-        `sqlite_ops.search_entries` does: they weigh little in BM25 and cost the most)."""
-        cap = self.max_term_docs if len(terms) >= 2 else 0
-        counts = await self._term_counts(namespace, terms, cap)
-        if cap <= 0:
-            return terms, counts
-        kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
-        if kept:
-            return [t for t, _ in kept], [n for _, n in kept]
-        rarest = terms[counts.index(min(counts))]
-        return [rarest], await self._term_counts(namespace, [rarest])
+    def _cap(self, terms: Sequence[str]) -> int:
+        """`max_term_docs` for a query of `terms` (a single term is always searched: 0)."""
+        return self.max_term_docs if len(terms) >= 2 else 0
 
     async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
         """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.text.bm25`): rows, average length, rows holding each term."""
+        (see `host.search.bm25`): rows, average length, rows holding each term searched."""
         usable = _indexable(query_terms(text))
-        terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
         row = await self.pool.fetchrow(
-            "SELECT entries, tokens FROM a2e_usage WHERE namespace = $1 AND agent = ''",
-            scope.namespace)
-        n, length = (max(row[0], 1), max(row[1], 1)) if row else (1, 1)
-        return Bm25Stats(tuple(terms), tuple(hits), n, length / n)
+            "SELECT u.entries, u.tokens, t.terms, t.hits FROM (SELECT array_agg(s.term ORDER BY"
+            " s.ord) AS terms, array_agg(s.hits ORDER BY s.ord) AS hits FROM"
+            " a2e_search_terms($1, $2, $3) WITH ORDINALITY AS s(term, hits, ord)) t"
+            " LEFT JOIN a2e_usage u ON u.namespace = $1 AND u.agent = ''",
+            scope.namespace, usable, self._cap(usable))
+        n, length = max(row[0] or 0, 1), max(row[1] or 0, 1)
+        return Bm25Stats(tuple(row[2] or ()), tuple(int(h) for h in row[3] or ()), n, length / n)
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256
