@@ -34,9 +34,8 @@ from host.ops.logs import RequestLog
 from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import EntryStore
+from host.store.base import EntryStore, Quotas
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
-from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from host.store.base import EntryStore, NewEntry, Query, Scope
+from host.store.base import EntryStore, NewEntry, Query, Quotas, Refusal, Scope
 from host.store.postgres.store import PostgresEntryStore
-from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
 from host.text.keyword import coverage, query_terms
 from protocol.keys import canonical_key
@@ -413,10 +412,11 @@ async def test_concurrent_touches_and_puts_all_land(store: EntryStore) -> None:
 
 
 async def test_agent_quota(make_store: StoreFactory) -> None:
-    """A new entry past the per-agent quota is memory_full; other agents still write."""
+    """A new entry past the per-agent quota is memory_full (a `Refusal`, not a string to parse);
+    other agents still write."""
     store = await make_store(Quotas(max_entries_per_namespace=100, max_entries_per_agent=2))
     out = await store.put(A, [entry(1), entry(2), entry(3)], T0)
-    assert out == [None, None, "memory_full"]
+    assert out == [None, None, Refusal.MEMORY_FULL] and type(out[2]) is Refusal
     assert await store.put(A, [entry(1, b'"update"')], T0) == [None]  # updates still pass
     assert await store.put(B, [entry(9)], T0) == [None]
 

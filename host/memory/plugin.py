@@ -44,6 +44,8 @@ from protocol.messages import (
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
 _decode = msgspec.json.decode
+# Why one entry of a `memory/store` was not stored: its error code and what to say after it.
+Failure = tuple[ErrorCode, str]
 
 
 def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
@@ -141,7 +143,7 @@ class MemoryPlugin:
                 f"{len(req.entries)} entries; at most {limits.max_entries_per_request} a request",
                 req_id=req.id, field="entries")
         t = now()
-        outcomes: list[str | None] = [None] * len(req.entries)
+        outcomes: list[Failure | None] = [None] * len(req.entries)
         keys: list[bytes | None] = [None] * len(req.entries)
         persistent: list[NewEntry] = []
         where: list[int] = []
@@ -151,14 +153,14 @@ class MemoryPlugin:
                 key = canonical_key(e.key)
             except (msgspec.ValidationError, msgspec.DecodeError, ValueError, TypeError,
                     RecursionError) as err:
-                outcomes[i] = f"entries[{i}]: invalid_message: {err}"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, str(err))
                 continue
             if len(e.content) > limits.max_entry_bytes:
-                outcomes[i] = (f"entries[{i}]: invalid_message: content is {len(e.content)} bytes,"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content is {len(e.content)} bytes,"
                                f" over the limit of {limits.max_entry_bytes}")
                 continue
             if not self.access.may_write(grant, e.tier):
-                outcomes[i] = f"entries[{i}]: unauthorized: the token may not write {e.tier}"
+                outcomes[i] = (ErrorCode.UNAUTHORIZED, f"the token may not write {e.tier}")
                 continue
             # the searchable text is derived here, on the loop, while the writer thread may be
             # waiting on an fsync: the writer's part of a group commit stays short. `Raw` content
@@ -166,14 +168,14 @@ class MemoryPlugin:
             try:
                 text = searchable_text(_decode(e.content), e.tags, e.key)
             except (msgspec.DecodeError, RecursionError) as err:
-                outcomes[i] = f"entries[{i}]: invalid_message: content: {err}"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content: {err}")
                 continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
                            source=e.source, score=e.score, ttl=e.ttl, text=text)
             if e.tier == "working":
                 if session.working.put(new, text, t) is not None:
-                    outcomes[i] = f"entries[{i}]: memory_full: working tier is full"
+                    outcomes[i] = (ErrorCode.MEMORY_FULL, "working tier is full")
             else:
                 persistent.append(new)
                 where.append(i)
@@ -186,20 +188,21 @@ class MemoryPlugin:
             self.search.notify()  # embed the new entries in the background
             for i, res in zip(where, results):
                 if res is not None:
-                    outcomes[i] = f"entries[{i}]: {res}: storage quota reached"
+                    outcomes[i] = (ErrorCode(res), "storage quota reached")
             return self._store_reply(req, keys, outcomes)
 
         return then(write, finish)
 
     def _store_reply(
-        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[str | None]
+        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[Failure | None]
     ) -> Any:
         stored = [msgspec.Raw(k) for k, o in zip(keys, outcomes) if o is None and k is not None]
-        errors = [o for o in outcomes if o is not None]
-        if not stored and errors and all(": memory_full:" in o for o in errors):
+        errors = [f"entries[{i}]: {o[0]}: {o[1]}" for i, o in enumerate(outcomes) if o is not None]
+        codes = {o[0] for o in outcomes if o is not None}
+        if not stored and codes == {ErrorCode.MEMORY_FULL}:
             raise ProtocolError(ErrorCode.MEMORY_FULL, "storage quota reached; nothing was stored",
                                 req_id=req.id)
-        if not stored and errors and all(": unauthorized:" in o for o in errors):
+        if not stored and codes == {ErrorCode.UNAUTHORIZED}:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token may not write these tiers",
                                 req_id=req.id, field="entries")
         return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,

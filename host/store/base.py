@@ -12,9 +12,11 @@ episodic rows whose owner is A and the semantic rows of the namespace, and nothi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -31,12 +33,15 @@ __all__ = [
     "PERSISTENT_TIERS",
     "Pending",
     "Query",
+    "Quotas",
+    "Refusal",
     "Scope",
     "StoredEntry",
     "StoreOutcome",
     "VectorSearch",
     "digest",
     "owner_for",
+    "scope_token",
 ]
 
 PERSISTENT_TIERS: tuple[str, ...] = ("episodic", "semantic")
@@ -110,8 +115,34 @@ class Query:
     limit: int = 10
 
 
-# Outcome of one entry of a put: None when stored, else an error code ("memory_full").
-StoreOutcome = str | None
+class Refusal(StrEnum):
+    """Why a put refused one entry (its value is the protocol's error code)."""
+
+    MEMORY_FULL = "memory_full"  # a storage quota (`Quotas`) would be passed
+
+
+# Outcome of one entry of a put: None when stored, else why not.
+StoreOutcome = Refusal | None
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
+
+    Entry counts limit new entries; byte limits (the `content` bytes, as `usage.bytes` counts
+    them) limit new entries and updates that grow. "Per agent" is per (namespace, writer).
+    """
+
+    max_entries_per_namespace: int = 1_000_000
+    max_entries_per_agent: int = 100_000
+    max_bytes_per_namespace: int = 1 << 30
+    max_bytes_per_agent: int = 1 << 28
+
+
+@functools.lru_cache(maxsize=4096)
+def scope_token(namespace: str) -> str:
+    """The FTS token that confines a keyword search to one namespace."""
+    return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
 
 
 @runtime_checkable

@@ -45,10 +45,13 @@ from host.store.base import (
     NewEntry,
     Pending,
     Query,
+    Quotas,
+    Refusal,
     Scope,
     StoredEntry,
     StoreOutcome,
     owner_for,
+    scope_token,
 )
 from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
@@ -61,10 +64,9 @@ from host.store.postgres.schema import (
     ensure_vector_index,
     migrate,
 )
-from host.store.sqlite.ops import Quotas, scope_token
 from host.text.bm25 import Analysis, Bm25Stats
 from host.text.keyword import coverage, query_terms, tokens
-from host.text.searchable import searchable_text
+from host.text.searchable import stored_text
 
 __all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
 
@@ -280,7 +282,7 @@ class PostgresEntryStore:
         for e in entries:
             if any("\x00" in t for t in e.tags) or "\x00" in e.source:
                 raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
-            text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+            text = e.text or stored_text(e.content, e.tags, e.key)
             lexemes, doc_len = _lexemes(scope.namespace, text)
             rows.append((
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
@@ -318,7 +320,8 @@ class PostgresEntryStore:
             mine = list(outcomes[first:first + put.size])
             first += put.size
             failed = next((o for o in mine if o and o.startswith("error: ")), None)
-            results.append(BatchError(failed[7:]) if failed else mine)
+            results.append(BatchError(failed[7:]) if failed
+                           else [None if o is None else Refusal(o) for o in mine])
         return results
 
     async def forget(
@@ -545,7 +548,7 @@ class PostgresEntryStore:
             " e.content, e.tags FROM u JOIN a2e_entries e ON e.id = u.entry_id"
             " ORDER BY u.entry_id", limit, lease)
         return [(Pending(r[0], r[2], r[3], r[4], r[5],
-                         searchable_text(_decode(r[7]), list(r[8]), _decode(r[6]))), r[1])
+                         stored_text(r[7], list(r[8]), r[6])), r[1])
                 for r in rows]
 
     async def put_vectors(

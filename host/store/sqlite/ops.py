@@ -8,17 +8,26 @@ one engine. Write functions expect to run inside a transaction the caller opened
 from __future__ import annotations
 
 import functools
-import hashlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import msgspec
 
-from host.store.base import NewEntry, Query, Scope, StoredEntry, StoreOutcome, owner_for
+from host.store.base import (
+    NewEntry,
+    Query,
+    Quotas,
+    Refusal,
+    Scope,
+    StoredEntry,
+    StoreOutcome,
+    owner_for,
+    scope_token,
+)
 from host.store.sqlite.deferred import Deferred
 from host.text.keyword import coverage, fts_match_expression
-from host.text.searchable import searchable_text
+from host.text.searchable import stored_text
 
 __all__ = [
     "GC_BATCH",
@@ -40,20 +49,6 @@ _tags_decoder = msgspec.json.Decoder(list[str])
 GC_BATCH = 1000  # expired entries `collect_expired` deletes at most a call (one transaction)
 
 _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
-
-
-@dataclass(frozen=True, slots=True)
-class Quotas:
-    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
-
-    Entry counts limit new entries; byte limits (the `content` bytes, as `usage.bytes` counts
-    them) limit new entries and updates that grow. "Per agent" is per (namespace, writer).
-    """
-
-    max_entries_per_namespace: int = 1_000_000
-    max_entries_per_agent: int = 100_000
-    max_bytes_per_namespace: int = 1 << 30
-    max_bytes_per_agent: int = 1 << 28
 
 
 @dataclass(slots=True)
@@ -81,12 +76,6 @@ class _Usage:
         self.ns_bytes += ns[1]
         self.agent_entries += agent[0]
         self.agent_bytes += agent[1]
-
-
-@functools.lru_cache(maxsize=4096)
-def scope_token(namespace: str) -> str:
-    """The FTS token that confines a keyword search to one namespace."""
-    return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
 
 
 def _row(r: tuple, id: int | None = None) -> StoredEntry:
@@ -380,7 +369,7 @@ def put_entries(
         created = e.created_at if e.created_at is not None else updated
         expires = updated + e.ttl if e.ttl > 0 else None
         content = e.content.decode()
-        text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+        text = e.text or stored_text(e.content, e.tags, e.key)
         tags = list(dict.fromkeys(e.tags))
         size = len(e.content)
         tags_json = _encode_tags(tags).decode()
@@ -420,7 +409,7 @@ def put_entries(
                 deleted = True
                 usage = _Usage(*deferred.usage(conn, ns, agent))
             if usage.over(quotas, *growth):
-                outcomes.append("memory_full")
+                outcomes.append(Refusal.MEMORY_FULL)
                 continue
             usage.add(*growth)
             if row is None:
