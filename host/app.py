@@ -39,6 +39,7 @@ from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps
+from protocol.clock import Clock, wall_clock
 
 __all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
 
@@ -89,16 +90,17 @@ class Host:
 
     def __init__(
         self, config: Config, store: EntryStore | None = None,
-        config_path: str | Path | None = None,
+        config_path: str | Path | None = None, clock: Clock = wall_clock,
     ) -> None:
         self.config = config
+        self.clock = clock  # the time of TTL, recency and collection (tests move it on)
         self.metrics = Metrics()
         self.store = store if store is not None else make_store(config, self.metrics.commit)
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
         self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
-        self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search)
+        self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search, clock)
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
@@ -106,7 +108,7 @@ class Host:
         self.server.gates += [bearer_gate(self.auth), ConnectionLimiter(config.limits).gate]
         self.server.on_open.append(
             lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
-        self.gc = GarbageCollector(self.store, config.gc.interval)
+        self.gc = GarbageCollector(self.store, config.gc.interval, clock)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(

@@ -30,6 +30,7 @@ from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
 from host.store.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from protocol.clock import Clock, ShiftedClock, wall_clock
 from scripts.procs import free_port, wait_port
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
@@ -104,9 +105,11 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 
 @asynccontextmanager
-async def running_host(config: Config, config_path: Path | None = None) -> AsyncIterator[Host]:
+async def running_host(
+    config: Config, config_path: Path | None = None, clock: Clock = wall_clock
+) -> AsyncIterator[Host]:
     """A host of `config` started, stopped (drained, committed) on leaving the block."""
-    h = Host(config, config_path=config_path)
+    h = Host(config, config_path=config_path, clock=clock)
     await h.start()
     try:
         yield h
@@ -121,8 +124,10 @@ def url_of(host: Host) -> str:
 
 @pytest.fixture
 async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
-    """A started host on a free port, stopped (drained, committed) after the test."""
-    async with running_host(make_config(store_db, server={"transport": transport})) as h:
+    """A started host on a free port, stopped (drained, committed) after the test. Its clock
+    is a `ShiftedClock`: a test moves it on (`host.clock.advance(s)`) instead of sleeping."""
+    config = make_config(store_db, server={"transport": transport})
+    async with running_host(config, clock=ShiftedClock()) as h:
         yield h
 
 

@@ -24,6 +24,7 @@ from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
 from host.text.searchable import searchable_text
+from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -75,10 +76,11 @@ class MemoryPlugin:
 
     def __init__(
         self, store: EntryStore, config: Config, access: Access | None = None,
-        search: SearchEngine | None = None,
+        search: SearchEngine | None = None, clock: Clock = wall_clock,
     ) -> None:
         self.store = store
         self.config = config
+        self.clock = clock  # the time entries are written, expire and rank by recency at
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
@@ -142,7 +144,7 @@ class MemoryPlugin:
                 ErrorCode.INVALID_MESSAGE,
                 f"{len(req.entries)} entries; at most {limits.max_entries_per_request} a request",
                 req_id=req.id, field="entries")
-        t = now()
+        t = self.clock()
         outcomes: list[Failure | None] = [None] * len(req.entries)
         keys: list[bytes | None] = [None] * len(req.entries)
         persistent: list[NewEntry] = []
@@ -224,7 +226,7 @@ class MemoryPlugin:
             t for t in tiers if t in PERSISTENT_TIERS)
         q = Query(tiers=persistent, keys=keys, tags=tuple(req.tags), min_score=req.min_score,
                   limit=min(req.limit, self.config.limits.max_limit))
-        t = now()
+        t = self.clock()
         if req.query:
             entries, total = await self._search(session, tiers, q, req.query, t)
         else:
@@ -275,7 +277,7 @@ class MemoryPlugin:
                                 "forget needs keys or tags (no accidental wipe)",
                                 req_id=req.id, field="keys")
         tiers = self.access.forget_tiers(grant, req.tier, req.id)
-        t = now()
+        t = self.clock()
         deleted = session.working.forget(keys, req.tags, t) if "working" in tiers else 0
         persistent = [x for x in tiers if x in PERSISTENT_TIERS]
 

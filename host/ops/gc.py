@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from host.store.base import EntryStore
+from protocol.clock import Clock, wall_clock
 
 __all__ = ["GarbageCollector"]
 
@@ -19,8 +19,9 @@ log = logging.getLogger("a2e_host.gc")
 class GarbageCollector:
     """Runs `store.collect_garbage` periodically. `start()` / `stop()`."""
 
-    def __init__(self, store: EntryStore, interval: float) -> None:
+    def __init__(self, store: EntryStore, interval: float, clock: Clock = wall_clock) -> None:
         self.store = store
+        self.clock = clock
         self.interval = interval
         self.deleted_total = 0
         self.last_run: float | None = None  # Unix time the last collection finished
@@ -29,9 +30,9 @@ class GarbageCollector:
 
     async def collect_once(self) -> int:
         """One collection now; the number of entries deleted."""
-        n = await self.store.collect_garbage(time.time())
+        n = await self.store.collect_garbage(self.clock())
         self.deleted_total += n
-        self.last_run, self.last_deleted = time.time(), n
+        self.last_run, self.last_deleted = self.clock(), n
         if n:
             log.info("gc deleted %d expired entries", n)
         return n
