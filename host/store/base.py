@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -27,8 +28,10 @@ __all__ = [
     "BrowseFilter",
     "BrowsedEntry",
     "EntryStore",
+    "ExportRow",
     "Hits",
     "NamespaceOverview",
+    "NamespaceStats",
     "NewEntry",
     "PERSISTENT_TIERS",
     "Pending",
@@ -37,6 +40,7 @@ __all__ = [
     "Refusal",
     "Scope",
     "StoredEntry",
+    "StoreAdmin",
     "StoreOutcome",
     "VectorSearch",
     "digest",
@@ -370,3 +374,63 @@ class Browse(Protocol):
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot (the browser writes
         them in the format of `a2e-host export`)."""
+
+
+# -- the operator tasks of the CLI, the same on every backend --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStats:
+    """Live entries and their content bytes in one (namespace, tier)."""
+
+    namespace: str
+    tier: str
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One live entry as exported. `key` and `content` are JSON text, as stored."""
+
+    namespace: str
+    tier: str
+    owner: str
+    agent: str
+    key: str
+    content: str
+    tags: str  # JSON array text
+    source: str
+    score: float
+    ttl: int
+    created_at: float
+    updated_at: float
+
+
+class StoreAdmin(Protocol):
+    """The operator tasks of the CLI's `stats`, `export`, `import` and `gc` on one store, the
+    same on every backend (`host.store.sqlite.admin.SQLiteAdmin`,
+    `host.store.postgres.admin.PostgresAdmin`; `host.cli._store.open_admin` picks one), so a
+    command never branches on the backend. Backup and vacuum are SQLite's alone."""
+
+    where: str  # the database as shown to the operator: the file, or the URL, password masked
+
+    async def stats(self, now: float) -> list[NamespaceStats]:
+        """Live entries and content bytes by namespace and tier, by namespace then tier."""
+
+    async def database_bytes(self) -> int:
+        """What the store takes on disk."""
+
+    async def collect_garbage(self, now: float) -> int:
+        """Delete every entry expired at `now`; how many."""
+
+    def export_rows(
+        self, now: float, namespace: str | None = None
+    ) -> AbstractAsyncContextManager[tuple[int, AsyncIterator[ExportRow]]]:
+        """`async with admin.export_rows(now) as (total, rows)`: how many live entries (of one
+        namespace if given) and an async iterator of them in id order, one snapshot."""
+
+    async def import_batch(
+        self, batch: Sequence[tuple[Scope, NewEntry]], now: float
+    ) -> list[StoreOutcome]:
+        """Upsert `batch` keeping each entry's timestamps; one outcome per entry, in order."""
