@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # also when loaded by file path (tests)
 
-from procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
+from support.procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
 CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
 ECHO_FRAMES = ("store1", "store20")
@@ -587,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         info["store"] = "postgresql" if args.db else "sqlite"
         try:
             if args.db == "embedded":
-                from host.store.postgres.embedded import EmbeddedPostgres
+                from support.postgres import EmbeddedPostgres
 
                 pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
                 args.db_url = pg.create_database("bench")

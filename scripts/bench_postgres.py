@@ -43,7 +43,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
+from support.procs import HostProcess, cpu_seconds, stop_process  # noqa: E402
 
 CASES = ("bulk", "query", "remote")
 HOST_CONFIG = """\
@@ -115,15 +115,11 @@ class HostProc:
     """`a2e-host serve` on `db` on a free port."""
 
     def __init__(self, db: str, workdir: Path) -> None:
-        self.port = free_port()
         config = workdir / "bench.toml"
         config.write_text(HOST_CONFIG)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "host.cli", "--log-level", "WARNING", "serve", "--port",
-             str(self.port), "--db", db, "--config", str(config)],
-            cwd=workdir, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
-        wait_port(self.port, self.proc)
-        self.url = f"ws://127.0.0.1:{self.port}"
+        host = HostProcess(db, "--config", str(config), log_level="WARNING", cwd=workdir,
+                           env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=None)
+        self.port, self.proc, self.url = host.port, host.proc, host.url
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -250,7 +246,7 @@ def _print(rows: list[dict[str, Any]], label: str, row: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
-    from host.store.postgres.embedded import EmbeddedPostgres
+    from support.postgres import EmbeddedPostgres
 
     rows: list[dict[str, Any]] = []
     pg_dir = None if args.pg_shm else workdir / "pg"

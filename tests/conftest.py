@@ -29,9 +29,9 @@ import pytest
 from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
-from host.store.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from protocol.clock import Clock, ShiftedClock, wall_clock
-from scripts.procs import free_port, wait_port
+from scripts.support.postgres import EmbeddedPostgres, EmbeddedPostgresError
+from scripts.support.procs import HostProcess
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 TRANSPORTS: tuple[str, ...] = ("websockets", "picows")
@@ -169,26 +169,6 @@ async def client(connect: Callable[..., Any]) -> MemoryClient:
     return c
 
 
-class HostProcess:
-    """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
-
-    def __init__(self, db: Path | str, *extra: str, transport: str = "websockets") -> None:
-        self.port = free_port()
-        self.url = f"ws://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port),
-             "--transport", transport, "--db", str(db), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wait_port(self.port, self.proc, timeout=20.0)
-
-    def stop(self, sig: int, timeout: float = 20.0) -> int:
-        """Send `sig` and wait for the exit code."""
-        self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-
 @pytest.fixture
 def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostProcess]]:
     """A factory of host subprocesses (on the test's `transport`); any still running is
@@ -196,7 +176,8 @@ def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostP
     procs: list[HostProcess] = []
 
     def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
-        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport)
+        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport,
+                        env={"PYTHONUNBUFFERED": "1"}, timeout=20.0)
         procs.append(p)
         return p
 
