@@ -43,15 +43,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from support.procs import HostProcess, cpu_seconds, stop_process  # noqa: E402
+from support.procs import LOAD_LIMITS, HostProcess, cpu_seconds, stop_process  # noqa: E402
 
 CASES = ("bulk", "query", "remote")
-HOST_CONFIG = """\
-[limits]
-max_connections = 20000
-max_connections_per_ip = 20000
-requests_per_second = 0
-
+HOST_CONFIG = LOAD_LIMITS + """
 [search]
 embedder = "none"
 """

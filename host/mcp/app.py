@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Self
 
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
+from host.lifecycle import Opens
 from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
 from host.store.base import EntryStore, Scope
@@ -26,7 +26,7 @@ __all__ = ["McpApp"]
 log = logging.getLogger("a2e_host.mcp")
 
 
-class McpApp:
+class McpApp(Opens):
     """One MCP server on the configured store. Use `async with` (or `open()`/`close()`)."""
 
     def __init__(self, config: Config, store: EntryStore | None = None) -> None:
@@ -40,13 +40,6 @@ class McpApp:
             self.memories, config,
             rules=functools.partial(rules_for, self.store, cfg.namespace),
         )
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Open (create or migrate) the store."""

@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["HostProcess", "cpu_seconds", "free_port", "stop_process", "wait_port"]
+__all__ = ["LOAD_LIMITS", "HostProcess", "cpu_seconds", "free_port", "stop_process", "wait_port"]
+
+# The `[limits]` of a host under a benchmark's load: its defaults, except the limits that would
+# refuse the load itself (every connection comes from 127.0.0.1, and one connection sends far
+# more than 5,000 frames a second).
+LOAD_LIMITS = """\
+[limits]
+max_connections = 20000
+max_connections_per_ip = 20000
+requests_per_second = 0
+"""
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

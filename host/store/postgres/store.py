@@ -32,11 +32,12 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any
 
 import msgspec
 import numpy as np
 
+from host.lifecycle import Opens
 from host.store.base import (
     BrowsedEntry,
     BrowseFilter,
@@ -188,7 +189,7 @@ async def _keep_session(conn: Any) -> None:
     transaction before calling this."""
 
 
-class PostgresEntryStore:
+class PostgresEntryStore(Opens):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
@@ -218,13 +219,6 @@ class PostgresEntryStore:
         self.vectors_available = False
         self._pool: Any = None
         self._indexed_dims: set[int] = set()
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Connect the pool, apply pending migrations (under an advisory lock), enable pgvector

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from host.lifecycle import Opens
 from host.store.base import (
     BrowsedEntry,
     BrowseFilter,
@@ -42,7 +43,7 @@ __all__ = ["SQLiteEntryStore"]
 _T = TypeVar("_T")
 
 
-class SQLiteEntryStore:
+class SQLiteEntryStore(Opens):
     """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = True  # reads run on the loop's own WAL connection
@@ -65,13 +66,6 @@ class SQLiteEntryStore:
         self._writer: Writer | None = None
         self._deferred = Deferred()  # the writes a commit group holds for its end (writer thread)
         self._read: sqlite3.Connection | None = None
-
-    async def __aenter__(self) -> SQLiteEntryStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Create or migrate the schema, start the writer, open the read connection."""
