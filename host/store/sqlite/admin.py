@@ -3,7 +3,7 @@
 The CLI's `stats`, `export`, `import`, `backup`, `vacuum` and `gc` call these; they run in
 their own process beside a serving host (WAL lets readers and one writer at a time share the
 file; a write waits up to the busy timeout for the host's writer). Imports write through
-`sqlite_ops.put_entries`, the same function as the wire path, one transaction a batch.
+`sqlite.ops.put_entries`, the same function as the wire path, one transaction a batch.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from host.text.bm25 import Analysis, Bm25Stats
 
 __all__ = ["analyse", "keyword_stats", "TOKENIZER"]
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
+TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite.schema, migration 2)
 _local = threading.local()
 
 

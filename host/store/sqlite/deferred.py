@@ -20,7 +20,7 @@ Two kinds, each written once a commit group instead of once an entry:
 The owner of the transaction calls `flush` before COMMIT and `clear` after a rollback;
 `mark`/`restore` undo what one operation recorded, for an operation rolled back to its
 savepoint (see `host.store.sqlite.writer`). Reads inside the transaction do not see the held keyword
-rows; nothing in a write group reads them but `sqlite_vectors.write_vectors`, which then leaves
+rows; nothing in a write group reads them but `sqlite.vectors.write_vectors`, which then leaves
 the entry queued for embedding. One thread at a time (the writer's).
 """
 

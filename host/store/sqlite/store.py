@@ -59,7 +59,7 @@ class SQLiteEntryStore(Opens):
     ) -> None:
         self.path = str(path)
         self.quotas = quotas or ops.Quotas()
-        self.max_term_docs = max_term_docs  # see sqlite_ops.search_entries
+        self.max_term_docs = max_term_docs  # see sqlite.ops.search_entries
         self.max_matches = max_matches
         self._batch_max = batch_max
         self._observer = observer
@@ -197,7 +197,7 @@ class SQLiteEntryStore(Opens):
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
 
-    # -- similarity search (host/search/engine.py; the SQL is in sqlite_vectors) -------------
+    # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
     async def fetch(
         self, scope: Scope, q: Query, ids: Sequence[int], now: float
@@ -210,7 +210,7 @@ class SQLiteEntryStore(Opens):
         return vec.allowed_ids(self._conn(), scope, q, now)
 
     async def pending_vectors(self, limit: int) -> list[tuple[vec.Pending, bytes | None]]:
-        """Entries waiting for a vector (see `sqlite_vectors.pending`)."""
+        """Entries waiting for a vector (see `sqlite.vectors.pending`)."""
         return vec.pending(self._conn(), limit)
 
     async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]:

@@ -1,10 +1,10 @@
 """The SQL of similarity search on SQLite: stored vectors, the embedding queue, model identity.
 
-Plain functions over one `sqlite3.Connection`, like `sqlite_ops`: the write functions run in the
+Plain functions over one `sqlite3.Connection`, like `sqlite.ops`: the write functions run in the
 store's writer thread (inside its transaction), the reads on the caller's connection. Vectors
 are float32 BLOBs of unit length, one per entry, all of the model `search_meta` names, with a
 digest of the text they were computed from (a re-stored entry whose text did not change keeps
-its vector). The schema is migration 2 of `sqlite_schema`.
+its vector). The schema is migration 2 of `sqlite.schema`.
 """
 
 from __future__ import annotations
