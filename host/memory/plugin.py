@@ -187,7 +187,8 @@ class MemoryPlugin:
         ctx.last_write = write
 
         def finish(results: list[Any]) -> Any:
-            self.search.notify()  # embed the new entries in the background
+            # embed the new entries in the background; a query of this connection waits for them
+            session.vector_ticket = self.search.notify()
             for i, res in zip(where, results):
                 if res is not None:
                     outcomes[i] = (ErrorCode(res), "storage quota reached")
@@ -228,7 +229,11 @@ class MemoryPlugin:
                   limit=min(req.limit, self.config.limits.max_limit))
         t = self.clock()
         if req.query:
-            entries, total = await self._search(session, tiers, q, req.query, t)
+            sessions = sessions_of(ctx)
+            ticket = max((s.vector_ticket for s in sessions.by_id.values()), default=0) \
+                if sessions is not None else session.vector_ticket
+            entries, total = await self._search(session, tiers, q, req.query, t, ticket,
+                                                ctx.conn_id)
         else:
             entries, total = await self._find(session, tiers, q, t)
         return MemoryRetrieveResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
@@ -249,21 +254,25 @@ class MemoryPlugin:
         return [_out(e) for e in found], total
 
     async def _search(
-        self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float
+        self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float,
+        ticket: int = 0, conn: str = "",
     ) -> tuple[list[EntryOut], int]:
         ranked = await self.ranked(session.scope, q, query, t,
-                                   session.working if "working" in tiers else None)
+                                   session.working if "working" in tiers else None, ticket, conn)
         return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
 
     async def ranked(
-        self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None
+        self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None,
+        ticket: int = 0, conn: str = "",
     ) -> list[tuple[float, StoredEntry]]:
         """Every match of a query read (`q` over the persistent tiers, plus `working` when the
         read covers it), with its combined score, best first: what a `memory/retrieve` with
-        `query` pages. The memory browser's Search calls it too."""
+        `query` pages. The memory browser's Search calls it too. `ticket` and `conn`: the
+        asking connection's newest write ticket and its id (read-your-writes and the fair
+        share of query embedding, see `SearchEngine.search`)."""
         # every tier's candidates are fused as one pool: relevance means the same in each
         candidates = await self.search.search(
-            scope, q, query, t, self.config.ranking.search_candidates, working)
+            scope, q, query, t, self.config.ranking.search_candidates, working, ticket, conn)
         return rank_matches(candidates, q.min_score, t, self.weights)
 
     # -- forget -------------------------------------------------------------------------

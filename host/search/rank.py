@@ -73,13 +73,20 @@ class Match(Protocol):
 M = TypeVar("M", bound=Match)
 
 
+def _ranking(e: Match) -> float:
+    fused = getattr(e, "fused", None)
+    return float(e.relevance if fused is None else fused)  # type: ignore[arg-type]
+
+
 def rank_matches(
     candidates: Iterable[M], min_score: float, now: float, w: RankWeights
 ) -> list[tuple[float, M]]:
     """The candidates that match (relevance > 0 and >= `min_score`), each with its combined
     score, best first: the order of a `memory/retrieve` with a query."""
     ranked = [
-        (combined_score(e.relevance, e.score, e.updated_at, now, w), e)
+        # ordered on the fused relevance when the search set one (how far the candidate
+        # stands out among the query's), filtered on the calibrated `relevance` it reports
+        (combined_score(_ranking(e), e.score, e.updated_at, now, w), e)
         for e in candidates
         if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
     ]

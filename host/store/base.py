@@ -102,6 +102,9 @@ class StoredEntry:
     id: int | None = None  # the backend's row id, set by query searches (vector index key)
     keyword: float | None = None  # BM25 of a query search, higher is better (host.search.fusion)
     similarity: float | None = None  # cosine to the query's vector in a query search (None: none)
+    # the fused relevance among the query's candidates (ranks; `relevance` is the calibrated
+    # probability that min_score filters and replies carry), set by a query search
+    fused: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +423,9 @@ class StoreAdmin(Protocol):
 
     async def database_bytes(self) -> int:
         """What the store takes on disk."""
+
+    async def embed_backlog(self) -> int:
+        """Entries waiting for a vector (the embedding queue)."""
 
     async def collect_garbage(self, now: float) -> int:
         """Delete every entry expired at `now`; how many."""

@@ -95,6 +95,9 @@ class PostgresAdmin:
     async def database_bytes(self) -> int:
         return await database_bytes(self.store)
 
+    async def embed_backlog(self) -> int:
+        return await self.store.vector_queue()
+
     async def collect_garbage(self, now: float) -> int:
         """One collection under the hosts' GC lock: nothing is deleted while a host collects."""
         return await self.store.collect_garbage(now)

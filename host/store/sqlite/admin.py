@@ -199,6 +199,9 @@ class SQLiteAdmin:
     async def database_bytes(self) -> int:
         return database_bytes(self.where)
 
+    async def embed_backlog(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+
     async def collect_garbage(self, now: float) -> int:
         return collect_all_expired(self.conn, now)
 

@@ -209,9 +209,11 @@ class SQLiteEntryStore(Opens):
         """Row ids of the live entries `q` (keys, tags, tiers) lets `scope` read."""
         return vec.allowed_ids(self._conn(), scope, q, now)
 
-    async def pending_vectors(self, limit: int) -> list[tuple[vec.Pending, bytes | None]]:
-        """Entries waiting for a vector (see `sqlite.vectors.pending`)."""
-        return vec.pending(self._conn(), limit)
+    async def pending_vectors(
+        self, limit: int, namespace: str | None = None
+    ) -> list[tuple[vec.Pending, bytes | None]]:
+        """Entries waiting for a vector, newest first (see `sqlite.vectors.pending`)."""
+        return vec.pending(self._conn(), limit, namespace)
 
     async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]:
         """Store vectors and dequeue their entries; returns after the commit."""
