@@ -111,12 +111,14 @@ class ScoreParts:
 
 def score_parts(
     relevance: float, importance: float, updated_at: float, now: float, w: RankWeights,
-    keyword: float | None = None, vector: float | None = None,
+    keyword: float | None = None, vector: float | None = None, fused: float | None = None,
 ) -> ScoreParts:
-    """The parts of one match's `combined` score, computed by the same formula."""
+    """The parts of one match's `combined` score, computed by the same formula (on `fused`,
+    the fused relevance that orders the results, when the search set one)."""
     return ScoreParts(
         relevance=relevance,
-        combined=combined_score(relevance, importance, updated_at, now, w),
+        combined=combined_score(relevance if fused is None else fused, importance, updated_at,
+                                now, w),
         keyword=keyword, vector=vector, importance=importance,
         recency=recency(updated_at, now, w.half_life),
     )

@@ -352,7 +352,8 @@ class UiApp:
                                                    now)
             total = len(ranked)
             hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
-                                    self.weights, keyword=e.keyword, vector=e.similarity))
+                                    self.weights, keyword=e.keyword, vector=e.similarity,
+                                    fused=e.fused))
                     for _, e in ranked[:limit]]
         back = _back(f"/ui/search?{_qs(req)}", ns)
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
