@@ -194,6 +194,25 @@ async def test_search_scores_the_newest_readable_matches(pg_url: str) -> None:
             assert len(theirs) == (cap or 5) and {e.owner for e in theirs} == {"bob"}
 
 
+async def test_another_agents_private_entries_do_not_make_your_terms_common(
+    pg_url: str,
+) -> None:
+    """A term common in the namespace only through another agent's private entries is still
+    searched for a reader who holds it in few entries (counted among what they may read), with
+    the namespace's count (capped) as its BM25 statistic; a term common for the reader too is
+    left out."""
+    carol, dave = Scope("ns", "carol"), Scope("ns", "dave")
+    async with PostgresEntryStore(pg_url, max_term_docs=5) as store:
+        await store.put(dave, [entry(f"d{i}", b'"zebra stripes giraffe"') for i in range(30)], T0)
+        await store.put(carol, [entry("c", b'"zebra crossing"')]
+                        + [entry(f"g{i}", b'"giraffe"') for i in range(8)], T0)
+        q = Query(tiers=BOTH)
+        got = await store.search(carol, q, "zebra giraffe", T0, 10)
+        assert [e.key for e in got] == [key("c")]  # giraffe: 8 readable > 5, left out
+        stats = await store.keyword_stats(carol, "zebra giraffe", q, T0)
+        assert (stats.terms, stats.hits) == (("zebra",), (6,))  # 30 in the namespace, capped
+
+
 async def test_bm25_equals_sqlite_fts5(pg_url: str, tmp_path: Path) -> None:
     """In one namespace, the PostgreSQL store's keyword scores are SQLite FTS5's bm25 values
     for the same entries and query, in the same order."""

@@ -177,6 +177,13 @@ def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dic
             "keys": [k.decode() for k in keys]}
 
 
+def _visibility(scope: Scope, q: Query) -> tuple[list[str], list[str], list[str], list[str]]:
+    """What `q` lets `scope` read, as the SQL functions take it: tiers, their owners, keys
+    (text), distinct tags."""
+    return (list(q.tiers), [owner_for(t, scope.agent) for t in q.tiers],
+            [k.decode() for k in q.keys], list(dict.fromkeys(q.tags)))
+
+
 def _indexable(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
 
@@ -231,7 +238,11 @@ class PostgresEntryStore(Opens):
                 "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
         pool = await asyncpg.create_pool(
             self.url, min_size=self.pool_min, max_size=self.pool_max,
-            server_settings={"application_name": "a2e-host"}, reset=_keep_session,
+            # hnsw.iterative_scan: pgvector's HNSW scans go on past filtered-out rows (the
+            # visibility WHERE of nearest_vectors); a placeholder where pgvector is absent
+            server_settings={"application_name": "a2e-host",
+                             "hnsw.iterative_scan": "relaxed_order"},
+            reset=_keep_session,
         )
         try:
             async with pool.acquire() as conn:
@@ -414,12 +425,11 @@ class PostgresEntryStore(Opens):
         terms = _indexable(query_terms(text))
         if not terms or not q.tiers:
             return []
+        tiers, owners, keys, tags = _visibility(scope, q)
         rows = await self.pool.fetch(
             "SELECT * FROM a2e_keyword_search($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             scope.namespace, _scope_lexeme(scope.namespace), terms, self._cap(terms),
-            self.max_matches or None, candidates, list(q.tiers),
-            [owner_for(t, scope.agent) for t in q.tiers], now,
-            [k.decode() for k in q.keys], list(dict.fromkeys(q.tags)))
+            self.max_matches or None, candidates, tiers, owners, now, keys, tags)
         out = []
         for r in rows:
             entry = _row(r, r[10])
@@ -432,16 +442,23 @@ class PostgresEntryStore(Opens):
         """`max_term_docs` for a query of `terms` (a single term is always searched: 0)."""
         return self.max_term_docs if len(terms) >= 2 else 0
 
-    async def keyword_stats(self, scope: Scope, text: str) -> Bm25Stats:
+    async def keyword_stats(
+        self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
+    ) -> Bm25Stats:
         """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.search.bm25`): rows, average length, rows holding each term searched."""
+        (see `host.search.bm25`): rows, average length, rows holding each term searched. With
+        the read's `q` and time `now`, a term is common (and left out) as `search` decides it,
+        among the entries the reader may read; without, among the namespace's."""
         usable = _indexable(query_terms(text))
+        vis = _visibility(scope, q) if q is not None else (None, None, [], [])
         row = await self.pool.fetchrow(
             "SELECT u.entries, u.tokens, t.terms, t.hits FROM (SELECT array_agg(s.term ORDER BY"
             " s.ord) AS terms, array_agg(s.hits ORDER BY s.ord) AS hits FROM"
-            " a2e_search_terms($1, $2, $3) WITH ORDINALITY AS s(term, hits, ord)) t"
+            " a2e_search_terms($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            " WITH ORDINALITY AS s(term, hits, ord)) t"
             " LEFT JOIN a2e_usage u ON u.namespace = $1 AND u.agent = ''",
-            scope.namespace, usable, self._cap(usable))
+            scope.namespace, _scope_lexeme(scope.namespace), usable, self._cap(usable), vis[0],
+            vis[1], now if now is not None else 0.0, vis[2], vis[3])
         n, length = max(row[0] or 0, 1), max(row[1] or 0, 1)
         return Bm25Stats(tuple(row[2] or ()), tuple(int(h) for h in row[3] or ()), n, length / n)
 
@@ -619,17 +636,22 @@ class PostgresEntryStore(Opens):
         dist = f"v.embedding::vector({dim}) <=> {qv}"
         base = (f" FROM a2e_vectors v JOIN a2e_entries e ON e.id = v.entry_id"
                 f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}")
-        near = f"SELECT v.entry_id, 1 - ({dist}){base} ORDER BY {dist} LIMIT {int(k)}"
-        stats = (f"SELECT count(*), coalesce(avg(s), 0), coalesce(stddev_pop(s), 0) FROM"
-                 f" (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x")
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = await conn.fetch(near, *p.values)
-            n, mean, std = await conn.fetchrow(stats, *p.values)
+        # one statement, one round trip: the sample's statistics on every row (and alone on
+        # one row when nothing is near); the pool's connections scan HNSW iteratively
+        # (`hnsw.iterative_scan`, set when they connect)
+        rows = await self.pool.fetch(
+            f"WITH near AS (SELECT v.entry_id, 1 - ({dist}) AS s{base}"
+            f" ORDER BY {dist} LIMIT {int(k)}),"
+            f" st AS (SELECT count(*) AS n, coalesce(avg(x.s), 0) AS mean,"
+            f" coalesce(stddev_pop(x.s), 0) AS std"
+            f" FROM (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x)"
+            f" SELECT near.entry_id, near.s, st.n, st.mean, st.std FROM st"
+            f" LEFT JOIN near ON true ORDER BY near.s DESC NULLS LAST", *p.values)
+        hits = [r for r in rows if r[0] is not None]
         return Hits(
-            ids=np.array([r[0] for r in rows], dtype=np.int64),
-            similarities=np.array([r[1] for r in rows], dtype=np.float32),
-            mean=float(mean), std=float(std), allowed=int(n))
+            ids=np.array([r[0] for r in hits], dtype=np.int64),
+            similarities=np.array([r[1] for r in hits], dtype=np.float32),
+            mean=float(rows[0][3]), std=float(rows[0][4]), allowed=int(rows[0][2]))
 
     async def vector_similarity(
         self, model: str, vector: Sequence[float], ids: Sequence[int]
