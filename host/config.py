@@ -37,6 +37,7 @@ __all__ = [
     "StoreConfig",
     "TokenConfig",
     "UiConfig",
+    "WatchConfig",
     "env_settings",
     "is_secret",
     "load_config",
@@ -420,6 +421,30 @@ class UiConfig(_Section):
     )
 
 
+class WatchConfig(_Section):
+    """Change streams (`memory/watch`, docs/protocol.md): the change log and its watchers."""
+
+    retention_seconds: float = Field(
+        86_400.0, gt=0, description="Seconds the change log keeps a change; a `since` cursor"
+        " older than what is kept is answered `cursor_expired`."
+    )
+    retention_rows: int = Field(
+        100_000, ge=1, description="Changes (committed requests) the log keeps a namespace, the"
+        " newest; older ones go as if past `retention_seconds`."
+    )
+    max_pending_events: int = Field(
+        1_000, ge=1, description="Events of one watch waiting to be sent to a client that does"
+        " not read; one more ends the watch (`memory/watch/ended/event`, reason `lagging`)."
+    )
+    max_watches_per_connection: int = Field(
+        16, ge=1, description="Watches one connection may hold; one more is `memory_full`."
+    )
+    poll_interval: float = Field(
+        0.2, gt=0, description="Seconds between looks at the change log for changes another"
+        " process or host committed (PostgreSQL shared by hosts; the CLI on SQLite)."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -435,6 +460,7 @@ class Config(_Section):
     search: SearchConfig = Field(default_factory=SearchConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
+    watch: WatchConfig = Field(default_factory=WatchConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

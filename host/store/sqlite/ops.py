@@ -2,7 +2,8 @@
 
 The async `SQLiteEntryStore` runs the writes in its writer thread and the reads on the event
 loop; the library's synchronous `SQLiteStore` and the CLI call the same functions, so there is
-one engine. Write functions expect to run inside a transaction the caller opened.
+one engine. Write functions expect to run inside a transaction the caller opened, and record
+what they changed in the change log (`host.store.sqlite.changes`) in that same transaction.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from host.store.base import (
     owner_for,
     scope_token,
 )
+from host.store.changes import removed_record, stored_record
+from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
 from host.text.keyword import coverage, fts_match_expression
 from host.text.searchable import stored_text
@@ -279,10 +282,27 @@ def forget_entries(
     Their keyword rows are deleted when `deferred` is flushed (without one, before this
     call returns)."""
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)), now)
-    n = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params).rowcount
-    if deferred is None and n:
-        Deferred().flush(conn)
-    return n
+    gone = conn.execute(f"DELETE FROM entries AS e WHERE {where} RETURNING tier, owner, key, tags",
+                        params).fetchall()
+    if gone:
+        log_change(conn, scope.namespace, "forgotten", _removed(gone), now)
+        if deferred is None:
+            Deferred().flush(conn)
+    return len(gone)
+
+
+def _removed(rows: Sequence[tuple]) -> list[tuple]:
+    """Change-log records of deleted rows (tier, owner, key, tags)."""
+    return [removed_record(r[0], r[1], r[2].encode(), _tags_decoder.decode(r[3])) for r in rows]
+
+
+def _log_expired(conn: sqlite3.Connection, rows: Sequence[tuple], now: float) -> None:
+    """Log deleted expired rows (namespace, tier, owner, key, tags): one change a namespace."""
+    by_ns: dict[str, list[tuple]] = {}
+    for r in rows:
+        by_ns.setdefault(r[0], []).append(r[1:])
+    for ns, mine in by_ns.items():
+        log_change(conn, ns, "expired", _removed(mine), now)
 
 
 def touch_entries(
@@ -314,14 +334,17 @@ def collect_expired(
 ) -> int:
     """Delete up to `batch` expired entries; the number deleted (call again while == batch).
     Their keyword rows go as in `forget_entries`."""
-    n = conn.execute(
+    rows = conn.execute(
         "DELETE FROM entries WHERE id IN"
-        " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+        " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)"
+        " RETURNING namespace, tier, owner, key, tags",
         (now, batch),
-    ).rowcount
-    if deferred is None and n:
-        Deferred().flush(conn)
-    return n
+    ).fetchall()
+    if rows:
+        _log_expired(conn, rows, now)
+        if deferred is None:
+            Deferred().flush(conn)
+    return len(rows)
 
 
 _INSERT = (
@@ -362,6 +385,7 @@ def put_entries(
     usage = _Usage(*deferred.usage(conn, ns, agent))
     deleted = collected = False
     outcomes: list[StoreOutcome] = []
+    changed: list[tuple] = []  # the change-log records of the entries stored
     for e in entries:
         owner = owner_for(e.tier, agent)
         key = e.key.decode()
@@ -385,12 +409,14 @@ def put_entries(
                 deferred.count(ns, agent, 1, size)
         if entry_id is None:
             row = conn.execute(
-                "SELECT id, expires_at, agent, size FROM entries"
+                "SELECT id, expires_at, agent, size, created_at FROM entries"
                 " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
                 (ns, e.tier, owner, key),
             ).fetchone()
             if row is not None and row[1] is not None and row[1] <= now:
-                conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+                _log_expired(conn, conn.execute(
+                    "DELETE FROM entries WHERE id = ? RETURNING namespace, tier, owner, key, tags",
+                    (row[0],)).fetchall(), now)
                 deleted = True  # the delete trigger counted it in the table
                 usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
                 row = None
@@ -401,11 +427,11 @@ def put_entries(
                 growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
             if usage.over(quotas, *growth) and not collected:
                 collected = True
-                conn.execute(
+                _log_expired(conn, conn.execute(
                     "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
-                    " AND expires_at <= ?",
+                    " AND expires_at <= ? RETURNING namespace, tier, owner, key, tags",
                     (ns, now),
-                )
+                ).fetchall(), now)
                 deleted = True
                 usage = _Usage(*deferred.usage(conn, ns, agent))
             if usage.over(quotas, *growth):
@@ -417,6 +443,7 @@ def put_entries(
                 deferred.count(ns, agent, 1, size)
             else:
                 entry_id = row[0]
+                created = row[4]
                 deferred.count(ns, row[2], -1, -row[3])
                 deferred.count(ns, agent, 1, size)
                 conn.execute(
@@ -431,6 +458,10 @@ def put_entries(
             conn.executemany(_INSERT_TAGS, [(ns, e.tier, owner, t, entry_id) for t in tags])
         deferred.index(entry_id, token, text)
         outcomes.append(None)
+        changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,
+                                     e.ttl, created, updated))
+    if changed:
+        log_change(conn, ns, "stored", changed, now)
     if not deleted:  # the usage table is as read: the next put of the group need not read it
         deferred.settled(conn)
     return outcomes

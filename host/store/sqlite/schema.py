@@ -21,6 +21,9 @@ entry, of the model named in `search_meta`), `embed_queue` (entries whose vector
 stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
 whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
 with Porter stemming. Deleting an entry deletes its vector.
+
+Migration 5 (change streams, `host/store/sqlite_changes.py`): `changes`, one row a committed
+request that changed entries (what `memory/watch` replays), and `change_floor`.
 """
 
 from __future__ import annotations
@@ -167,6 +170,22 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM entry_tags WHERE entry_id = old.id;
         INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
     END;
+    """,
+    # 5: the change log of `memory/watch` (host/store/sqlite_changes.py): one row a committed
+    # request, written in the write's transaction; the floor is the highest seq pruned
+    """
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        entries BLOB NOT NULL
+    );
+    CREATE INDEX changes_namespace ON changes (namespace, seq);
+    CREATE TABLE change_floor (
+        namespace TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL
+    ) WITHOUT ROWID;
     """,
 )
 

@@ -27,9 +27,10 @@ from host.store.base import (
     StoredEntry,
     StoreOutcome,
 )
+from host.store.changes import Change
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
-from host.store.sqlite import ops
+from host.store.sqlite import changes, ops
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
@@ -196,6 +197,27 @@ class SQLiteEntryStore(Opens):
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
+    # -- the change log (host.store.changes.ChangeLog; the SQL is in sqlite_changes) ---------
+
+    async def change_head(self, namespace: str) -> int:
+        """The newest change of `namespace` (at least its floor)."""
+        return changes.head(self._conn(), namespace)
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of each namespace."""
+        return changes.heads(self._conn(), namespaces)
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest change pruned from `namespace`."""
+        return changes.floor(self._conn(), namespace)
+
+    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order."""
+        return changes.changes_after(self._conn(), namespace, after, limit)
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete changes older than `before` or past `max_rows` a namespace (writer thread)."""
+        return await self._submit(changes.prune, before, max_rows)  # type: ignore[no-any-return]
 
     # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
