@@ -111,6 +111,7 @@ class Host:
         self.server.on_open.append(
             lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
         self.gc = GarbageCollector(self.store, config.gc.interval, clock)
+        self.gc.after.append(self.memory.watches.collected)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(
@@ -223,12 +224,15 @@ class Host:
         self.gc.start()
         if self.ui is not None:
             await self.ui.start()
+        self.memory.watches.start()
         scheme = "wss" if srv.tls_cert else "ws"
         log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
                  srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")
 
     async def stop(self) -> None:
-        """Stop accepting, drain in-flight requests, stop the GC, commit and close the store."""
+        """End the watches (each told its last cursor), stop accepting, drain in-flight
+        requests, stop the GC, commit and close the store."""
+        await self.memory.watches.stop()
         await self.server.stop()
         if self.ui is not None:
             await self.ui.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -19,10 +20,12 @@ from host.core.context import ConnectionContext
 from host.core.router import Router, then
 from host.memory.access import Access
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
+from host.memory.watch import WatchHub
 from host.memory.working import ByteBudget, WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.store.changes import ChangeLog
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now
@@ -40,6 +43,8 @@ from protocol.messages import (
     MemoryRetrieveResponse,
     MemoryStoreRequest,
     MemoryStoreResponse,
+    MemoryUnwatchRequest,
+    MemoryWatchRequest,
 )
 
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
@@ -84,13 +89,17 @@ class MemoryPlugin:
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
+        self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
+                                self.access)
 
     def register(self, router: Router) -> None:
-        """Route the four memory requests to this plugin."""
+        """Route the four memory requests and the watch extension's two to this plugin."""
         router.register(MemoryInitRequest, self.init, self.capability)
         router.register(MemoryStoreRequest, self.store_entries, self.capability)
         router.register(MemoryRetrieveRequest, self.retrieve, self.capability)
         router.register(MemoryForgetRequest, self.forget, self.capability)
+        router.register(MemoryWatchRequest, self.watches.watch, self.capability)
+        router.register(MemoryUnwatchRequest, self.watches.unwatch, self.capability)
 
     # -- init ---------------------------------------------------------------------------
 
@@ -149,6 +158,8 @@ class MemoryPlugin:
         keys: list[bytes | None] = [None] * len(req.entries)
         persistent: list[NewEntry] = []
         where: list[int] = []
+        watched = self.watches.watching_working(ctx, session)
+        working: list[StoredEntry] = []  # for the session's watches
         for i, raw in enumerate(req.entries):
             try:
                 e = decode_entry(raw)
@@ -178,9 +189,16 @@ class MemoryPlugin:
             if e.tier == "working":
                 if session.working.put(new, text, t) is not None:
                     outcomes[i] = (ErrorCode.MEMORY_FULL, "working tier is full")
+                elif watched:
+                    held = session.working.get(key)
+                    if held is not None:
+                        working.append(replace(held))
             else:
                 persistent.append(new)
                 where.append(i)
+        if working:  # after the reply, as the events of persistent entries come after commit
+            asyncio.get_running_loop().call_soon(self.watches.working, ctx, session, "stored",
+                                                 working)
         if not persistent:
             return self._store_reply(req, keys, outcomes)
         write = asyncio.ensure_future(self.store.put(session.scope, persistent, t))
@@ -189,6 +207,7 @@ class MemoryPlugin:
         def finish(results: list[Any]) -> Any:
             # embed the new entries in the background; a query of this connection waits for them
             session.vector_ticket = self.search.notify()
+            self.watches.poke(session.scope.namespace)
             for i, res in zip(where, results):
                 if res is not None:
                     outcomes[i] = (ErrorCode(res), "storage quota reached")
@@ -287,7 +306,13 @@ class MemoryPlugin:
                                 req_id=req.id, field="keys")
         tiers = self.access.forget_tiers(grant, req.tier, req.id)
         t = self.clock()
-        deleted = session.working.forget(keys, req.tags, t) if "working" in tiers else 0
+        deleted = 0
+        if "working" in tiers:
+            gone = session.working.forget_entries(keys, req.tags, t)
+            deleted = len(gone)
+            if gone:
+                asyncio.get_running_loop().call_soon(self.watches.working, ctx, session,
+                                                     "forgotten", gone)
         persistent = [x for x in tiers if x in PERSISTENT_TIERS]
 
         def reply(n: int) -> MemoryForgetResponse:
@@ -302,6 +327,8 @@ class MemoryPlugin:
 
         def finish(n: int) -> MemoryForgetResponse:
             self.search.notify()  # drop the deleted entries' vectors from memory
+            if n:
+                self.watches.poke(session.scope.namespace)
             return reply(deleted + n)
 
         return then(write, finish)

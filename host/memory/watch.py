@@ -27,18 +27,25 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 import msgspec
 
 from host.config import WatchConfig
+from host.core.context import ConnectionContext
 from host.memory.access import Access
-from host.memory.session import ConnectionContext, Session
-from host.store.base import PERSISTENT_TIERS, Scope
-from host.store.changes import Change, ChangedEntry, ChangeLog, decode_entries
+from host.memory.session import Session
+from host.store.base import PERSISTENT_TIERS, Scope, StoredEntry
+from host.store.changes import (
+    Change,
+    ChangedEntry,
+    ChangeLog,
+    decode_entries,
+    removed_record,
+    stored_record,
+)
 from protocol.codec import new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -52,7 +59,9 @@ from protocol.messages import (
     MemoryWatchResponse,
 )
 
-__all__ = ["Watch", "WatchHub", "parse_cursor"]
+__all__ = ["CAPABILITY", "Watch", "WatchHub", "parse_cursor"]
+
+CAPABILITY = "memory.watch"  # the hub's key in `ConnectionContext.capabilities`
 
 log = logging.getLogger("a2e_host.watch")
 
@@ -153,6 +162,17 @@ class _Feed:
         return self.rows[bisect.bisect_right(self.seqs, position):]
 
 
+class _Closer:
+    """The watch hub's state of one connection (`ConnectionContext.capabilities`): closing it
+    drops the connection's watches."""
+
+    def __init__(self, hub: WatchHub, ctx: ConnectionContext) -> None:
+        self.hub, self.ctx = hub, ctx
+
+    def close(self) -> None:
+        self.hub.closed(self.ctx)
+
+
 class WatchHub:
     """Every watch of one host. `register(router)`, `start()`, `stop()`; the memory plugin
     calls `poke(namespace)` after each commit and `working(...)` after working-tier writes."""
@@ -204,12 +224,15 @@ class WatchHub:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"keys: {err}", req_id=req.id,
                                 field="keys") from None
         since = parse_cursor(req.since, req.id)
-        mine = self._by_conn.setdefault(ctx.conn_id, {})
+        mine = self._by_conn.get(ctx.conn_id)
+        if mine is None:
+            mine = self._by_conn[ctx.conn_id] = {}
+            ctx.capabilities[CAPABILITY] = _Closer(self, ctx)
         if len(mine) >= self.config.max_watches_per_connection:
             raise ProtocolError(ErrorCode.MEMORY_FULL, f"at most"
                                 f" {self.config.max_watches_per_connection} watches a connection",
                                 req_id=req.id)
-        if getattr(ctx, "push", None) is None:
+        if ctx.push is None:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                 "this transport cannot carry events", req_id=req.id, field="type")
         ns = session.scope.namespace
@@ -270,24 +293,36 @@ class WatchHub:
             return
         feed.fetching = asyncio.get_running_loop().create_task(self._fetch(feed))
 
-    def poke_all(self) -> None:
-        """Read the log of every watched namespace (after a garbage collection)."""
+    async def collected(self, t: float) -> None:
+        """After a garbage collection at `t`: announce what expired, prune the change log."""
         for ns in list(self.feeds):
             self.poke(ns)
+        if self.log is not None:
+            n = await self.log.prune_changes(t - self.config.retention_seconds,
+                                             self.config.retention_rows)
+            if n:
+                log.info("change log: %d changes past watch.retention pruned", n)
+
+    def watching_working(self, ctx: ConnectionContext, session: Session) -> bool:
+        """True when a watch of `session` follows its working tier."""
+        mine = self._by_conn.get(ctx.conn_id)
+        return bool(mine) and any(w.memory_id == session.memory_id and "working" in w.tiers
+                                  for w in mine.values())  # type: ignore[union-attr]
 
     def working(self, ctx: ConnectionContext, session: Session, op: str,
-                entries: Sequence[tuple[bytes, Sequence[str], msgspec.Raw]]) -> None:
-        """Working-tier entries of `session` changed (`op`): (key, tags, wire form) each.
-        Events go at once to the session's own watches (nobody else may see them)."""
+                entries: Sequence[StoredEntry]) -> None:
+        """Working-tier entries of `session` were stored or forgotten (`op`). Events go at
+        once to the session's own watches (nobody else may see them)."""
         mine = self._by_conn.get(ctx.conn_id)
         if not mine or not entries:
             return
+        wires = [(e, _working_wire(op, e)) for e in entries]
         for w in list(mine.values()):
             if w.memory_id != session.memory_id or "working" not in w.tiers or \
                     w.state is WatchState.ENDED:
                 continue
-            seen = [wire for key, tags, wire in entries
-                    if (not w.keys or key in w.keys) and (not w.tags or w.tags.issubset(tags))]
+            seen = [wire for e, wire in wires
+                    if (not w.keys or e.key in w.keys) and (not w.tags or w.tags.issubset(e.tags))]
             if seen:
                 w.working += 1
                 if not self._push(w, op, seen):
@@ -354,8 +389,8 @@ class WatchHub:
     def _push(self, w: Watch, op: str, seen: list[msgspec.Raw]) -> bool:
         event = MemoryChangedEvent(id=new_id(), version=VERSION, ts=now(), watch_id=w.id,
                                    cursor=w.cursor, op=op, entries=seen)  # type: ignore[arg-type]
-        push: Callable[..., bool] = w.ctx.push  # type: ignore[attr-defined]
-        return push(event, key=w.id, limit=self.config.max_pending_events)
+        push = w.ctx.push
+        return push is not None and push(event, key=w.id, limit=self.config.max_pending_events)
 
     def _replay(self, w: Watch) -> None:
         if w.task is None:
@@ -464,18 +499,16 @@ class WatchHub:
         self._drop(w)
         self.ended[reason] = self.ended.get(reason, 0) + 1
         log.info("watch %s of connection %s ended: %s", w.id, w.ctx.conn_id, reason)
-        push: Callable[..., bool] = w.ctx.push  # type: ignore[attr-defined]
-        push(MemoryWatchEndedEvent(id=new_id(), version=VERSION, ts=now(), watch_id=w.id,
-                                   cursor=w.cursor, reason=reason, message=message))
+        push = w.ctx.push
+        if push is not None:
+            push(MemoryWatchEndedEvent(id=new_id(), version=VERSION, ts=now(), watch_id=w.id,
+                                       cursor=w.cursor, reason=reason, message=message))
 
 
-def working_wire(entries: Sequence[Any]) -> list[tuple[bytes, Sequence[str], msgspec.Raw]]:
-    """(key, tags, wire form) of stored working-tier entries (`StoredEntry`s)."""
-    from host.store.changes import stored_record
 
-    out = []
-    for e in entries:
-        rec = stored_record("working", "", e.key, e.content, e.tags, e.source, e.score, e.ttl,
-                            e.created_at, e.updated_at)
-        out.append((e.key, e.tags, rec[4]))
-    return out
+def _working_wire(op: str, e: StoredEntry) -> msgspec.Raw:
+    """The wire form of a working-tier entry in an event of `op`."""
+    if op == "stored":
+        return stored_record("working", "", e.key, e.content, e.tags, e.source, e.score, e.ttl,
+                             e.created_at, e.updated_at)[4]
+    return removed_record("working", "", e.key, e.tags)[4]

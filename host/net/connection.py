@@ -115,6 +115,10 @@ class Connection:
         self._sender: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._pushed: dict[object, int] = {}  # events queued unsent, by push key
+        self._events = 0
+        self._closed = False
+        self.ctx.push = self.push
 
     async def run(self) -> None:
         """Read and answer frames until the peer closes or the host drains this connection."""
@@ -131,6 +135,7 @@ class Connection:
         except ConnectionClosed:
             pass
         finally:
+            self._closed = True
             if self._sender is not None:  # the socket is closed: nothing more can be sent
                 self._sender.cancel()
             self.ctx.close()
@@ -175,7 +180,7 @@ class Connection:
             except Exception as exc:
                 reply = error_for(exc, req_id)
         data = None if isinstance(reply, asyncio.Future) else encode(reply)
-        if data is not None and self._queued == 0:
+        if data is not None and self._queued == 0 and self._events == 0:
             await self.ws.send(data, text=True)
             self._done(req_id, msg_type, reply, started)
             return
@@ -198,9 +203,37 @@ class Connection:
             self._progress.clear()
             await self._progress.wait()
 
+    def push(self, message: Any, key: object = None, limit: int = 0) -> bool:
+        """Queue a server-initiated message after the replies owed; False (nothing queued)
+        when closed or `limit` messages of `key` wait unsent."""
+        if self._closed:
+            return False
+        if key is not None and limit > 0 and self._pushed.get(key, 0) >= limit:
+            return False
+        data = message if isinstance(message, bytes) else encode(message)
+        self._events += 1
+        self._pushed[key] = self._pushed.get(key, 0) + 1
+        self._queue.put_nowait(("", key, "", 0.0, data))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_loop())
+        return True
+
     async def _send_loop(self) -> None:
         while True:
             req_id, item, msg_type, started, data = await self._queue.get()
+            if not msg_type:  # a pushed event
+                try:
+                    await self.ws.send(data, text=True)  # type: ignore[arg-type]
+                except ConnectionClosed:
+                    return
+                finally:
+                    self._events -= 1
+                    left = self._pushed.get(item, 1) - 1
+                    if left:
+                        self._pushed[item] = left
+                    else:
+                        self._pushed.pop(item, None)
+                continue
             try:
                 if isinstance(item, asyncio.Future):
                     fut = item

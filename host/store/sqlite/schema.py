@@ -22,7 +22,7 @@ stale: filled by triggers on insert and on a change of content or tags), `vector
 whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
 with Porter stemming. Deleting an entry deletes its vector.
 
-Migration 5 (change streams, `host/store/sqlite_changes.py`): `changes`, one row a committed
+Migration 5 (change streams, `host/store/sqlite/changes.py`): `changes`, one row a committed
 request that changed entries (what `memory/watch` replays), and `change_floor`.
 """
 
@@ -171,7 +171,7 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
     END;
     """,
-    # 5: the change log of `memory/watch` (host/store/sqlite_changes.py): one row a committed
+    # 5: the change log of `memory/watch` (host/store/sqlite/changes.py): one row a committed
     # request, written in the write's transaction; the floor is the highest seq pruned
     """
     CREATE TABLE changes (

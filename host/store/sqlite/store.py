@@ -197,7 +197,8 @@ class SQLiteEntryStore(Opens):
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
-    # -- the change log (host.store.changes.ChangeLog; the SQL is in sqlite_changes) ---------
+
+    # -- the change log (host.store.changes.ChangeLog; the SQL is in sqlite/changes.py) -------
 
     async def change_head(self, namespace: str) -> int:
         """The newest change of `namespace` (at least its floor)."""
