@@ -54,6 +54,7 @@ from host.store.base import (
     owner_for,
     scope_token,
 )
+from host.store.changes import Change
 from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
@@ -313,7 +314,8 @@ class PostgresEntryStore(Opens):
                     col.append(v)
         q = self.quotas
         outcomes = await self.pool.fetchval(
-            "SELECT a2e_put_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+            "SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+            " $14,"
             " $15, $16, $17, $18, $19)",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent],
@@ -342,7 +344,7 @@ class PostgresEntryStore(Opens):
 
     async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
         """Run queued forgets (sorted by namespace) as one `a2e_forget_batch` statement."""
-        out = await self.pool.fetchval("SELECT a2e_forget_batch($1::text::jsonb)",
+        out = await self.pool.fetchval("SELECT a2e_forget_batch_logged($1::text::jsonb)",
                                        _encode([w.args for w in batch]).decode())
         return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
 
@@ -386,7 +388,8 @@ class PostgresEntryStore(Opens):
         for (ns,) in namespaces:
             while True:
                 async with conn.transaction():
-                    await conn.execute("SELECT a2e_lock_namespace($1)", ns)
+                    await conn.execute("SELECT a2e_lock_namespace($1),"
+                                       " set_config('a2e.change_op', 'expired', true)", ns)
                     status = await conn.execute(
                         "DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
                         " WHERE namespace = $1 AND expires_at IS NOT NULL AND expires_at <= $2"
@@ -396,6 +399,41 @@ class PostgresEntryStore(Opens):
                 if n < self.gc_batch:
                     break
         return total
+
+    # -- the change log (host.store.changes.ChangeLog; the SQL is migration 8) ------------
+
+    async def change_head(self, namespace: str) -> int:
+        """The newest change of `namespace` (at least its floor)."""
+        return int(await self.pool.fetchval(
+            "SELECT coalesce((SELECT seq FROM a2e_change_heads WHERE namespace = $1), 0)",
+            namespace))
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of each namespace, in one query."""
+        rows = await self.pool.fetch(
+            "SELECT namespace, seq FROM a2e_change_heads WHERE namespace = ANY($1::text[])",
+            list(namespaces))
+        heads = dict.fromkeys(namespaces, 0)
+        heads.update((r[0], int(r[1])) for r in rows)
+        return heads
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest change pruned from `namespace`."""
+        return int(await self.pool.fetchval(
+            "SELECT coalesce((SELECT floor FROM a2e_change_heads WHERE namespace = $1), 0)",
+            namespace))
+
+    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order."""
+        rows = await self.pool.fetch(
+            "SELECT seq, op, entries FROM a2e_changes WHERE namespace = $1 AND seq > $2"
+            " ORDER BY seq LIMIT $3", namespace, after, limit)
+        return [Change(int(r[0]), r[1], r[2].encode()) for r in rows]
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete changes older than `before` or past `max_rows` a namespace."""
+        return int(await self.pool.fetchval("SELECT a2e_prune_changes($1, $2)", before,
+                                            max_rows))
 
     # -- reads --------------------------------------------------------------------------
 
