@@ -224,7 +224,7 @@ class Host:
         self.gc.start()
         if self.ui is not None:
             await self.ui.start()
-        self.memory.watches.start()
+        await self.memory.watches.start()
         scheme = "wss" if srv.tls_cert else "ws"
         log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
                  srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")

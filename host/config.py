@@ -440,8 +440,9 @@ class WatchConfig(_Section):
         16, ge=1, description="Watches one connection may hold; one more is `memory_full`."
     )
     poll_interval: float = Field(
-        0.2, gt=0, description="Seconds between looks at the change log for changes another"
-        " process or host committed (PostgreSQL shared by hosts; the CLI on SQLite)."
+        0.5, gt=0, description="Seconds between looks at the change log for changes another"
+        " process committed (the CLI or the library on a SQLite file; on PostgreSQL hosts are"
+        " also told at once by LISTEN/NOTIFY, and this catches what a dropped connection lost)."
     )
 
 

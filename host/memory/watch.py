@@ -188,10 +188,23 @@ class WatchHub:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start polling the log for changes committed elsewhere."""
-        if self.log is not None and self._poller is None:
-            self._poller = asyncio.get_running_loop().create_task(self._poll())
+    async def start(self) -> None:
+        """Listen for changes committed elsewhere when the store can tell (PostgreSQL's
+        LISTEN/NOTIFY), and poll the log every `watch.poll_interval` in any case (the changes
+        of another process on SQLite; a notification lost with a dropped connection)."""
+        if self.log is None or self._poller is not None:
+            return
+        listen = getattr(self.log, "listen_changes", None)
+        if listen is not None:
+            await listen(self._notified)
+        self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    def _notified(self, namespace: str) -> None:
+        if namespace:
+            self.poke(namespace)
+        else:
+            for ns in list(self.feeds):
+                self.poke(ns)
 
     async def stop(self) -> None:
         """End every watch (reason `shutdown`, so clients know where to resume) and stop."""

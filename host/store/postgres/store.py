@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -226,6 +226,7 @@ class PostgresEntryStore(Opens):
         self.gc_batch = gc_batch
         self.vectors_available = False
         self._pool: Any = None
+        self._listener: Any = None  # the LISTEN connection of `listen_changes`
         self._indexed_dims: set[int] = set()
 
     async def open(self) -> None:
@@ -264,6 +265,9 @@ class PostgresEntryStore(Opens):
             if batcher is not None:
                 await batcher.close()
         self._puts = self._forgets = self._touches = None
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -429,6 +433,15 @@ class PostgresEntryStore(Opens):
             "SELECT seq, op, entries FROM a2e_changes WHERE namespace = $1 AND seq > $2"
             " ORDER BY seq LIMIT $3", namespace, after, limit)
         return [Change(int(r[0]), r[1], r[2].encode()) for r in rows]
+
+    async def listen_changes(self, notify: Callable[[str], None]) -> None:
+        """Call `notify(namespace)` ("" = any) when a change commits, through any host:
+        LISTEN on `a2e_changes` over a connection of its own (closed by `close()`)."""
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url, server_settings={"application_name": "a2e-host"})
+        await conn.add_listener("a2e_changes", lambda _c, _pid, _ch, payload: notify(payload))
+        self._listener = conn
 
     async def prune_changes(self, before: float, max_rows: int) -> int:
         """Delete changes older than `before` or past `max_rows` a namespace."""

@@ -3,7 +3,8 @@
 -- collection of expired entries, a namespace's rows numbered 1, 2, 3, ... by
 -- `a2e_change_heads.seq`, bumped under that row's lock: two transactions of one namespace never
 -- hold the same head at once, so numbers follow commit order and a reader that has seen n has
--- seen every change before it. `floor` is the highest number pruned (watch.retention).
+-- seen every change before it. `floor` is the highest number pruned (watch.retention). Each
+-- change notifies the channel `a2e_changes` with its namespace (the hosts LISTEN on it).
 CREATE TABLE a2e_change_heads (
     namespace text PRIMARY KEY,
     seq bigint NOT NULL DEFAULT 0,
@@ -30,6 +31,9 @@ BEGIN
     ON CONFLICT (namespace) DO UPDATE SET seq = h.seq + 1 RETURNING seq INTO v;
     INSERT INTO a2e_changes (namespace, seq, at, op, entries)
     VALUES (p_namespace, v, p_at, p_op, p_entries);
+    -- every host listening is told at the commit (a payload fits 8000 bytes: '' = look at all)
+    PERFORM pg_notify('a2e_changes',
+                      CASE WHEN octet_length(p_namespace) < 4000 THEN p_namespace ELSE '' END);
     RETURN v;
 END $$;
 
