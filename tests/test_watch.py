@@ -14,7 +14,7 @@ from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
-from protocol.messages import MemoryChangedEvent
+from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
@@ -268,3 +268,18 @@ async def test_a_watcher_that_does_not_read_is_ended_and_a_bystander_is_not(
         await stalled.close()
         await writer.close()
         await bystander.close()
+
+
+async def test_stopping_the_host_ends_watches_with_their_cursor(store_db: str) -> None:
+    """A host that stops sends each watch an `ended` event (reason `shutdown`) with its last
+    cursor, before it closes the connection."""
+    async with running_host(make_config(store_db, search={"embedder": "none"})) as host:
+        c = await MemoryClient.connect(url_of(host))
+        await c.init("ns", {"agent": "a1"})
+        w = await c.watch()
+        await c.store([entry({"k": 1})])
+        last = (await changed(c)).cursor
+    ev = await c.next_event()
+    assert isinstance(ev, MemoryWatchEndedEvent)
+    assert (ev.watch_id, ev.reason, ev.cursor) == (w.watch_id, "shutdown", last)
+    await c.close()

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from authkit import connect, issue, running
+from authkit import connect, issue, running, write_config
 from test_isolation import LAYOUT, TIERS, Session, key, visible
 
 from host.client import MemoryClient, RemoteError
-from protocol.messages import MemoryChangedEvent
+from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
@@ -130,3 +130,31 @@ async def test_a_watch_needs_the_rights_a_retrieve_needs(tmp_path: Path, transpo
         finally:
             await r.close()
             await w.close()
+
+
+async def test_a_revoked_token_ends_its_watch(tmp_path: Path, transport: str) -> None:
+    """Once a reload drops the watcher's token, the next change ends its watch with reason
+    `unauthorized` instead of delivering the change; another token's watch goes on."""
+    t1, s1 = issue("a1")
+    t2, s2 = issue("a2")
+    db = tmp_path / "a2e.db"
+    cfg = write_config(tmp_path / "host.toml", db, [s1, s2])
+    async with running(db, transport=transport, config_path=cfg) as host:
+        c1, c2 = await connect(host, t1), await connect(host, t2)
+        try:
+            await c1.init("ns")
+            await c2.init("ns")
+            w1 = await c1.watch()
+            w2 = await c2.watch()
+            write_config(cfg, db, [s2])
+            assert host.auth.reload() == 1
+            await c2.store([{"key": {"k": 1}, "content": 1, "tier": "semantic"}])
+            ended = await c1.next_event()
+            assert isinstance(ended, MemoryWatchEndedEvent)
+            assert (ended.watch_id, ended.reason) == (w1.watch_id, "unauthorized")
+            assert ended.cursor == w1.cursor  # nothing was delivered
+            got = await c2.next_event()
+            assert isinstance(got, MemoryChangedEvent) and got.watch_id == w2.watch_id
+        finally:
+            await c1.close()
+            await c2.close()
