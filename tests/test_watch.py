@@ -258,6 +258,7 @@ async def test_a_watcher_that_does_not_read_is_ended_and_a_bystander_is_not(
         assert got and last["cursor"] == got[-1]["cursor"]
         await stalled.send(json.dumps({"type": "memory/watch/req", "id": "w2", "version": "1.0",
                                        "memory_id": mid, "since": last["cursor"]}))
+        assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"  # then events
         rest = []
         while len(got) + len(rest) < n + 3:
             msg = json.loads(await stalled.recv())

@@ -271,8 +271,11 @@ class WatchHub:
             if feed is None:
                 feed = self.feeds[ns] = _Feed(ns, await self.log.change_head(ns))
             feed.watches[w.id] = w
-        # the first event goes after the reply: the reply is queued when this handler returns
-        asyncio.get_running_loop().call_soon(self._begin, w)
+        # the first event goes after the reply. A handler stepped in the transport's callback
+        # has its reply queued when it returns; one run as a task, by the task's done callback,
+        # which the loop calls soon after: two hops of `call_soon` come after both.
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._begin, w)
         return MemoryWatchResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                    watch_id=w.id, cursor=w.cursor)
 
