@@ -14,12 +14,16 @@ import functools
 import logging
 from collections.abc import Callable
 
+from mcp.server.subscriptions import InMemorySubscriptionBus
+
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
 from host.lifecycle import Opens
+from host.mcp.changes import NamespaceFeed
 from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
 from host.store.base import EntryStore, Scope
+from host.store.changes import ChangeLog
 
 __all__ = ["McpApp"]
 
@@ -35,18 +39,28 @@ class McpApp(Opens):
         self.config = config
         self.store = store if store is not None else make_store(config)
         cfg = config.mcp
-        self.memories = EntryStoreMemories(self.store, Scope(cfg.namespace, cfg.agent), config)
+        scope = Scope(cfg.namespace, cfg.agent)
+        self.memories = EntryStoreMemories(self.store, scope, config)
+        self.bus = InMemorySubscriptionBus()
+        self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus) \
+            if isinstance(self.store, ChangeLog) else None
         self.server = build_server(
             self.memories, config,
             rules=functools.partial(rules_for, self.store, cfg.namespace),
+            subscriptions=self.bus,
+            namespace=(self.feed.uri, self.feed.describe) if self.feed is not None else None,
         )
 
     async def open(self) -> None:
-        """Open (create or migrate) the store."""
+        """Open (create or migrate) the store; follow its change log for the namespace."""
         await self.store.open()
+        if self.feed is not None:
+            await self.feed.start()
 
     async def close(self) -> None:
-        """Commit and close the store."""
+        """Stop following, commit and close the store."""
+        if self.feed is not None:
+            await self.feed.stop()
         await self.store.close()
 
     async def serve(self, on_listening: Callable[[int], None] | None = None) -> None:
