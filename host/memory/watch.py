@@ -237,19 +237,15 @@ class WatchHub:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"keys: {err}", req_id=req.id,
                                 field="keys") from None
         since = parse_cursor(req.since, req.id)
-        mine = self._by_conn.get(ctx.conn_id)
-        if mine is None:
-            mine = self._by_conn[ctx.conn_id] = {}
-            ctx.capabilities[CAPABILITY] = _Closer(self, ctx)
-        if len(mine) >= self.config.max_watches_per_connection:
-            raise ProtocolError(ErrorCode.MEMORY_FULL, f"at most"
-                                f" {self.config.max_watches_per_connection} watches a connection",
+        limit = self.config.max_watches_per_connection
+        if len(self._by_conn.get(ctx.conn_id, ())) >= limit:
+            raise ProtocolError(ErrorCode.MEMORY_FULL, f"at most {limit} watches a connection",
                                 req_id=req.id)
         if ctx.push is None:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                 "this transport cannot carry events", req_id=req.id, field="type")
         ns = session.scope.namespace
-        position = 0
+        position = head = 0
         if self.log is not None:
             head = await self.log.change_head(ns)
             if since > head:
@@ -263,13 +259,22 @@ class WatchHub:
                     f" (watch.retention_seconds / retention_rows): re-read, then watch again",
                     req_id=req.id, field="since")
             position = head if since < 0 else since
+        # from here on nothing awaits: the connection cannot close under the registration
+        self.access.session(ctx, req.memory_id, req.id)  # still open after the reads above
+        mine = self._by_conn.get(ctx.conn_id)
+        if mine is None:
+            mine = self._by_conn[ctx.conn_id] = {}
+            ctx.capabilities[CAPABILITY] = _Closer(self, ctx)
+        if len(mine) >= limit:
+            raise ProtocolError(ErrorCode.MEMORY_FULL, f"at most {limit} watches a connection",
+                                req_id=req.id)
         w = Watch(new_id(), ctx, session.memory_id, session.scope, req.tier, frozenset(tiers),
                   keys, frozenset(req.tags), position)
         mine[w.id] = w
         if self.log is not None and any(t in PERSISTENT_TIERS for t in tiers):
             feed = self.feeds.get(ns)
-            if feed is None:
-                feed = self.feeds[ns] = _Feed(ns, await self.log.change_head(ns))
+            if feed is None:  # it holds what follows `head`; a watch from before replays
+                feed = self.feeds[ns] = _Feed(ns, head)
             feed.watches[w.id] = w
         # the first event goes after the reply. A handler stepped in the transport's callback
         # has its reply queued when it returns; one run as a task, by the task's done callback,
