@@ -404,7 +404,7 @@ class PostgresEntryStore(Opens):
                     break
         return total
 
-    # -- the change log (host.store.changes.ChangeLog; the SQL is migration 9) ------------
+    # -- the change log (host.store.changes.ChangeLog; the SQL is migration 10) -----------
 
     async def change_head(self, namespace: str) -> int:
         """The newest change of `namespace` (at least its floor)."""

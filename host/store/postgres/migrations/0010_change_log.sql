@@ -1,4 +1,4 @@
--- 9: the change log of `memory/watch` (host/store/changes.py), written in the transaction of
+-- 10: the change log of `memory/watch` (host/store/changes.py), written in the transaction of
 -- the write it records. `a2e_changes` holds one row a committed request (a store, a forget) or
 -- collection of expired entries, a namespace's rows numbered 1, 2, 3, ... by
 -- `a2e_change_heads.seq`, bumped under that row's lock: two transactions of one namespace never
