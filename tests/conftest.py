@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -140,16 +140,12 @@ def url(host: Host) -> str:
 @pytest.fixture
 async def connect(url: str) -> AsyncIterator[Callable[..., Any]]:
     """A factory of connected clients to the `host` fixture; all closed after the test."""
-    clients: list[MemoryClient] = []
+    async with AsyncExitStack() as stack:
 
-    async def _connect(**kwargs: Any) -> MemoryClient:
-        c = await MemoryClient.connect(url, **kwargs)
-        clients.append(c)
-        return c
+        async def _connect(**kwargs: Any) -> MemoryClient:
+            return await stack.enter_async_context(await MemoryClient.connect(url, **kwargs))
 
-    yield _connect
-    for c in clients:
-        await c.close()
+        yield _connect
 
 
 @pytest.fixture

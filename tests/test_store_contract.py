@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -34,22 +35,18 @@ pytestmark = pytest.mark.all_backends
 async def make_store(store_db: str) -> AsyncIterator[StoreFactory]:
     """A factory of open stores on one database of the parametrised backend (`store_db`, see
     `all_backends`); all closed after."""
-    opened: list[EntryStore] = []
+    async with AsyncExitStack() as stack:
 
-    async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
-        s: EntryStore
-        if store_db.startswith("postgresql"):
-            s = PostgresEntryStore(store_db, quotas=quotas, pool_max=4,
-                                   max_term_docs=max_term_docs)
-        else:
-            s = SQLiteEntryStore(store_db, quotas=quotas, max_term_docs=max_term_docs)
-        await s.open()
-        opened.append(s)
-        return s
+        async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
+            s: PostgresEntryStore | SQLiteEntryStore
+            if store_db.startswith("postgresql"):
+                s = PostgresEntryStore(store_db, quotas=quotas, pool_max=4,
+                                       max_term_docs=max_term_docs)
+            else:
+                s = SQLiteEntryStore(store_db, quotas=quotas, max_term_docs=max_term_docs)
+            return await stack.enter_async_context(s)  # opened now, closed after the test
 
-    yield _make
-    for s in opened:
-        await s.close()
+        yield _make
 
 
 @pytest.fixture
