@@ -281,9 +281,9 @@ async def test_export_downloads_the_namespace_as_json_lines(host: Host) -> None:
         assert sorted(e.tier for e in read) == ["episodic", "episodic", "semantic"]
 
 
-async def test_live_json_returns_only_writes_after_the_cursor(host: Host) -> None:
-    """The Live page shows the latest writes; its JSON endpoint returns the writes after the
-    page's cursor, oldest first, and a cursor past them."""
+async def test_live_json_returns_the_change_log_after_the_cursor(host: Host) -> None:
+    """The Live page shows the latest writes and the change log's head; its JSON endpoint
+    returns the changes after that cursor (stores and forgets), and a cursor past them."""
     async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
         await _fill(c, "proj")
         ui = UiClient(_app(host))
@@ -291,9 +291,15 @@ async def test_live_json_returns_only_writes_after_the_cursor(host: Host) -> Non
         after = page.split('data-after="', 1)[1].split('"', 1)[0]
         empty = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
         assert empty["count"] == 0 and empty["after"] == after
-        await c.store([{"key": {"k": "later"}, "content": 2, "tier": "semantic"}])
+        await c.store([{"key": {"k": "later"}, "content": "fresh news", "tier": "semantic"}])
+        await c.forget(keys=[{"k": "old"}])
         fresh = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
-        assert fresh["count"] == 1 and "later" in fresh["html"] and fresh["after"] != after
+        assert fresh["count"] == 2 and int(fresh["after"]) > int(after)
+        html = fresh["html"]
+        assert html.index(">stored<") < html.index(">forgotten<")
+        assert "fresh news" in html and "&quot;later&quot;" in html and "&quot;old&quot;" in html
+        again = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={fresh['after']}")).body)
+        assert again["count"] == 0
         assert (await ui.get("/ui/live.json?ns=proj&after=nope")).status == 400
 
 

@@ -369,11 +369,6 @@ class Browse(Protocol):
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
         """The live entry with row id `id` in `namespace`, or None."""
 
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries of `namespace` written after `after` = (updated_at, id), oldest first,
-        at most `limit` (the Live page polls it until change streams land)."""
-
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot (the browser writes
         them in the format of `a2e-host export`)."""

@@ -4,7 +4,7 @@
     response = await app.handle(Request.build("GET", "/ui/namespaces", headers, remote="127.0.0.1"))
 
 Pages (GET): `/ui/namespaces`, `/ui/entries`, `/ui/search`, `/ui/live` (+ `/ui/live.json`,
-what its script polls), `/ui/health`, the sign-in form `/ui/signin`, and the confirmations
+the store's change log after a cursor, what its script polls), `/ui/health`, the sign-in form `/ui/signin`, and the confirmations
 `/ui/forget` and `/ui/export`. Actions (POST, each with the CSRF check of
 `host.ui.signin`): sign in, sign out, forget an entry, export a namespace.
 
@@ -42,6 +42,7 @@ from host.store.base import (
     Query,
     Scope,
 )
+from host.store.changes import ChangeLog, decode_entries
 from host.ui import views
 from host.ui.health import HealthSampler
 from host.ui.html import layout
@@ -362,13 +363,19 @@ class UiApp:
                                  default_agent=default_agent)
         return self._page(f"Search {ns}", body, viewer, "search", ns)
 
+    def _log(self) -> ChangeLog | None:
+        store = self.deps.store
+        return store if isinstance(store, ChangeLog) else None
+
     async def _live(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
         now = time.time()
+        log = self._log()
+        # the cursor first: a change committed between the two reads shows twice, none is lost
+        after = str(await log.change_head(ns)) if log is not None else ""
         recent, _ = await store.browse(ns, BrowseFilter(tiers=viewer.tiers, limit=_LIVE_RECENT),
                                        now)
-        after = f"{recent[0].updated_at!r}:{recent[0].id}" if recent else "0:0"
         body = views.live_page(ns, recent, after, now, self._may_forget(viewer), _LIVE_EVERY_MS,
                                _back(f"/ui/live?{_qs(req)}", ns))
         extra = f'<noscript><meta http-equiv="refresh" content="{_LIVE_EVERY_MS // 1000 * 5}">' \
@@ -376,22 +383,21 @@ class UiApp:
         return self._page(f"Live: {ns}", body, viewer, "live", ns, head_extra=extra)
 
     async def _live_json(self, req: Request, viewer: Viewer) -> Response:
+        """The changes of the namespace's change log after the cursor `after` (a sequence
+        number), as event cards for the Live page, and the cursor past them."""
         ns = self._namespace(req, viewer)
-        store = self._browse()
-        m = re.fullmatch(r"(-?[0-9.eE+-]+):([0-9]+)", req.arg("after", "0:0"))
-        if m is None:
-            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
-        try:
-            after = (float(m.group(1)), int(m.group(2)))
-        except ValueError:
-            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
-        now = time.time()
-        changed = [e for e in await store.changed_since(ns, after, _LIVE_BATCH, now)
-                   if e.tier in viewer.tiers]
-        newest = f"{changed[-1].updated_at!r}:{changed[-1].id}" if changed else req.arg("after")
-        html = views.live_cards(changed, ns, now, self._may_forget(viewer),
-                                _back(f"/ui/live?ns={_quote(ns)}", ns))
-        body = json.dumps({"after": newest, "count": len(changed), "html": html})
+        log = self._log()
+        if log is None:
+            return refusal(HTTPStatus.NOT_IMPLEMENTED, "this store keeps no change log")
+        after = _int(req.arg("after"), -1, -1, 2**63 - 1, "after")
+        if after < 0:
+            return refusal(HTTPStatus.BAD_REQUEST, "after must be a change sequence number")
+        changes = await log.changes_after(ns, after, _LIVE_BATCH)
+        events = [(c.op, json.loads(bytes(e.wire))) for c in changes
+                  for e in decode_entries(c.entries) if e.tier in viewer.tiers]
+        newest = str(changes[-1].seq) if changes else str(after)
+        body = json.dumps({"after": newest, "count": len(events),
+                           "html": views.change_cards(events)})
         return typed(body.encode(), "application/json")
 
     async def _health(self, req: Request, viewer: Viewer) -> Response:

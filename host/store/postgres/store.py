@@ -543,11 +543,6 @@ class PostgresEntryStore(Opens):
         """The live entry `id` of `namespace`, or None."""
         return await pg_browse.browse_entry(self.pool, namespace, id, now)
 
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries written after `after` = (updated_at, id), oldest first."""
-        return await pg_browse.changed_since(self.pool, namespace, after, limit, now)
-
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await pg_browse.export_namespace(self.pool, namespace, now)

@@ -189,11 +189,6 @@ class SQLiteEntryStore(Opens):
         """The live entry `id` of `namespace`, or None."""
         return await self._on_thread(sqlite_browse.browse_entry, namespace, id, now)
 
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries written after `after` = (updated_at, id), oldest first."""
-        return await self._on_thread(sqlite_browse.changed_since, namespace, after, limit, now)
-
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
