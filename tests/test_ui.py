@@ -232,7 +232,7 @@ async def test_search_ranks_as_retrieve_and_shows_score_parts(host: Host) -> Non
         first = page.split('<span class="rank">#1</span>', 1)[1].split("</article>", 1)[0]
         assert wire.entries[0]["key"] == {"k": "shared"}
         assert "&quot;shared&quot;" in first
-        for part in ("combined", "relevance", "keyword", "vector", "importance", "recency"):
+        for part in ("combined", "relevance", "fused", "keyword", "vector", "importance", "recency"):
             assert f'data-part="{part}"' in first
         shown = first.split('data-part="combined"', 1)[1].split("<strong>", 1)[1].split("<", 1)[0]
         assert abs(float(shown) - wire.entries[0]["combined"]) < 2e-3

@@ -96,10 +96,12 @@ def rank_matches(
 
 @dataclass(frozen=True, slots=True)
 class ScoreParts:
-    """Why a match ranked where it did: `relevance` (keyword and vector fused, see
-    `host.search.fusion`), its inputs `keyword` (BM25, None when the store has none) and
-    `vector` (cosine similarity, None without a vector yet), and the other two terms of
-    `combined`: `importance` (the stored score) and `recency`."""
+    """Why a match ranked where it did: `relevance` (the calibrated match the reply reports),
+    `fused` (keyword and vector fused among the query's candidates, see `host.search.fusion`:
+    the relevance term of `combined`, the same as `relevance` when the search set none), its
+    inputs `keyword` (BM25, None when the store has none) and `vector` (cosine similarity,
+    None without a vector yet), and the other two terms of `combined`: `importance` (the
+    stored score) and `recency`."""
 
     relevance: float
     combined: float
@@ -107,6 +109,7 @@ class ScoreParts:
     vector: float | None
     importance: float
     recency: float
+    fused: float = 0.0
 
 
 def score_parts(
@@ -121,4 +124,5 @@ def score_parts(
                                 now, w),
         keyword=keyword, vector=vector, importance=importance,
         recency=recency(updated_at, now, w.half_life),
+        fused=relevance if fused is None else fused,
     )

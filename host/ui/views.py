@@ -227,6 +227,7 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
     return ('<div class="parts">'
             + _part("combined", p.combined, _fmt(p.combined))
             + _part("relevance", p.relevance, _fmt(p.relevance))
+            + _part("fused", p.fused, _fmt(p.fused))
             + _part("keyword", p.keyword, "BM25 " + _fmt(p.keyword, 2), kw_share)
             + _part("vector", p.vector, "cosine " + _fmt(p.vector), vec_share)
             + _part("importance", p.importance, _fmt(p.importance))
@@ -265,8 +266,9 @@ def search_page(
                    extra=score_parts_html(p, top_kw), rank=i)
         for i, (e, p) in enumerate(hits, start=1))
     return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first'
-            ' (combined = relevance, importance and recency with the configured weights;'
-            ' relevance fuses the keyword and vector parts).</p>'
+            ' (combined = fused relevance, importance and recency with the configured'
+            ' weights; fused = the keyword and vector parts as z-scores among the candidates;'
+            ' relevance = the calibrated match the wire reports).</p>'
             f'<div class="entries" id="hits">{cards}</div>')
 
 
