@@ -41,13 +41,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
-from procs import free_port, stop_process, wait_port  # noqa: E402
+from support.procs import LOAD_LIMITS, free_port, stop_process, wait_port  # noqa: E402
 
 NAMESPACE = "bench-watch"
-HOST_CONFIG = """\
-[limits]
-max_connections_per_ip = 100000
-requests_per_second = 0
+HOST_CONFIG = LOAD_LIMITS + """
 [search]
 embedder = "none"
 [watch]
@@ -230,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             db = args.db or str(workdir / "a2e.db")
             if args.db == "embedded":
-                from host.store.postgres.embedded import EmbeddedPostgres
+                from support.postgres import EmbeddedPostgres
 
                 pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
                 db = pg.create_database("bench")
