@@ -173,7 +173,7 @@ def phase(write_url: str, watch_url: str | None, args: argparse.Namespace) -> di
     ctx = mp.get_context("fork")
     out_w, out_r = ctx.Queue(), ctx.Queue()
     ready = ctx.Event()
-    start_at = time.time() + 2.0 + (args.watchers / 50 if watch_url else 0)
+    start_at = time.time() + 1.0 + (args.watchers / 50 if watch_url else 0)
     readers = None
     if watch_url:
         readers = ctx.Process(target=_run_watchers, args=(

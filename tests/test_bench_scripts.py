@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -87,3 +88,14 @@ async def test_bench_ui_measures_every_read_of_the_browser() -> None:
     figures = await _load("bench_ui").bench(300)
     assert len(figures) == 7 and all(v > 0 for v in figures.values())
     assert "wire find, one agent, 25 (baseline)" in figures
+
+
+def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/bench_watch.py, on a tiny run, reports both phases' store rates and every
+    event of the watched phase received, with latencies."""
+    bench = _load("bench_watch")
+    assert bench.main(["--watchers", "2", "--writers", "2", "--seconds", "0.5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["baseline_stores_per_s"] > 0 and report["stores_per_s"] > 0
+    assert report["events_received"] == report["events_expected"] > 0
+    assert report["ack_to_event_ms_p99"] >= report["ack_to_event_ms_p50"]
