@@ -16,7 +16,7 @@ from host.app import Host
 from host.client import MemoryClient, RemoteError
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
-pytestmark = [pytest.mark.all_backends]  # all_transports once the request core carries events on picows
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
 
 def entry(key: Any, content: Any = "x", tier: str = "semantic", **kw: Any) -> dict[str, Any]:

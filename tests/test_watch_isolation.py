@@ -16,7 +16,7 @@ from test_isolation import LAYOUT, TIERS, Session, key, visible
 from host.client import MemoryClient, RemoteError
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
-pytestmark = [pytest.mark.all_backends]  # all_transports once the request core carries events on picows
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
 
 
 @pytest.fixture(params=["tokens", "open"])

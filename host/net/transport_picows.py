@@ -139,6 +139,8 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         self._closed = False
         self._idle: asyncio.Event | None = None
         self._flush_cb = self._flush_done
+        self._pushed: dict[object, int] = {}  # events queued unsent, by push key
+        self.ctx.push = self.push
 
     # -- picows callbacks ------------------------------------------------------------------
 
@@ -156,6 +158,7 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
             if item[4] is None:
                 item[1].add_done_callback(_consume)
         self._replies.clear()
+        self._pushed.clear()
         self._frames.clear()
         self._unsent = 0
         self.ctx.close()
@@ -346,6 +349,22 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
         self._replies.append([req_id, reply, msg_type, started, data])
         self._unsent += len(data)
 
+    def push(self, message: Any, key: object = None, limit: int = 0) -> bool:
+        """Queue a server-initiated message (an event) after the replies owed; False (nothing
+        queued) when closed or `limit` messages of `key` wait unsent."""
+        if self._closed:
+            return False
+        if key is not None and limit > 0 and self._pushed.get(key, 0) >= limit:
+            return False
+        data = message if isinstance(message, bytes) else encode(message)
+        if not self._replies and not self._writing_paused:
+            self._write(data)
+            return True
+        self._replies.append(["", key, "", _perf(), data])  # type "": an event, no request
+        self._unsent += len(data)
+        self._pushed[key] = self._pushed.get(key, 0) + 1
+        return True
+
     def _flush_done(self, _: object) -> None:
         self._flush()
 
@@ -371,7 +390,12 @@ class PicowsConnection(WSListener):  # type: ignore[misc]
             replies.popleft()
             if not self._closed:
                 self._write(data)
-            self._done(item[0], item[2], item[1], item[3])
+            if item[2]:
+                self._done(item[0], item[2], item[1], item[3])
+            else:  # a pushed event
+                left = self._pushed.pop(item[1], 1) - 1
+                if left:
+                    self._pushed[item[1]] = left
         self._pump()
 
     def _done(self, req_id: str, msg_type: str, reply: Any, started: float) -> None:
