@@ -12,6 +12,7 @@ tears down aborts the process.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -35,8 +36,9 @@ def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) ->
 class Lane:
     """A daemon thread running submitted calls one at a time, oldest first."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, nice: int = 0) -> None:
         self.name = name
+        self.nice = nice  # added to the thread's scheduling niceness (background work: > 0)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.busy = False  # a call is running now
@@ -52,6 +54,11 @@ class Lane:
         return fut
 
     def _main(self) -> None:
+        if self.nice:
+            try:  # Linux: a thread's niceness is its own (the requests' threads keep theirs)
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+            except (OSError, AttributeError):
+                pass
         while True:
             item = self._q.get()
             if item is None:

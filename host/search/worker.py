@@ -9,7 +9,9 @@ entry is findable by keywords at once and by meaning as soon as its vector is wr
 - **Short calls, both cores while nobody waits.** A batch is embedded in calls of at most
   `embed_call_chars` (its texts sorted by length, so a call pads little), two calls at a time
   on two threads when the host has no request in flight and no query waiting for its vector
-  (`busy()` says so), one at a time otherwise: the other core stays with the requests.
+  (`busy()` says so), one at a time otherwise: the other core stays with the requests. The
+  worker's threads run at niceness 10, so when the machine is short of CPU the requests (and
+  the query thread) get it first.
 - **Read-your-writes for queries.** Every committed write takes a ticket (`wrote()`, a counter);
   a similarity query waits (`caught_up`, bounded by `search.vector_wait`) until the worker has
   embedded everything its namespace had queued when the query's connection last wrote: the
@@ -67,7 +69,8 @@ class EmbeddingWorker:
         self._through_all = 0  # every write up to this ticket has its vector
         self._through: dict[str, int] = {}  # the same, per namespace
         self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
-        self._lanes = (Lane("a2e-embed"), Lane("a2e-embed-2"))
+        # niceness 10: on a busy machine the requests' threads get the CPU before the backlog
+        self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.parallel = bool(getattr(embedder, "parallel", False))
