@@ -26,8 +26,7 @@ from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
 from host.memory.session import sessions_of, working_entries
 from host.net.gates import bearer_gate
-from host.net.http import HttpReply, Upgrade
-from host.net.limits import ConnectionLimiter
+from host.net.http import HttpReply, HttpRequest, get_only
 from host.net.server import HostServer
 from host.ops.gc import GarbageCollector
 from host.ops.logs import RequestLog
@@ -107,7 +106,7 @@ class Host:
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
         self.server.step_in_callback = self.store.reads_on_loop
-        self.server.gates += [bearer_gate(self.auth), ConnectionLimiter(config.limits).gate]
+        self.server.gates.append(bearer_gate(self.auth))
         self.server.on_open.append(
             lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
         self.gc = GarbageCollector(self.store, config.gc.interval, clock)
@@ -122,7 +121,7 @@ class Host:
             entries=self._entries_by_tier,
             embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
         ))
-        self.server.http_routes["/metrics"] = self._metrics_route
+        self.server.add_route("/metrics", get_only(self._metrics_route))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
         if config.ui.enabled:
             self.ui = UiApp(UiDeps(
@@ -161,7 +160,7 @@ class Host:
                 counts[ns] = counts.get(ns, 0) + len(s.working)
         return counts
 
-    async def _readyz_route(self, request: Upgrade) -> HttpReply:
+    async def _readyz_route(self, request: HttpRequest) -> HttpReply:
         """The server's readiness answer, with the embedding backlog when ready."""
         reply = self._server_readyz(request)
         if not isinstance(reply, HttpReply):
@@ -172,7 +171,7 @@ class Host:
                               reply.headers)
         return reply
 
-    async def _metrics_route(self, request: Upgrade) -> HttpReply:
+    async def _metrics_route(self, request: HttpRequest) -> HttpReply:
         await self._entry_counts.refresh()
         if self.search.enabled:
             await self.search.count_backlog()

@@ -67,7 +67,12 @@ class ServerConfig(_Section):
         " `websockets` transport only)."
     )
     drain_timeout: float = Field(
-        10.0, ge=0, description="Seconds to let in-flight requests finish on shutdown."
+        10.0, ge=0, description="Seconds a shutdown takes at most: in-flight requests finish"
+        " within it, then every connection is closed (one that does not read is dropped)."
+    )
+    session_idle_timeout: float = Field(
+        60.0, gt=0, description="HTTP + SSE: seconds a session with no stream open and no send"
+        " lives; then it ends and its working tier is gone, as on a WebSocket disconnect."
     )
     tls_cert: str = Field("", description="PEM certificate chain; with `tls_key`, serve wss://.")
     tls_key: str = Field("", description="PEM private key of `tls_cert`.")
@@ -131,6 +136,15 @@ class LimitsConfig(_Section):
         16 * MIB, ge=1, description="Encoded replies one connection may have waiting to be"
         " sent; beyond it the host reads no more of its frames until the client reads."
     )
+    max_request_bytes_in_flight: int = Field(
+        16 * MIB, ge=1024, description="Bytes of requests one connection may have sent and not"
+        " yet had answered (pipelined); beyond it the host reads no more of its frames until"
+        " replies go out. One frame is always taken up, whatever its size."
+    )
+    max_keys_per_request: int = Field(
+        1000, ge=1, description="Keys in one retrieve or forget; more is `invalid_message`"
+        " (the cost bound of one request)."
+    )
     max_working_bytes: int = Field(
         64 * MIB, ge=1, description="Working-tier `content` bytes one connection may hold, all its"
         " sessions together."
@@ -142,10 +156,12 @@ class LimitsConfig(_Section):
         256 * MIB, ge=1, description="Persisted `content` bytes written by one agent in a namespace."
     )
     max_connections: int = Field(
-        10_000, ge=1, description="Open WebSocket connections; more are refused with HTTP 503."
+        10_000, ge=1, description="Open TCP connections (counted from the accept, before any"
+        " upgrade) and, apart, HTTP + SSE sessions; more are refused with HTTP 503."
     )
     max_connections_per_ip: int = Field(
-        1_000, ge=1, description="Open connections from one IP; more are refused with HTTP 429."
+        1_000, ge=1, description="Open TCP connections from one IP, counted from the accept"
+        " (half-open upgrades count); more are refused with HTTP 429."
     )
     requests_per_second: float = Field(
         5_000.0, ge=0, description="Sustained frames a second on one connection (0: no limit);"

@@ -66,7 +66,11 @@ def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
     return out
 
 
-def _keys(keys: list[dict[str, Any]], req_id: str) -> tuple[bytes, ...]:
+def _keys(keys: list[dict[str, Any]], req_id: str, most: int) -> tuple[bytes, ...]:
+    if len(keys) > most:  # the cost bound of one request (limits.max_keys_per_request)
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE,
+                            f"{len(keys)} keys; at most {most} a request", req_id=req_id,
+                            field="keys")
     try:
         return tuple(canonical_key(k) for k in keys)
     except (ValueError, TypeError, RecursionError) as err:
@@ -237,7 +241,7 @@ class MemoryPlugin:
     ) -> MemoryRetrieveResponse:
         """Entries matching keys AND tags AND tier AND query, ranked, at most `limit`."""
         session, grant = self.access.session(ctx, req.memory_id, req.id)
-        keys = _keys(req.keys, req.id)
+        keys = _keys(req.keys, req.id, self.config.limits.max_keys_per_request)
         tiers = self.access.read_tiers(grant, req.tier, req.id)
         w = ctx.last_write
         if w is not None and not w.done():  # read-your-writes (ctx.writes_done, inlined)
@@ -299,7 +303,7 @@ class MemoryPlugin:
     async def forget(self, req: MemoryForgetRequest, ctx: ConnectionContext) -> Any:
         """Delete entries matching keys AND tags in the tier(s); reply after the commit."""
         session, grant = self.access.session(ctx, req.memory_id, req.id)
-        keys = _keys(req.keys, req.id)
+        keys = _keys(req.keys, req.id, self.config.limits.max_keys_per_request)
         if not keys and not req.tags:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                 "forget needs keys or tags (no accidental wipe)",

@@ -71,7 +71,7 @@ from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import Error, Request
 
-__all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Sink", "binary_refused",
+__all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Served", "Sink", "binary_refused",
            "error_for", "past_deadline", "rate_limited"]
 
 log = logging.getLogger("a2e_host.pipeline")
@@ -491,3 +491,29 @@ class Pipeline:
     def _maybe_idle(self) -> None:
         if self._idle is not None and (self._closed or not self.owes):
             self._idle.set()
+
+
+class Served:
+    """What every transport's connection (or session) shows the server: its `pipeline`'s
+    counters, deadline and drain. An adapter sets `self.pipeline` and `self.ctx`."""
+
+    pipeline: Pipeline
+    ctx: ConnectionContext
+
+    @property
+    def in_flight(self) -> int:
+        """Requests taken up and not yet answered."""
+        return self.pipeline.in_flight
+
+    @property
+    def owes(self) -> bool:
+        """True while a request read from the client is not answered yet."""
+        return self.pipeline.owes
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests waiting longer than `timeout` s with the deadline error."""
+        self.pipeline.expire(now, timeout)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s until every request read is answered."""
+        await self.pipeline.drain(timeout)
