@@ -161,8 +161,8 @@ class EntryStore(Protocol):
     updated_at but never the expiry).
 
     `reads_on_loop` is True when reads run synchronously on the event loop and no method
-    needs to run inside a task (no `asyncio.timeout`): the picows transport then steps a
-    request's handler in the frame callback itself (see `host.net.transport_picows`).
+    needs to run inside a task (no `asyncio.timeout`): the request core then steps a
+    request's handler in the transport's callback itself (see `host.net.pipeline`).
     """
 
     reads_on_loop: bool
