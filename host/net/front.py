@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
 
 if TYPE_CHECKING:
-    from host.net.server import HostServer
+    from host.net.serving import Server as HostServer
 
 __all__ = ["Attach", "HttpFront", "reply_bytes"]
 

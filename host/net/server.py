@@ -22,55 +22,34 @@ the sockets still open at the deadline (a client that does not read cannot hold 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any
 
 from host.config import Config
-from host.core.context import ConnectionContext
 from host.core.router import Router
 from host.net.front import Attach, HttpFront
 from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only, origin_gate
 from host.net.limits import ConnectionLimiter, DeadlineWatch
-from host.net.pipeline import Pipeline, RequestHook
+from host.net.pipeline import RequestHook
+from host.net.serving import ServedConnection
 from host.net.tls import ssl_context
 
-__all__ = ["CLOSE_WAIT", "HostServer", "ServedConnection"]
+__all__ = ["CLOSE_WAIT", "TRANSPORTS", "HostServer", "ServedConnection"]
+
+# The WebSocket transports by `server.transport` name, each a module with `attach` (the front's
+# hand-off of an upgrade). Imported by name when chosen: a transport never imports this module.
+TRANSPORTS: dict[str, str] = {
+    "websockets": "host.net.transport_websockets",
+    "picows": "host.net.transport_picows",
+}
 
 log = logging.getLogger("a2e_host.server")
 
 CLOSE_WAIT = 1.0  # seconds of the drain timeout kept for the close handshakes
-
-
-class ServedConnection(Protocol):
-    """What the server needs of a connection (or HTTP session), whichever transport."""
-
-    ctx: ConnectionContext
-    upgrade: HttpRequest
-    pipeline: Pipeline
-
-    @property
-    def in_flight(self) -> int:
-        """Requests taken up and not yet answered."""
-
-    @property
-    def owes(self) -> bool:
-        """True while a request read from the client is not answered yet."""
-
-    def expire(self, now: float, timeout: float) -> None:
-        """Answer the requests waiting longer than `timeout` s with the deadline error."""
-
-    async def drain(self, timeout: float) -> None:
-        """Wait up to `timeout` s until every request read is answered."""
-
-    async def close(self, code: int, reason: str, wait: float = ...) -> None:
-        """Close with `code` and `reason`; drop the socket if the peer has not closed within
-        `wait` s."""
-
-    def abort(self) -> None:
-        """Drop the connection now."""
 
 
 class HostServer:
@@ -117,11 +96,8 @@ class HostServer:
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
-        attach: Attach
-        if self.config.server.transport == "picows":
-            from host.net.transport_picows import attach
-        else:
-            from host.net.transport_websockets import attach
+        module = TRANSPORTS.get(self.config.server.transport, TRANSPORTS["websockets"])
+        attach: Attach = importlib.import_module(module).attach
         srv = self.config.server
         self._server = await asyncio.get_running_loop().create_server(
             lambda: HttpFront(self, attach), srv.host, srv.port, ssl=ssl_context(srv))
@@ -171,9 +147,10 @@ class HostServer:
             return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "host shutting down\n"), _nothing
         return self.limiter.admit(remote)
 
-    def next_conn_id(self) -> str:
-        """A new connection id (`c1`, `c2`, ...)."""
-        return f"c{next(self._ids)}"
+    def next_conn_id(self, kind: str = "c") -> str:
+        """A new connection id: `c1`, `c2`, ... for WebSocket connections (the logs' `conn`;
+        another transport's `kind` letter shows it there)."""
+        return f"{kind}{next(self._ids)}"
 
     def opened(self, conn: ServedConnection) -> None:
         """A connection was upgraded (or a session opened): count it, run the `on_open`

@@ -38,7 +38,7 @@ from host.net.http import HttpRequest
 from host.net.pipeline import Pipeline, Served
 
 if TYPE_CHECKING:
-    from host.net.server import HostServer
+    from host.net.serving import Server as HostServer
 
 __all__ = ["PicowsConnection", "attach"]
 
