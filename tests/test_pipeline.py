@@ -100,6 +100,7 @@ async def test_bad_frames_get_errors_with_their_req_id(host: Host) -> None:
     p.receive(b"\x00\x01")
     p.receive("{not json")
     p.receive(req("retrieve", "r", memory_id="nope"))
+    await settle(p, rec, 3)  # (a loaded machine may leave some to the next loop turn)
     assert [m["code"] for m in rec.sent] == ["parse_error", "parse_error", "memory_not_found"]
     assert rec.sent[2]["req_id"] == "r"
 
@@ -114,43 +115,67 @@ async def test_paused_writing_holds_replies_and_stops_reading(host: Host) -> Non
         p.receive(ping(f"p{i}"))
     assert rec.sent == [] and p.owes
     p.resume_writing()
+    await settle(p, rec, 3)
     assert rec.ids() == ["p0", "p1", "p2"] and rec.reading == [False, True]
 
 
-async def test_request_bytes_in_flight_bound_what_is_taken_up(host: Host) -> None:
+def held_router(held: asyncio.Future[Pong]) -> Router:
+    """Ping answered at once, except id "w": its reply is `held` (as a write's waits for
+    its commit)."""
+    router = Router()
+
+    async def handler(msg: Ping, ctx: ConnectionContext) -> Any:
+        if msg.id == "w":
+            return held
+        return Pong(id=new_id(), version=VERSION, ts=now(), req_id=msg.id, uptime_seconds=0.0)
+
+    router.register(Ping, handler)
+    return router
+
+
+def pong(req_id: str) -> Pong:
+    return Pong(id=new_id(), version=VERSION, ts=now(), req_id=req_id, uptime_seconds=0.0)
+
+
+async def test_request_bytes_in_flight_bound_what_is_taken_up(db_path: Path) -> None:
     """Past max_request_bytes_in_flight of unanswered requests, a further frame waits (and
     reading stops) until replies go out; one frame is always taken up."""
-    p, rec = pipe(host, max_request_bytes_in_flight=2048, max_pipelined=1000)
-    big = ping("b0", pad=1500)
-    p.receive(req("init", "i", namespace="ns"))
-    mid = rec.sent[0]["memory_id"]
-    p.receive(req("store", "s", memory_id=mid,
-                  entries=[{"key": {"k": 1}, "content": "x" * 1500, "tier": "episodic"}]))
-    p.receive(big)  # 1.6 KB behind a pending 1.6 KB store: over 2 KiB, so it waits
-    assert p.in_flight == 1 and p.request_bytes > 2048 and rec.reading[-1] is False
-    await settle(p, rec, 3)
-    assert rec.ids() == ["i", "s", "b0"] and rec.reading[-1] is True
+    held: asyncio.Future[Pong] = asyncio.get_running_loop().create_future()
+    limits = make_config(db_path).limits.model_copy(update={"max_request_bytes_in_flight": 2048})
+    rec = Recorder()
+    p = Pipeline(held_router(held), ConnectionContext(conn_id="t"), limits, rec, step=True)
+    p.receive(ping("w", pad=1500))  # taken up alone, whatever its size; its reply waits
+    p.receive(ping("b", pad=1500))  # 1.6 KB more would be over 2 KiB in flight: it waits
+    assert p.in_flight == 1 and p.request_bytes > 2048 and rec.reading == [False]
+    held.set_result(pong("w"))
+    await settle(p, rec, 2)
+    assert rec.ids() == ["w", "b"] and rec.reading == [False, True]
     assert p.request_bytes == 0
 
 
-async def test_a_pushed_event_goes_after_the_replies_owed_before_it(host: Host) -> None:
+async def test_a_pushed_event_goes_after_the_replies_owed_before_it(db_path: Path) -> None:
     """push() queues an event behind the replies already owed; a key's limit refuses more
     events while that many wait unsent; a closed pipeline refuses every push."""
-    p, rec = pipe(host)
-    p.receive(req("init", "i", namespace="ns"))
-    p.receive(req("store", "s", memory_id=rec.sent[0]["memory_id"],
-                  entries=[{"key": {"k": 1}, "content": 1, "tier": "episodic"}]))
-    p.receive(ping("p1"))  # its reply waits behind the store's commit
+    held: asyncio.Future[Pong] = asyncio.get_running_loop().create_future()
+    rec = Recorder()
+    p = Pipeline(held_router(held), ConnectionContext(conn_id="t"), make_config(db_path).limits, rec,
+                 step=True)
+    p.receive(ping("w"))
+    p.receive(ping("p1"))  # its reply waits behind w's
+    while p.request_bytes > p._taken_bytes:  # p1 taken up (not left to the next turn)
+        await asyncio.sleep(0)
     event = Pong(id=new_id(), version=VERSION, ts=now(), req_id="", uptime_seconds=1.0)
-    assert p.ctx.push(event, key="w", limit=2)
-    assert p.push(event, key="w", limit=2)
-    assert not p.push(event, key="w", limit=2)  # two wait unsent under "w"
+    assert p.ctx.push(event, key="k", limit=2)
+    assert p.push(event, key="k", limit=2)
+    assert not p.push(event, key="k", limit=2)  # two wait unsent under "k"
     assert p.push(event, key="other", limit=2)
     p.receive(ping("p2"))
-    await settle(p, rec, 7)
-    assert [m.get("req_id") or "event" for m in rec.sent] == ["i", "s", "p1", "event",
-                                                             "event", "event", "p2"]
-    assert p.push(event, key="w", limit=2)  # sent at once: nothing waits now
+    assert rec.sent == []
+    held.set_result(pong("w"))
+    await settle(p, rec, 6)
+    assert [m.get("req_id") or "event" for m in rec.sent] == ["w", "p1", "event", "event",
+                                                             "event", "p2"]
+    assert p.push(event, key="k", limit=2)  # sent at once: nothing waits now
     p.close()
     assert not p.push(event)
 
@@ -214,4 +239,5 @@ async def test_close_drops_what_is_owed_and_the_sessions(host: Host) -> None:
     p.close()
     p.resume_writing()
     p.receive(ping("q"))
+    await asyncio.sleep(0)
     assert rec.ids() == ["i"] and p.ctx.capabilities == {} and not p.owes
