@@ -162,13 +162,12 @@ class Host:
 
     async def _readyz_route(self, request: HttpRequest) -> HttpReply:
         """The server's readiness answer, with the embedding backlog when ready."""
-        reply = self._server_readyz(request)
-        if not isinstance(reply, HttpReply):
-            reply = await reply
+        reply = await self.server.answer(self._server_readyz, request)
+        assert isinstance(reply, HttpReply)
         if reply.status == HTTPStatus.OK and self.search.enabled:
             backlog = await self.search.count_backlog()
-            reply = HttpReply(reply.status, f"{reply.body}embed_backlog {backlog}\n",
-                              reply.headers)
+            body = reply.payload().decode()
+            reply = HttpReply(reply.status, f"{body}embed_backlog {backlog}\n", reply.headers)
         return reply
 
     async def _metrics_route(self, request: HttpRequest) -> HttpReply:
