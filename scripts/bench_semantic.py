@@ -167,9 +167,9 @@ async def store_load(url: str, writers: int, seconds: float) -> float:
     return rate
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> dict[str, float]:
     convs = {c: load(args.data / f"{c}.json") for c in args.conv}
-    turns = {c: t for c, (t, _q) in convs.items()}
+    turns = {c: t[: args.turns] if args.turns else t for c, (t, _q) in convs.items()}
     questions = [q for _t, qs in convs.values() for q, _e, _c in qs]
     texts = [text for t in turns.values() for _d, text in t]
     print(f"embedder {load_config().search.embedder}, {len(texts)} turns of LoCoMo "
@@ -190,7 +190,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"stored {n} turns in {secs:.1f} s ({n / secs:.0f}/s); embedded in "
                   f"{embed_secs:.1f} s after: {rate:.0f} entries a second")
             first = args.conv[0]
-            for conns in (1, 10, 100):
+            for conns in args.levels:
                 done, lat = await query_load(host.url, f"locomo-{first}", questions, conns,
                                              args.seconds)
                 print(f"similarity queries, {conns:>3} connections: {done / args.seconds:6.0f}/s"
@@ -217,16 +217,21 @@ async def run(args: argparse.Namespace) -> None:
     print(f"host / ceiling, entries embedded: {rate / text_ceiling:.2f}; similarity queries "
           f"(best level) / query embeddings alone: {best_queries / query_ceiling:.2f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return {"embedded_per_s": rate, "text_ceiling": text_ceiling, "query_ceiling": query_ceiling,
+            "queries_per_s": best_queries, "stores_busy": busy_rate, "stores_plain": plain_rate}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conv", nargs="+", default=["26", "30", "41", "42", "43"])
+    ap.add_argument("--turns", type=int, default=0, help="first turns of each conversation (0: all)")
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 10, 100],
+                    help="connections asking similarity queries")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--seconds", type=float, default=8.0, help="each load phase")
     ap.add_argument("--writers", type=int, default=50, help="connections storing")
     ap.add_argument("--embed-timeout", type=float, default=600.0)
-    asyncio.run(run(ap.parse_args()))
+    return asyncio.run(run(ap.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -99,3 +99,14 @@ def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixtur
     assert report["baseline_stores_per_s"] > 0 and report["stores_per_s"] > 0
     assert report["events_received"] == report["events_expected"] > 0
     assert report["ack_to_event_ms_p99"] >= report["ack_to_event_ms_p50"]
+
+
+def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
+    """scripts/bench_semantic.py, on 40 turns and short phases, measures the embedding rate,
+    the embedder's ceiling, similarity queries and stores with and without an embedder."""
+    figures = _load("bench_semantic").main(
+        ["--conv", "26", "--turns", "40", "--seconds", "0.3", "--writers", "2",
+         "--levels", "1", "2"])
+    assert all(figures[k] > 0 for k in (
+        "embedded_per_s", "text_ceiling", "query_ceiling", "queries_per_s", "stores_busy",
+        "stores_plain"))
