@@ -1,7 +1,7 @@
 """Measure change streams: watchers on one namespace while writers store into it.
 
-    python scripts/bench_watch.py [--watchers 100] [--writers 100] [--seconds 3]
-                                  [--transport websockets|picows] [--db postgresql://...]
+    python scripts/bench_watch.py [--watchers 100] [--writers 100] [--seconds 3] [--rate 0]
+                                  [--transport websockets|picows] [--db postgresql://...|embedded]
                                   [--hosts 1|2] [--json]
 
 It starts `a2e-host serve` (a fresh SQLite file in a temporary folder, or `--db`; with
@@ -12,6 +12,10 @@ process and the watchers in another (separate CPU from the host's):
 1. baseline: the writers alone, each storing one semantic entry after another (a round trip
    each) into one namespace: stores a second;
 2. watched: the same with every watcher following that namespace (`memory/watch`).
+
+`--rate` paces each writer (stores a second), to measure delivery below saturation: on two
+cores the host, the writers and the watchers' client share the CPU, and the watchers' client
+(one `websockets` process, ~50 us a frame) is a ceiling of its own near 20,000 events a second.
 
 It prints the writers' stores a second in both phases (the cost of the watchers, measured in
 the same run), the events a second the watchers received, and the delivery latency, p50/p99:
@@ -77,8 +81,10 @@ async def _open(url: str, agent: str) -> tuple[Any, str]:
     return ws, json.loads(await ws.recv())["memory_id"]
 
 
-async def _writers(url: str, n: int, seconds: float, start_at: float) -> dict[str, Any]:
-    """`n` writers storing one entry after another from `start_at` for `seconds`."""
+async def _writers(url: str, n: int, seconds: float, start_at: float, rate: float
+                   ) -> dict[str, Any]:
+    """`n` writers storing one entry after another from `start_at` for `seconds`, each at
+    most `rate` stores a second (0: as fast as the round trips go)."""
     conns = [await _open(url, f"w{i}") for i in range(n)]
     acks: dict[str, float] = {}
     sent: dict[str, float] = {}
@@ -87,7 +93,12 @@ async def _writers(url: str, n: int, seconds: float, start_at: float) -> dict[st
 
     async def one(i: int, ws: Any, mid: str) -> int:
         count = 0
+        gap = 1.0 / rate if rate > 0 else 0.0
+        next_at = time.time() + gap * i / max(n, 1)  # spread the writers over the interval
         while time.time() < end:
+            if gap:
+                await asyncio.sleep(max(0.0, next_at - time.time()))
+                next_at += gap
             key = f"{i}-{count}"
             t = time.time()
             await ws.send(_frame("memory/store/req", id=key, memory_id=mid, entries=[
@@ -139,8 +150,9 @@ async def _watchers(url: str, n: int, ready: Any, stop_at: float) -> dict[str, A
     return {"arrivals": arrivals, "ended": ended}
 
 
-def _run_writers(url: str, n: int, seconds: float, start_at: float, out: Any) -> None:
-    out.put(asyncio.run(_writers(url, n, seconds, start_at)))
+def _run_writers(url: str, n: int, seconds: float, start_at: float, rate: float,
+                 out: Any) -> None:
+    out.put(asyncio.run(_writers(url, n, seconds, start_at, rate)))
 
 
 def _run_watchers(url: str, n: int, ready: Any, stop_at: float, out: Any) -> None:
@@ -182,7 +194,7 @@ def phase(write_url: str, watch_url: str | None, args: argparse.Namespace) -> di
         if not ready.wait(60):
             raise RuntimeError("the watchers did not start")
     writers = ctx.Process(target=_run_writers, args=(
-        write_url, args.writers, args.seconds, start_at, out_w))
+        write_url, args.writers, args.seconds, start_at, args.rate, out_w))
     writers.start()
     w = out_w.get(timeout=args.seconds + 120)
     writers.join()
@@ -217,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hosts", type=int, default=1, choices=(1, 2),
                     help="2: writers on one host, watchers on another (needs --db postgresql)")
     ap.add_argument("--poll", type=float, default=0.5, help="watch.poll_interval of the hosts")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="stores a second per writer (0: as fast as round trips allow)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.hosts == 2 and not args.db:
@@ -251,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"{args.writers} writers, {args.watchers} watchers, {args.seconds:g} s a phase,"
+    pace = f"{args.rate:g}/s each" if args.rate else "unthrottled"
+    print(f"{args.writers} writers ({pace}), {args.watchers} watchers, {args.seconds:g} s a phase,"
           f" {report['backend']} x{args.hosts} host(s), {args.transport};"
           f" load average {' '.join(f'{x:.2f}' for x in report['loadavg'])}")
     print(f"  stores/s, no watchers:   {base['stores_per_s']:10.0f}")
