@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
-from support.procs import LOAD_LIMITS, free_port, stop_process, wait_port  # noqa: E402
+from support.procs import LOAD_LIMITS, cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
 NAMESPACE = "bench-watch"
 HOST_CONFIG = LOAD_LIMITS + """
@@ -144,10 +144,12 @@ async def _watchers(url: str, n: int, ready: Any, stop_at: float) -> dict[str, A
                 ended += 1
                 await ws.send(_frame("memory/watch/req", memory_id=mid, since=msg.cursor))
 
+    cpu = time.process_time()
     await asyncio.gather(*(follow(ws, mid) for ws, mid in conns))
+    cpu = time.process_time() - cpu
     for ws, _ in conns:
         await ws.close()
-    return {"arrivals": arrivals, "ended": ended}
+    return {"arrivals": arrivals, "ended": ended, "cpu": cpu}
 
 
 def _run_writers(url: str, n: int, seconds: float, start_at: float, rate: float,
@@ -179,9 +181,10 @@ def _host(db: str, workdir: Path, transport: str, poll: float) -> tuple[subproce
     return proc, f"ws://127.0.0.1:{port}"
 
 
-def phase(write_url: str, watch_url: str | None, args: argparse.Namespace) -> dict[str, Any]:
+def phase(write_url: str, watch_url: str | None, args: argparse.Namespace,
+          hosts: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
     """One phase: the writers for `args.seconds`, with `args.watchers` watchers if
-    `watch_url` is given."""
+    `watch_url` is given; with the hosts' CPU seconds a second over it."""
     ctx = mp.get_context("fork")
     out_w, out_r = ctx.Queue(), ctx.Queue()
     ready = ctx.Event()
@@ -196,9 +199,13 @@ def phase(write_url: str, watch_url: str | None, args: argparse.Namespace) -> di
     writers = ctx.Process(target=_run_writers, args=(
         write_url, args.writers, args.seconds, start_at, args.rate, out_w))
     writers.start()
+    host_cpu = [cpu_seconds(f"/proc/{p.pid}/stat") for p in hosts]
     w = out_w.get(timeout=args.seconds + 120)
     writers.join()
-    result: dict[str, Any] = {"stores_per_s": w["stores"] / w["seconds"]}
+    host_cpu = [cpu_seconds(f"/proc/{p.pid}/stat") - c for p, c in zip(hosts, host_cpu)]
+    result: dict[str, Any] = {"stores_per_s": w["stores"] / w["seconds"],
+                              "host_cpu_per_s": [round(c / (args.seconds + 1.0), 2)
+                                                 for c in host_cpu]}
     if readers is not None:
         r = out_r.get(timeout=args.seconds + 120)
         readers.join()
@@ -210,6 +217,7 @@ def phase(write_url: str, watch_url: str | None, args: argparse.Namespace) -> di
             "events_expected": w["stores"] * args.watchers,
             "events_received": len(r["arrivals"]),
             "watches_ended": r["ended"],
+            "watchers_cpu_per_s": round(r["cpu"] / (args.seconds + 1.0), 2),
             "ack_to_event_ms_p50": _pct(after_ack, 0.5),
             "ack_to_event_ms_p99": _pct(after_ack, 0.99),
             "send_to_event_ms_p50": _pct(after_send, 0.5),
@@ -251,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.hosts == 2:
                 second, watch_url = _host(db, workdir, args.transport, args.poll)
                 procs.append(second)
-            base = phase(url, None, args)
-            watched = phase(url, watch_url, args)
+            base = phase(url, None, args, procs)
+            watched = phase(url, watch_url, args, procs)
         finally:
             for p in procs:
                 stop_process(p)
@@ -260,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         "watchers": args.watchers, "writers": args.writers, "seconds": args.seconds,
         "transport": args.transport, "backend": "postgresql" if args.db else "sqlite",
         "hosts": args.hosts, "loadavg": os.getloadavg(),
-        "baseline_stores_per_s": base["stores_per_s"], **watched,
+        "baseline_stores_per_s": base["stores_per_s"],
+        "baseline_host_cpu_per_s": base["host_cpu_per_s"], **watched,
     }
     if args.json:
         print(json.dumps(report))
@@ -275,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  events/s received:       {watched['events_per_s']:10.0f}"
           f"  ({watched['events_received']} of {watched['events_expected']};"
           f" watches ended and resumed: {watched['watches_ended']})")
+    print(f"  CPU seconds a second: host(s) {base['host_cpu_per_s']} alone,"
+          f" {watched['host_cpu_per_s']} watched; the watchers' client"
+          f" {watched['watchers_cpu_per_s']}")
     print(f"  ack -> event   p50 {watched['ack_to_event_ms_p50']:8.1f} ms"
           f"  p99 {watched['ack_to_event_ms_p99']:8.1f} ms")
     print(f"  send -> event  p50 {watched['send_to_event_ms_p50']:8.1f} ms"
