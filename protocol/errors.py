@@ -17,6 +17,7 @@ class ErrorCode(StrEnum):
     MEMORY_NOT_FOUND = "memory_not_found"
     MEMORY_FULL = "memory_full"
     RATE_LIMITED = "rate_limited"
+    CURSOR_EXPIRED = "cursor_expired"  # the watch extension: `since` is older than the log
     INTERNAL_ERROR = "internal_error"
 
 

@@ -33,6 +33,14 @@ __all__ = [
     "MemoryRetrieveResponse",
     "MemoryForgetRequest",
     "MemoryForgetResponse",
+    "MemoryWatchRequest",
+    "MemoryWatchResponse",
+    "MemoryChangedEvent",
+    "MemoryWatchEndedEvent",
+    "MemoryUnwatchRequest",
+    "MemoryUnwatchResponse",
+    "CHANGE_OPS",
+    "WATCH_END_REASONS",
     "HandshakeRequest",
     "HandshakeResponse",
     "Ping",
@@ -144,6 +152,61 @@ class MemoryForgetResponse(Envelope, tag="memory/forget/resp"):
     deleted: int = 0
 
 
+# -- the watch extension (docs/protocol.md, "Change streams"): not part of the A2E spec --------
+
+CHANGE_OPS: tuple[str, ...] = ("stored", "forgotten", "expired")
+WATCH_END_REASONS: tuple[str, ...] = ("lagging", "retention", "unauthorized", "shutdown")
+
+
+class MemoryWatchRequest(Envelope, tag="memory/watch/req"):
+    """Follow the changes a retrieve of the session could read: `tier` "" = every readable
+    tier; `tags` (all of them) and `keys` narrow it; `since` a cursor of an earlier event
+    ("" = from now on)."""
+
+    memory_id: str
+    tier: TierOrAll = ""
+    tags: list[str] = []
+    keys: list[dict[str, Any]] = []
+    since: str = ""
+
+
+class MemoryWatchResponse(Envelope, tag="memory/watch/resp"):
+    """The watch is on: its events follow, each after `cursor` (the position it starts after)."""
+
+    req_id: str = ""
+    watch_id: str = ""
+    cursor: str = ""
+
+
+class MemoryChangedEvent(Envelope, tag="memory/changed/event"):
+    """One committed request's changes that the watch may see: `op` one of `CHANGE_OPS`;
+    `entries` as a retrieve returns them for `stored`, key, tier and tags for the others."""
+
+    watch_id: str = ""
+    cursor: str = ""
+    op: str = "stored"
+    entries: list[dict[str, Any]] = []
+
+
+class MemoryWatchEndedEvent(Envelope, tag="memory/watch/ended/event"):
+    """The host ended a watch (`reason` one of `WATCH_END_REASONS`); `cursor` is the last one
+    it delivered: watch again with `since` = `cursor` to go on losing nothing."""
+
+    watch_id: str = ""
+    cursor: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class MemoryUnwatchRequest(Envelope, tag="memory/unwatch/req"):
+    memory_id: str
+    watch_id: str
+
+
+class MemoryUnwatchResponse(Envelope, tag="memory/unwatch/resp"):
+    req_id: str = ""
+
+
 class HandshakeRequest(Envelope, tag="handshake/req"):
     agent_id: str = ""
     agent_caps: list[str] = []
@@ -182,6 +245,8 @@ Request = (
     | MemoryStoreRequest
     | MemoryRetrieveRequest
     | MemoryForgetRequest
+    | MemoryWatchRequest
+    | MemoryUnwatchRequest
     | HandshakeRequest
     | Ping
 )
@@ -192,6 +257,10 @@ Message = (
     | MemoryStoreResponse
     | MemoryRetrieveResponse
     | MemoryForgetResponse
+    | MemoryWatchResponse
+    | MemoryUnwatchResponse
+    | MemoryChangedEvent
+    | MemoryWatchEndedEvent
     | HandshakeResponse
     | Pong
     | Error
@@ -204,6 +273,8 @@ REQUEST_TYPES: frozenset[str] = frozenset(
         MemoryStoreRequest,
         MemoryRetrieveRequest,
         MemoryForgetRequest,
+        MemoryWatchRequest,
+        MemoryUnwatchRequest,
         HandshakeRequest,
         Ping,
     )

@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # also when loaded by file path (tests)
 
-from procs import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
+from support.procs import LOAD_LIMITS, cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
 CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
 ECHO_FRAMES = ("store1", "store20")
@@ -55,14 +55,8 @@ READ_NS = "bench-read"
 READ_AGENTS = 100
 DRAIN_SECONDS = 120.0  # how long a load client waits for the replies still in flight
 
-# The host runs on its defaults except the limits that would refuse the load itself: every
-# connection comes from 127.0.0.1, and one connection sends far more than 5,000 frames a second.
-HOST_CONFIG = """\
-[limits]
-max_connections = 20000
-max_connections_per_ip = 20000
-requests_per_second = 0
-
+# The host runs on its defaults except the limits that would refuse the load itself.
+HOST_CONFIG = LOAD_LIMITS + """
 [search]
 embedder = "{embedder}"
 
@@ -587,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         info["store"] = "postgresql" if args.db else "sqlite"
         try:
             if args.db == "embedded":
-                from host.store.postgres.embedded import EmbeddedPostgres
+                from support.postgres import EmbeddedPostgres
 
                 pg = stack.enter_context(EmbeddedPostgres(workdir / "pg", fsync=True))
                 args.db_url = pg.create_database("bench")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sqlite3
 import statistics
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from procs import free_port, stop_process, wait_port  # noqa: E402
+from support.procs import HostProcess  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 
@@ -84,24 +83,10 @@ async def ask(client: MemoryClient, qs: list[tuple[str, set[str], int]], lat: li
         rows.append(recall_row(got.entries, ev, cat))
 
 
-class HostProcess:
-    """`a2e-host serve` on a free port, in a subprocess."""
-
-    def __init__(self, db: Path | str) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port), "--db", str(db)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, "A2E_HOST_LOG_LEVEL": "WARNING"},
-        )
-        wait_port(self.port, self.proc, timeout=60)
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        stop_process(self.proc, grace=60)
+def start_host(db: str | Path) -> HostProcess:
+    """`a2e-host serve` on `db` on a free port (warnings only in its log)."""
+    return HostProcess(db, cwd=ROOT, stdout=subprocess.DEVNULL,
+                       env={"A2E_HOST_LOG_LEVEL": "WARNING"}, timeout=60)
 
 
 async def store_all(client: MemoryClient, entries: list[dict[str, Any]]) -> float:
@@ -165,7 +150,7 @@ async def run(args: argparse.Namespace) -> None:
     if args.postgres:
         if args.fill:
             raise SystemExit("--fill writes vectors into a SQLite file: not with --postgres")
-        from host.store.postgres.embedded import EmbeddedPostgres
+        from support.postgres import EmbeddedPostgres
 
         with EmbeddedPostgres() as server:
             await bench(args, server.create_database("a2e_bench"))
@@ -182,15 +167,15 @@ async def bench(args: argparse.Namespace, db: Path | str) -> None:
         rnd = random.Random(7)
         filler = [{"key": {"fill": i}, "content": " ".join(rnd.choices(words, k=14)),
                    "tier": "semantic"} for i in range(args.fill)]  # shared: the bench reads them
-        host = HostProcess(db)
+        host = start_host(db)
         client = await MemoryClient.connect(host.url)
         await client.init("locomo", {"agent": "filler"})  # its own per-agent quota
         took = await store_all(client, filler)
         await client.close()
-        host.stop()
+        host.terminate(grace=60)
         print(f"fill: stored {args.fill} entries in {took:.1f} s ({args.fill / took:.0f}/s);"
               f" wrote {fill_vectors(Path(db), 7)} random vectors")
-    host = HostProcess(db)
+    host = start_host(db)
     rows: list[tuple[int, float, float]] = []
     lat: list[float] = []
     stored = embedded = 0
@@ -210,7 +195,7 @@ async def bench(args: argparse.Namespace, db: Path | str) -> None:
             await client.close()
             print(f"conversation {name}: {len(turns)} turns, {len(qs)} questions", flush=True)
     finally:
-        host.stop()
+        host.terminate(grace=60)
     print(f"\nconversations {' '.join(args.conv)}" + (" on PostgreSQL" if args.postgres else "") + (f", +{args.fill} filler entries" if args.fill else ""))
     print(f"recall@5 {statistics.fmean(r[1] for r in rows):.3f}   "
           f"recall@10 {statistics.fmean(r[2] for r in rows):.3f}   ({len(rows)} questions)")

@@ -32,7 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import free_port, wait_port  # noqa: E402
+from support.procs import HostProcess  # noqa: E402
 
 MAX_FRAME = 4096
 CLOSERS = {"bad_utf8": 1007, "big": 1009}
@@ -157,17 +157,10 @@ def start_host(folder: Path, transport: str = "websockets") -> tuple[subprocess.
     """`a2e-host serve` on a free port with its log (errors only) in folder/host.log."""
     cfg = folder / "host.toml"
     cfg.write_text(f"[limits]\nmax_frame_bytes = {MAX_FRAME}\nrequests_per_second = 0\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "host.cli", "--log-level", "ERROR", "serve", "--port", str(port),
-         "--transport", transport, "--db", str(folder / "fuzz.db"), "--config", str(cfg)],
-        stdout=subprocess.DEVNULL, stderr=(folder / "host.log").open("wb"), env={**os.environ})
-    try:
-        wait_port(port, proc)
-    except TimeoutError:
-        proc.kill()
-        raise
-    return proc, f"ws://127.0.0.1:{port}"
+    with (folder / "host.log").open("wb") as log:
+        host = HostProcess(folder / "fuzz.db", "--config", str(cfg), transport=transport,
+                           log_level="ERROR", stdout=subprocess.DEVNULL, stderr=log)
+    return host.proc, host.url
 
 
 class Fuzzer:

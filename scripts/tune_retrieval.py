@@ -51,7 +51,7 @@ class CachedEmbedder:
         self.dirty = False
 
     def _get(self, texts: list[str], query: bool) -> np.ndarray:
-        tag = "q|" if query else "d|"
+        tag = ("q|" if query else "d|") + self.name + "|"
         missing = [t for t in dict.fromkeys(texts) if tag + t not in self.cache]
         if missing:
             fn = self.inner.embed_queries if query else self.inner.embed
@@ -99,7 +99,8 @@ async def one(settings: list[str], convs: dict[str, Any], cache: Path) -> dict[s
         host = Host(cfg)
         emb = None
         if host.search.embedder is not None:
-            emb = host.search.embedder = CachedEmbedder(host.search.embedder, cache)
+            emb = CachedEmbedder(host.search.embedder, cache)
+            host.search.use_embedder(emb)  # type: ignore[arg-type]
         await host.start()
         try:
             for name, (turns, qs) in convs.items():

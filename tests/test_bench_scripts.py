@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -80,3 +81,32 @@ async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: P
     forget = await bench.run_once(tmp_path / "f.db", 48, 8, 1, 0, forget=True)
     for run in (put, forget):
         assert run["mean_group"] == 8 and run["writer_cpu_us_per_entry"] > 0
+
+
+async def test_bench_ui_measures_every_read_of_the_browser() -> None:
+    """scripts/bench_ui.py times the wire baseline and each browser read on a small store."""
+    figures = await _load("bench_ui").bench(300)
+    assert len(figures) == 7 and all(v > 0 for v in figures.values())
+    assert "wire find, one agent, 25 (baseline)" in figures
+
+
+def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/bench_watch.py, on a tiny run, reports both phases' store rates and every
+    event of the watched phase received, with latencies."""
+    bench = _load("bench_watch")
+    assert bench.main(["--watchers", "2", "--writers", "2", "--seconds", "0.5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["baseline_stores_per_s"] > 0 and report["stores_per_s"] > 0
+    assert report["events_received"] == report["events_expected"] > 0
+    assert report["ack_to_event_ms_p99"] >= report["ack_to_event_ms_p50"]
+
+
+def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
+    """scripts/bench_semantic.py, on 40 turns and short phases, measures the embedding rate,
+    the embedder's ceiling, similarity queries and stores with and without an embedder."""
+    figures = _load("bench_semantic").main(
+        ["--conv", "26", "--turns", "40", "--seconds", "0.3", "--writers", "2",
+         "--levels", "1", "2"])
+    assert all(figures[k] > 0 for k in (
+        "embedded_per_s", "text_ceiling", "query_ceiling", "queries_per_s", "stores_busy",
+        "stores_plain"))

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from host.cli.main import build_parser
-from host.config import ENV_FILE, env_settings
+from host.config import ENV_FILE, Config, env_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("Dockerfile", "docker-compose.yml", "configs/a2e-host.service")
@@ -30,3 +30,14 @@ def test_unit_commands_parse() -> None:
     parser = build_parser()
     for line in lines:
         parser.parse_args(shlex.split(line))
+
+
+def test_stop_timeouts_are_above_the_drain_timeout() -> None:
+    """systemd's TimeoutStopSec and compose's stop_grace_period leave the host its whole
+    server.drain_timeout (and the commit after it) before they kill it."""
+    drain = Config().server.drain_timeout
+    unit = (ROOT / "configs" / "a2e-host.service").read_text()
+    (stop_sec,) = re.findall(r"^TimeoutStopSec=(\d+)s?$", unit, re.M)
+    compose = (ROOT / "docker-compose.yml").read_text()
+    (grace,) = re.findall(r"^\s*stop_grace_period:\s*(\d+)s", compose, re.M)
+    assert int(stop_sec) >= drain + 5 and int(grace) >= drain + 5

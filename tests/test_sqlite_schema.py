@@ -59,14 +59,14 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
     conn.execute("COMMIT")
     usage = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
         "SELECT namespace, agent, entries, bytes FROM usage")}
-    # migration 6 recounted the old entries' sizes as key + content bytes (7 + 5)
+    # migration 7 recounted the old entries' sizes as key + content bytes (7 + 5)
     n, o = len(new.key) + len(new.content), len(over.key) + len(over.content)
     assert usage == {("ns", ""): (3, 12 + n + o), ("ns", "a1"): (2, 12 + n), ("ns", "b2"): (1, o)}
     conn.close()
 
 
 def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> None:
-    """Migration 5 fills each namespace's keyword statistics (rows, tokens) from the keyword
+    """Migration 6 fills each namespace's keyword statistics (rows, tokens) from the keyword
     index as it is, and later writes, overwrites and forgets keep them equal to a recount."""
     conn = connect(str(tmp_path / "old.db"))
     conn.executescript("\n".join(MIGRATIONS[:4]) + "\nPRAGMA user_version = 4;")

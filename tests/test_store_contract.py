@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
-from host.store.base import EntryStore, NewEntry, Query, Scope
+from host.store.base import EntryStore, NewEntry, Query, Quotas, Refusal, Scope
 from host.store.postgres.store import PostgresEntryStore
-from host.store.sqlite.ops import Quotas
 from host.store.sqlite.store import SQLiteEntryStore
 from host.text.keyword import coverage, query_terms
 from protocol.keys import canonical_key
@@ -35,22 +35,18 @@ pytestmark = pytest.mark.all_backends
 async def make_store(store_db: str) -> AsyncIterator[StoreFactory]:
     """A factory of open stores on one database of the parametrised backend (`store_db`, see
     `all_backends`); all closed after."""
-    opened: list[EntryStore] = []
+    async with AsyncExitStack() as stack:
 
-    async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
-        s: EntryStore
-        if store_db.startswith("postgresql"):
-            s = PostgresEntryStore(store_db, quotas=quotas, pool_max=4,
-                                   max_term_docs=max_term_docs)
-        else:
-            s = SQLiteEntryStore(store_db, quotas=quotas, max_term_docs=max_term_docs)
-        await s.open()
-        opened.append(s)
-        return s
+        async def _make(quotas: Quotas | None = None, max_term_docs: int = 0) -> EntryStore:
+            s: PostgresEntryStore | SQLiteEntryStore
+            if store_db.startswith("postgresql"):
+                s = PostgresEntryStore(store_db, quotas=quotas, pool_max=4,
+                                       max_term_docs=max_term_docs)
+            else:
+                s = SQLiteEntryStore(store_db, quotas=quotas, max_term_docs=max_term_docs)
+            return await stack.enter_async_context(s)  # opened now, closed after the test
 
-    yield _make
-    for s in opened:
-        await s.close()
+        yield _make
 
 
 @pytest.fixture
@@ -413,10 +409,11 @@ async def test_concurrent_touches_and_puts_all_land(store: EntryStore) -> None:
 
 
 async def test_agent_quota(make_store: StoreFactory) -> None:
-    """A new entry past the per-agent quota is memory_full; other agents still write."""
+    """A new entry past the per-agent quota is memory_full (a `Refusal`, not a string to parse);
+    other agents still write."""
     store = await make_store(Quotas(max_entries_per_namespace=100, max_entries_per_agent=2))
     out = await store.put(A, [entry(1), entry(2), entry(3)], T0)
-    assert out == [None, None, "memory_full"]
+    assert out == [None, None, Refusal.MEMORY_FULL] and type(out[2]) is Refusal
     assert await store.put(A, [entry(1, b'"update"')], T0) == [None]  # updates still pass
     assert await store.put(B, [entry(9)], T0) == [None]
 

@@ -16,10 +16,9 @@ from test_store_contract import BOTH, T0, entry, key
 
 from host.app import make_store
 from host.config import load_config
-from host.store.base import Query, Scope
+from host.store.base import Query, Quotas, Scope
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
-from host.store.postgres.store import PostgresEntryStore, lexemes_of
-from host.store.sqlite.ops import Quotas
+from host.store.postgres.store import PostgresEntryStore, _lexemes, lexemes_of
 from host.store.sqlite.store import SQLiteEntryStore
 
 
@@ -114,8 +113,8 @@ async def test_hosts_starting_together_migrate_once(pg_url: str, sql: asyncpg.Co
 async def test_usage_rows_match_the_entries_after_mixed_writes(
     stores: list[PostgresEntryStore], sql: asyncpg.Connection
 ) -> None:
-    """After concurrent puts, upserts, overwrites, forgets and GC, the trigger-kept usage rows
-    equal counts and sizes computed from the entries themselves."""
+    """After concurrent puts, upserts, overwrites, touches, forgets and GC, the trigger-kept
+    usage rows and term counts equal counts and sizes computed from the entries themselves."""
     a, b = stores
 
     async def churn(store: PostgresEntryStore, agent: str, ns: str) -> None:
@@ -123,8 +122,11 @@ async def test_usage_rows_match_the_entries_after_mixed_writes(
         for i in range(6):
             sized = f'"{"v" * i}"'.encode()  # sizes differ, so bytes are checked too
             mine = f'"{agent}"'.encode()
+            words = f'"{agent} word{i} common"'.encode()  # terms change with each write
             await store.put(s, [entry(i, sized, ttl=3 if i % 2 else 0),
-                                entry("shared", mine, tier="semantic")], T0 + i)
+                                entry("shared", mine, tier="semantic"),
+                                entry(f"w{i % 3}", words)], T0 + i)
+            await store.touch(s, BOTH, [key(f"w{i % 3}")], T0 + i + 0.5)
         await store.forget(s, BOTH, [key(0)], [], T0 + 6)
 
     await asyncio.gather(*(churn(st, ag, ns) for st in (a, b) for ag in ("p", "q")
@@ -137,6 +139,12 @@ async def test_usage_rows_match_the_entries_after_mixed_writes(
         " UNION ALL SELECT namespace, '', count(*), sum(size) FROM a2e_entries GROUP BY 1")}
     assert usage == actual
     assert actual  # the churn left something to count
+    terms = await sql.fetch("SELECT namespace, term, docs FROM a2e_terms ORDER BY 1, 2")
+    counted = await sql.fetch(
+        "SELECT namespace, u.term, count(*) FROM a2e_entries,"
+        " unnest(tsvector_to_array(lexemes)) AS u(term) GROUP BY 1, 2 ORDER BY 1, 2")
+    assert [tuple(r) for r in terms] == [tuple(r) for r in counted]
+    assert any(r[1] == "common" for r in counted)
 
 
 async def test_lexemes_carry_the_scope_and_term_counts(
@@ -149,6 +157,60 @@ async def test_lexemes_carry_the_scope_and_term_counts(
     assert lexemes_of("other", "").startswith("'_n") and lexemes_of("other", "") != lex[0]
     assert await sql.fetchval("SELECT a2e_doc_len($1::tsvector)",
                               lexemes_of("ns", "a b a c a")) == 6  # 5 tokens + the scope
+    assert await sql.fetchval("SELECT a2e_doc_len($1::tsvector)",
+                              lexemes_of("ns", "a b a c a")) == _lexemes("ns", "a b a c a")[1]
+
+
+async def test_term_occurrences_read_back_exactly(
+    stores: list[PostgresEntryStore], sql: asyncpg.Connection
+) -> None:
+    """a2e_tf reads a term's occurrences in an entry's lexemes back from ts_rank exactly, for
+    every count a lexeme can hold (1..256), and 0 for a term the entry does not hold."""
+    got = await sql.fetch(
+        "SELECT k, a2e_tf(ts_rank($1::tsvector || ('x:' || array_to_string(ARRAY("
+        "SELECT generate_series(1, k)), ','))::tsvector, 'x'::tsquery, 0)),"
+        " a2e_tf(ts_rank(('x:' || k)::tsvector, 'y'::tsquery, 0))"
+        " FROM generate_series(1, 256) k ORDER BY k", lexemes_of("ns", "other words"))
+    assert [(r[0], r[2]) for r in got] == [(k, 0.0) for k in range(1, 257)]
+    assert [r[1] for r in got] == [float(k) for k in range(1, 257)]
+
+
+async def test_search_scores_the_newest_readable_matches(pg_url: str) -> None:
+    """With max_matches, only the newest that many matches the reader may read are scored:
+    another agent's newer private entries sharing the word neither take those places nor hide
+    the reader's own entries; without a cap every match is scored (the best BM25 first)."""
+    for cap in (2, 0):
+        alice, bob = Scope(f"ns{cap}", "alice"), Scope(f"ns{cap}", "bob")
+        async with PostgresEntryStore(pg_url, max_matches=cap) as store:
+            await store.put(alice, [entry("a0", b'"zebra zebra zebra"'),
+                                    entry("a1", b'"zebra and a horse"'),
+                                    entry("a2", b'"zebra and a mule"')], T0)
+            await store.put(bob, [entry(f"b{i}", b'"zebra crossing"') for i in range(5)], T0)
+            got = await store.search(alice, Query(tiers=("episodic",)), "zebra", T0, 10)
+            want = {key("a1"), key("a2")} if cap else {key("a0"), key("a1"), key("a2")}
+            assert {e.key for e in got} == want
+            assert cap or got[0].key == key("a0")
+            theirs = await store.search(bob, Query(tiers=("episodic",)), "zebra", T0, 10)
+            assert len(theirs) == (cap or 5) and {e.owner for e in theirs} == {"bob"}
+
+
+async def test_another_agents_private_entries_do_not_make_your_terms_common(
+    pg_url: str,
+) -> None:
+    """A term common in the namespace only through another agent's private entries is still
+    searched for a reader who holds it in few entries (counted among what they may read), with
+    the namespace's count (capped) as its BM25 statistic; a term common for the reader too is
+    left out."""
+    carol, dave = Scope("ns", "carol"), Scope("ns", "dave")
+    async with PostgresEntryStore(pg_url, max_term_docs=5) as store:
+        await store.put(dave, [entry(f"d{i}", b'"zebra stripes giraffe"') for i in range(30)], T0)
+        await store.put(carol, [entry("c", b'"zebra crossing"')]
+                        + [entry(f"g{i}", b'"giraffe"') for i in range(8)], T0)
+        q = Query(tiers=BOTH)
+        got = await store.search(carol, q, "zebra giraffe", T0, 10)
+        assert [e.key for e in got] == [key("c")]  # giraffe: 8 readable > 5, left out
+        stats = await store.keyword_stats(carol, "zebra giraffe", q, T0)
+        assert (stats.terms, stats.hits) == (("zebra",), (6,))  # 30 in the namespace, capped
 
 
 async def test_bm25_equals_sqlite_fts5(pg_url: str, tmp_path: Path) -> None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from authkit import connect as auth_connect
 from authkit import issue, running
 from conftest import make_config, running_host
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from uikit import UiClient, text
 
 from host.app import Host
@@ -21,6 +25,16 @@ from host.ui import Request, UiApp
 from host.ui.health import p99_of
 
 SECRET = "the-launch-code-is-7429"
+
+
+@pytest.fixture
+async def filled_host(tmp_path: Path) -> AsyncIterator[Host]:
+    """A host (authentication off, no embedder) with the entries of `_fill` in "proj"."""
+    config = make_config(tmp_path / "a2e.db", search={"embedder": "none"})
+    async with running_host(config) as host:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            await _fill(c, "proj")
+        yield host
 
 
 def _app(host: Host) -> UiApp:
@@ -111,6 +125,7 @@ async def test_posts_without_the_csrf_token_or_from_another_site_are_refused(
         assert (await ui.post("/ui/forget", {**form, "csrf": "0" * 64}, csrf=False)).status == 403
         assert (await ui.post("/ui/forget", form, Origin="http://evil.example")).status == 403
         assert (await ui.post("/ui/forget", form, **{"Sec-Fetch-Site": "cross-site"})).status == 403
+        assert (await ui.post("/ui/forget", form, Origin="null")).status == 403
         other = UiClient(_app(host))
         await other.sign_in(admin)
         other.csrf = ui.csrf  # a token of another browser's binding cookie
@@ -217,7 +232,7 @@ async def test_search_ranks_as_retrieve_and_shows_score_parts(host: Host) -> Non
         first = page.split('<span class="rank">#1</span>', 1)[1].split("</article>", 1)[0]
         assert wire.entries[0]["key"] == {"k": "shared"}
         assert "&quot;shared&quot;" in first
-        for part in ("combined", "relevance", "keyword", "vector", "importance", "recency"):
+        for part in ("combined", "relevance", "fused", "keyword", "vector", "importance", "recency"):
             assert f'data-part="{part}"' in first
         shown = first.split('data-part="combined"', 1)[1].split("<strong>", 1)[1].split("<", 1)[0]
         assert abs(float(shown) - wire.entries[0]["combined"]) < 2e-3
@@ -266,9 +281,9 @@ async def test_export_downloads_the_namespace_as_json_lines(host: Host) -> None:
         assert sorted(e.tier for e in read) == ["episodic", "episodic", "semantic"]
 
 
-async def test_live_json_returns_only_writes_after_the_cursor(host: Host) -> None:
-    """The Live page shows the latest writes; its JSON endpoint returns the writes after the
-    page's cursor, oldest first, and a cursor past them."""
+async def test_live_json_returns_the_change_log_after_the_cursor(host: Host) -> None:
+    """The Live page shows the latest writes and the change log's head; its JSON endpoint
+    returns the changes after that cursor (stores and forgets), and a cursor past them."""
     async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
         await _fill(c, "proj")
         ui = UiClient(_app(host))
@@ -276,9 +291,15 @@ async def test_live_json_returns_only_writes_after_the_cursor(host: Host) -> Non
         after = page.split('data-after="', 1)[1].split('"', 1)[0]
         empty = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
         assert empty["count"] == 0 and empty["after"] == after
-        await c.store([{"key": {"k": "later"}, "content": 2, "tier": "semantic"}])
+        await c.store([{"key": {"k": "later"}, "content": "fresh news", "tier": "semantic"}])
+        await c.forget(keys=[{"k": "old"}])
         fresh = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={after}")).body)
-        assert fresh["count"] == 1 and "later" in fresh["html"] and fresh["after"] != after
+        assert fresh["count"] == 2 and int(fresh["after"]) > int(after)
+        html = fresh["html"]
+        assert html.index(">stored<") < html.index(">forgotten<")
+        assert "fresh news" in html and "&quot;later&quot;" in html and "&quot;old&quot;" in html
+        again = json.loads((await ui.get(f"/ui/live.json?ns=proj&after={fresh['after']}")).body)
+        assert again["count"] == 0
         assert (await ui.get("/ui/live.json?ns=proj&after=nope")).status == 400
 
 
@@ -354,3 +375,26 @@ async def test_ui_disabled_builds_no_app(tmp_path: Path) -> None:
     async with running_host(make_config(tmp_path / "a2e.db", ui={"enabled": False},
                                         search={"embedder": "none"})) as host:
         assert host.ui is None
+
+
+_PARAMS = ("ns", "tier", "agent", "tags", "key", "page", "q", "limit", "min_score", "after",
+           "id", "back", "done")
+_odd = st.one_of(st.text(max_size=40), st.sampled_from(
+    ["", "0", "-1", "1e999", "nan", "9" * 30, "episodic", "working", "proj", "%", "_", "\\",
+     "a,b," * 40, "../", "//evil.example", "0:0", "1:x", "x" * 5000]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(["/ui/namespaces", "/ui/entries", "/ui/search", "/ui/live",
+                             "/ui/live.json", "/ui/health", "/ui/forget", "/ui/export",
+                             "/ui/nope", "/ui/static/x"]),
+       params=st.dictionaries(st.sampled_from(_PARAMS), _odd, max_size=6),
+       method=st.sampled_from(["GET", "POST"]))
+async def test_no_parameter_makes_a_server_error(
+        filled_host: Host, path: str, params: dict[str, str], method: str) -> None:
+    """Whatever the query or form parameters, every page answers without a server error."""
+    ui = UiClient(_app(filled_host))
+    await ui.get("/ui/namespaces")  # a CSRF token for the posts
+    target = f"{path}?{urlencode(params)}"
+    r = await (ui.get(target) if method == "GET" else ui.post(target, params))
+    assert r.status < 500, (r.status, text(r))

@@ -102,12 +102,12 @@ async def test_key_canonical_form(client: MemoryClient) -> None:
 
 
 @pytest.mark.parametrize("tier", ["working", "episodic", "semantic"])
-async def test_ttl_expiry(client: MemoryClient, tier: str) -> None:
+async def test_ttl_expiry(host: Any, client: MemoryClient, tier: str) -> None:
     """An entry is not returned once updated_at + ttl has passed; re-storing makes a new one."""
     await client.store([entry({"k": "ttl"}, "soon gone", tier, ttl=1),
                         entry({"k": "keep"}, "stays", tier)])
     assert (await client.retrieve(tier=tier)).total == 2
-    await asyncio.sleep(1.2)
+    host.clock.advance(1.2)
     got = await client.retrieve(tier=tier)
     assert [e["key"] for e in got.entries] == [{"k": "keep"}] and got.total == 1
     by_query = await client.retrieve(tier=tier, query="soon gone")
@@ -120,7 +120,8 @@ async def test_ttl_expiry(client: MemoryClient, tier: str) -> None:
 async def test_gc_deletes_expired_rows(host: Any, client: MemoryClient) -> None:
     """The garbage collector physically deletes expired persisted entries."""
     await client.store([entry({"k": i}, ttl=1) for i in range(5)] + [entry({"k": "x"})])
-    await asyncio.sleep(1.1)
+    assert await host.gc.collect_once() == 0  # not yet expired
+    host.clock.advance(1.1)
     assert await host.gc.collect_once() == 5
     assert await host.gc.collect_once() == 0
 

@@ -1,5 +1,5 @@
-"""What the store sub-commands share: the SQLite file or PostgreSQL store of the config, and
-its quotas."""
+"""What the store sub-commands share: the SQLite file or PostgreSQL store of the config, its
+quotas, and `open_admin`, the one place that picks the backend's `StoreAdmin`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from contextlib import asynccontextmanager
 
 from host.app import quotas_of as quotas
 from host.config import Config, mask_value
-from host.store.postgres.store import PostgresEntryStore
+from host.store.base import StoreAdmin
+from host.store.postgres.admin import PostgresAdmin
+from host.store.postgres.store import PostgresEntryStore, is_postgres_url
+from host.store.sqlite.admin import SQLiteAdmin, open_store_file
 
-__all__ = ["open_postgres", "quotas", "sqlite_path"]
+__all__ = ["open_admin", "open_postgres", "quotas", "sqlite_path"]
 
 
 def sqlite_path(config: Config, command: str) -> str:
@@ -34,3 +37,20 @@ async def open_postgres(config: Config) -> AsyncIterator[PostgresEntryStore]:
         yield store
     finally:
         await store.close()
+
+
+@asynccontextmanager
+async def open_admin(config: Config, command: str, create: bool = False) -> AsyncIterator[StoreAdmin]:
+    """The operator tasks (`StoreAdmin`) on the store `store.db` names, open for the block:
+    PostgreSQL for a `postgresql://` URL, else the SQLite file (which must exist unless
+    `create`; another URL is refused with `ValueError`, naming `command`)."""
+    if is_postgres_url(config.store.db):
+        async with open_postgres(config) as store:
+            yield PostgresAdmin(store, mask_value(config.store.db))
+        return
+    path = sqlite_path(config, command)
+    conn = open_store_file(path, create=create)
+    try:
+        yield SQLiteAdmin(conn, path, quotas(config))
+    finally:
+        conn.close()

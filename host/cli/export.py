@@ -12,12 +12,11 @@ from typing import IO, Any
 import msgspec
 
 from host.cli._progress import Progress
-from host.cli._store import open_postgres, sqlite_path
+from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.cli.transfer import ExportedEntry, encode_line
 from host.config import Config
-from host.store.postgres.store import is_postgres_url
-from host.store.sqlite.admin import ExportRow, export_rows, open_store_file
+from host.store.base import ExportRow
 
 __all__ = ["line_of", "register"]
 
@@ -32,20 +31,9 @@ def line_of(r: ExportRow) -> bytes:
     )) + b"\n"
 
 
-def _write(out: IO[bytes], rows: Any, bar: Progress) -> int:
-    n = 0
-    for r in rows:
-        out.write(line_of(r))
-        n += 1
-        bar.advance()
-    return n
-
-
-async def _export_postgres(config: Config, args: argparse.Namespace) -> int:
-    from host.store.postgres.admin import export_rows as pg_export_rows
-
-    async with open_postgres(config) as store, \
-            pg_export_rows(store, time.time(), args.namespace) as (total, rows):
+async def _export(config: Config, args: argparse.Namespace) -> int:
+    async with open_admin(config, "export") as admin, \
+            admin.export_rows(time.time(), args.namespace) as (total, rows):
         n = 0
         with Progress("export", total) as bar, _output(args.output) as out:
             async for r in rows:
@@ -68,18 +56,7 @@ def _output(path: str | None) -> Iterator[IO[bytes]]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export one snapshot of the live entries (of one namespace with --namespace)."""
-    config = config_from_args(args)
-    if is_postgres_url(config.store.db):
-        n = run_loop(_export_postgres(config, args))
-        print(f"exported {n} entries", file=sys.stderr)
-        return 0
-    conn = open_store_file(sqlite_path(config, "export"))
-    try:
-        total, rows = export_rows(conn, time.time(), args.namespace)
-        with Progress("export", total) as bar, _output(args.output) as out:
-            n = _write(out, rows, bar)
-    finally:
-        conn.close()
+    n = run_loop(_export(config_from_args(args), args))
     print(f"exported {n} entries", file=sys.stderr)
     return 0
 

@@ -18,13 +18,11 @@ from typing import IO, Any
 import msgspec
 
 from host.cli._progress import Progress
-from host.cli._store import open_postgres, quotas, sqlite_path
+from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.cli.transfer import decode_line
 from host.config import Config
 from host.store.base import NewEntry, Scope, StoreOutcome
-from host.store.postgres.store import is_postgres_url
-from host.store.sqlite.admin import import_batch, open_store_file
 
 __all__ = ["register", "BATCH"]
 
@@ -59,39 +57,25 @@ def _batches(src: IO[bytes], bar: Progress) -> Iterator[list[tuple[Scope, NewEnt
         yield batch
 
 
-async def _import_postgres(config: Config, src: IO[bytes], bar: Progress) -> list[StoreOutcome]:
-    from host.store.postgres.admin import import_batch as pg_import_batch
-
+async def _import(config: Config, src: IO[bytes], bar: Progress) -> list[StoreOutcome]:
     outcomes: list[StoreOutcome] = []
-    async with open_postgres(config) as store:
+    async with open_admin(config, "import", create=True) as admin:
         for batch in _batches(src, bar):
-            outcomes += await pg_import_batch(store, batch, time.time())
+            outcomes += await admin.import_batch(batch, time.time())
     return outcomes
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import FILE (or standard input for `-`); print how many were stored or refused."""
     config = config_from_args(args)
-    postgres = is_postgres_url(config.store.db)
-    path = "" if postgres else sqlite_path(config, "import")
-    q = quotas(config)
     src: IO[bytes]
     if args.file == "-":
         src, total = sys.stdin.buffer, None
     else:
         src, total = open(args.file, "rb"), os.path.getsize(args.file)
-    outcomes: list[StoreOutcome] = []
     try:
         with Progress("import (bytes)", total) as bar:
-            if postgres:
-                outcomes = run_loop(_import_postgres(config, src, bar))
-            else:
-                conn = open_store_file(path, create=True)
-                try:
-                    for batch in _batches(src, bar):
-                        outcomes += import_batch(conn, batch, time.time(), q)
-                finally:
-                    conn.close()
+            outcomes = run_loop(_import(config, src, bar))
     finally:
         if src is not sys.stdin.buffer:
             src.close()

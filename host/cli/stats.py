@@ -1,4 +1,5 @@
-"""`a2e-host stats`: entries by namespace and tier, and the database's size on disk."""
+"""`a2e-host stats`: entries by namespace and tier, the embedding backlog, and the database's
+size on disk."""
 
 from __future__ import annotations
 
@@ -7,43 +8,30 @@ import json
 import time
 from typing import Any
 
-from host.cli._store import open_postgres, sqlite_path
+from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
-from host.config import Config, mask_value
-from host.store.postgres.store import is_postgres_url
-from host.store.sqlite.admin import NamespaceStats, database_bytes, open_store_file, stats
+from host.config import Config
+from host.store.base import NamespaceStats
 
 __all__ = ["register"]
 
 
-async def _stats_postgres(config: Config) -> tuple[list[NamespaceStats], int]:
-    from host.store.postgres import admin as postgres_admin
-
-    async with open_postgres(config) as store:
-        rows = await postgres_admin.stats(store, time.time())
-        return rows, await postgres_admin.database_bytes(store)
+async def _stats(config: Config) -> tuple[str, list[NamespaceStats], int, int]:
+    async with open_admin(config, "stats") as admin:
+        return (admin.where, await admin.stats(time.time()), await admin.database_bytes(),
+                await admin.embed_backlog())
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print live entries and content bytes by namespace and tier, and the database's size
     (the file on SQLite; the a2e_ tables with their indexes on PostgreSQL)."""
-    config = config_from_args(args)
-    if is_postgres_url(config.store.db):
-        path = mask_value(config.store.db)
-        rows, size = run_loop(_stats_postgres(config))
-    else:
-        path = sqlite_path(config, "stats")
-        conn = open_store_file(path)
-        try:
-            rows = stats(conn, time.time())
-        finally:
-            conn.close()
-        size = database_bytes(path)
+    path, rows, size, backlog = run_loop(_stats(config_from_args(args)))
     if args.json:
         print(json.dumps({
             "database": path,
             "database_bytes": size,
             "entries": sum(r.entries for r in rows),
+            "embed_backlog": backlog,
             "namespaces": [
                 {"namespace": r.namespace, "tier": r.tier, "entries": r.entries,
                  "bytes": r.bytes} for r in rows
@@ -55,6 +43,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r.namespace:<{width}}  {r.tier:<9} {r.entries:>10} {r.bytes:>12}")
     print(f"total entries: {sum(r.entries for r in rows)}")
+    print(f"waiting for a vector (embedding backlog): {backlog}")
     print(f"database: {path} ({size} bytes on disk)")
     return 0
 

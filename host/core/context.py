@@ -4,6 +4,7 @@ what each capability keeps per connection (the memory sessions: `host.memory.ses
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,6 +31,10 @@ class ConnectionContext:
     capability name (the memory sessions under "memory"), closed with the connection.
     `last_write` is the newest pending write of this connection: a read waits for it first, so
     a connection always reads its own writes.
+
+    `push(message, key=None, limit=0) -> bool` sends a server-initiated message (an event)
+    after the replies owed (set by the transport's request core; None on a transport that
+    carries no events).
     """
 
     conn_id: str
@@ -39,6 +44,7 @@ class ConnectionContext:
     grant: Grant | None = None
     capabilities: dict[str, CapabilityState] = field(default_factory=dict)
     last_write: asyncio.Future | None = None
+    push: Callable[..., bool] | None = None
 
     async def writes_done(self) -> None:
         """Wait until this connection's pending writes have committed (errors ignored)."""

@@ -20,11 +20,11 @@ Beyond the `AsyncStore` contract (`host.library.protocol`):
 - the searchable text of a memory is its content alone (not its metadata or tags), so relevance is
   the library's: the share of the query's terms found in the content;
 - a write past a storage quota raises `host.library.StoreFullError`, as `SQLiteStore` does;
-- setting an existing key keeps its stored `created_at` (an upsert, as on the wire), where
-  `SQLiteStore` takes the memory's: the `EntryStore` has no transaction spanning a forget and a
-  put, and forgetting first would lose the memory to a crash between the two;
-- unlike `SQLiteStore`, working memories are not persisted (see above), and the store may be
-  any `EntryStore` (SQLite or PostgreSQL).
+- setting an existing key keeps its stored `created_at` (an upsert, as on the wire);
+- a memory is written and ranked as `SQLiteStore` writes and ranks it (`host.library.host_db`:
+  the same entry bytes, the same `created_at` on overwrite, the same ranking); unlike
+  `SQLiteStore`, working memories are not persisted (see above), and the store may be any
+  `EntryStore` (SQLite or PostgreSQL).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ import time
 from collections.abc import Sequence
 
 from host.config import Config
-from host.library.mapping import id_to_key, key_to_id, memory_to_entry, stored_to_memory
+from host.library.host_db import new_entry, rank
+from host.library.mapping import id_to_key, stored_to_memory
 from host.library.models import Memory, RetrievalResult
-from host.library.search import make_row, search_rows
 from host.library.sqlite_store import StoreFullError
 from host.memory.working import WorkingTier
 from host.search.rank import RankWeights
-from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.store.base import PERSISTENT_TIERS, EntryStore, Query, Scope, StoredEntry
 from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
@@ -89,13 +89,7 @@ class EntryStoreMemories:
     async def set(self, key: str, memory: Memory) -> None:
         """Store `memory` under `key` (an upsert; a memory whose type moved it to another tier
         leaves no copy in the old one). Raises `StoreFullError` past a quota."""
-        entry = memory_to_entry(memory, key)
-        new = NewEntry(
-            tier=entry["tier"], key=canonical_key(entry["key"]),
-            content=json.dumps(entry["content"], ensure_ascii=False).encode(),
-            tags=entry["tags"], source=entry["source"], score=entry["score"], ttl=entry["ttl"],
-            text=memory.content, created_at=entry["created_at"], updated_at=entry["updated_at"],
-        )
+        new = new_entry(key, memory)
         now = time.time()
         if new.tier == "working":
             if self.working.put(new, memory.content, now) is not None:
@@ -144,6 +138,4 @@ class EntryStoreMemories:
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
         found = await self.store.search(self.scope, q, query, now, self.candidates)
         found += self.working.search(query_terms(query), (), (), now)
-        rows = [(key_to_id(json.loads(e.key)), make_row(stored_to_memory(e)))
-                for e in found]
-        return search_rows(rows, query, k, self.weights, now)
+        return rank(found, k, self.weights, now)

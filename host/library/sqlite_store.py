@@ -8,8 +8,9 @@ is found by `get` and `search` here.
 
 - The wire's `working` tier lives only inside a session, so a persistent store keeps working
   memories in the agent's episodic tier; their `type:working` tag keeps their type.
-- A key names one memory across the agent's tiers: `set` replaces the key wherever it is (and
-  keeps the memory's own `created_at`, as every backend does).
+- A key names one memory across the agent's tiers: `set` replaces the key wherever it is; over
+  a key already in the memory's tier it is an upsert that keeps the entry's first `created_at`,
+  as on the wire and in `EntryStoreMemories` (both write through `host.library.host_db`).
 - Every `set` and `delete` is one durable transaction (WAL, `synchronous=FULL`). Accesses
   recorded by `get` are kept in memory and written with the next write, `flush()` or `close()`,
   as in `JSONFileStore`; until then this store shows them itself.
@@ -21,7 +22,6 @@ is found by `get` and `search` here.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -30,20 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from host.config import LimitsConfig, RankingConfig
+from host.library.host_db import new_entry, rank
 from host.library.mapping import (
-    IMPORTANCE_SCORE,
-    key_to_id,
-    memory_to_entry,
-    score_to_importance,
     stored_to_memory,
 )
 from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
-from host.library.search import scored, top
 from host.memory.session import DEFAULT_AGENT
 from host.search.rank import RankWeights
-from host.store.base import PERSISTENT_TIERS, NewEntry, Query, Scope, StoredEntry
+from host.store.base import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
 from host.text.keyword import query_terms
@@ -60,23 +56,6 @@ class StoreFullError(RuntimeError):
 
 def _key(key: str) -> bytes:
     return canonical_key({"id": key})
-
-
-def _new_entry(key: str, memory: Memory) -> NewEntry:
-    e = memory_to_entry(memory, key)
-    tier = "episodic" if e["tier"] == "working" else e["tier"]
-    return NewEntry(
-        tier=tier,
-        key=_key(key),
-        content=json.dumps(e["content"], ensure_ascii=False, separators=(",", ":")).encode(),
-        tags=e["tags"],
-        source=e["source"],
-        score=e["score"],
-        ttl=e["ttl"],
-        text=memory.content,
-        created_at=e["created_at"],
-        updated_at=e["updated_at"],
-    )
 
 
 class SQLiteStore(Closing):
@@ -143,8 +122,10 @@ class SQLiteStore(Closing):
         return stored_to_memory(row).model_copy(update={"last_accessed": when})
 
     def _replace(self, conn: sqlite3.Connection, key: str, memory: Memory, now: float) -> None:
-        ops.forget_entries(conn, self.scope, PERSISTENT_TIERS, [_key(key)], [], now)
-        outcome = ops.put_entries(conn, self.scope, [_new_entry(key, memory)], now, self.quotas)
+        new = new_entry(key, memory, working_tier="episodic")
+        others = [t for t in PERSISTENT_TIERS if t != new.tier]
+        ops.forget_entries(conn, self.scope, others, [new.key], [], now)
+        outcome = ops.put_entries(conn, self.scope, [new], now, self.quotas)  # an upsert
         if outcome[0] is not None:
             raise StoreFullError(f"{outcome[0]}: no room for {key!r} in {self.scope.namespace!r}")
 
@@ -193,23 +174,7 @@ class SQLiteStore(Closing):
                 self._conn, self.scope, q, query_terms(query), now, self.candidates
             )
             touched = dict(self._touched)
-        # Rank on the stored fields (relevance as the host computes it: the share of the query
-        # terms in the content), then build memories for the best k only.
-        matches = []
-        for entry in found:
-            key = key_to_id(json.loads(entry.key))
-            if key in touched:
-                entry.updated_at = max(entry.updated_at, touched[key])
-            importance = IMPORTANCE_SCORE[score_to_importance(entry.score)]
-            relevance = entry.relevance or 0.0
-            if relevance > 0:
-                matches.append(scored(key, relevance, importance, entry.updated_at, entry,
-                                      self.weights, now))
-        return [
-            RetrievalResult(memory=stored_to_memory(entry), relevance_score=relevance,
-                            combined_score=combined)
-            for combined, relevance, _, _, entry in top(matches, k)
-        ]
+        return rank(found, k, self.weights, now, touched)
 
     def flush(self) -> None:
         """Write the pending accesses now (sets and deletes are durable already)."""

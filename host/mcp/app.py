@@ -14,20 +14,24 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Self
+
+from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
+from host.lifecycle import Opens
+from host.mcp.changes import NamespaceFeed
 from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
 from host.store.base import EntryStore, Scope
+from host.store.changes import ChangeLog
 
 __all__ = ["McpApp"]
 
 log = logging.getLogger("a2e_host.mcp")
 
 
-class McpApp:
+class McpApp(Opens):
     """One MCP server on the configured store. Use `async with` (or `open()`/`close()`)."""
 
     def __init__(self, config: Config, store: EntryStore | None = None,
@@ -38,25 +42,28 @@ class McpApp:
         self.config_path = config_path  # re-read for the tokens on SIGHUP (HTTP)
         self.store = store if store is not None else make_store(config)
         cfg = config.mcp
-        self.memories = EntryStoreMemories(self.store, Scope(cfg.namespace, cfg.agent), config)
+        scope = Scope(cfg.namespace, cfg.agent)
+        self.memories = EntryStoreMemories(self.store, scope, config)
+        self.bus = InMemorySubscriptionBus()
+        self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus) \
+            if isinstance(self.store, ChangeLog) else None
         self.server = build_server(
             self.memories, config,
             rules=functools.partial(rules_for, self.store, cfg.namespace),
+            subscriptions=self.bus,
+            namespace=(self.feed.uri, self.feed.describe) if self.feed is not None else None,
         )
 
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     async def open(self) -> None:
-        """Open (create or migrate) the store."""
+        """Open (create or migrate) the store; follow its change log for the namespace."""
         await self.store.open()
+        if self.feed is not None:
+            await self.feed.start()
 
     async def close(self) -> None:
-        """Commit and close the store."""
+        """Stop following, commit and close the store."""
+        if self.feed is not None:
+            await self.feed.stop()
         await self.store.close()
 
     async def serve(self, on_listening: Callable[[int], None] | None = None) -> None:

@@ -127,16 +127,26 @@ def _reply(payload: Any, wrap: bool = False) -> CallToolResult:
 
 
 def build_server(
-    memories: AsyncStore, config: Config, *, rules: RulesFn | None = None
+    memories: AsyncStore, config: Config, *, rules: RulesFn | None = None,
+    subscriptions: Any = None, namespace: tuple[str, Callable[[], str]] | None = None,
 ) -> MCPServer[Any]:
     """An `MCPServer` whose tools read and write `memories` (which the caller opens and closes).
 
     `config.mcp.max_k` bounds `k`, `config.limits.max_entry_bytes` the content of a memory.
-    `rules_for` is offered only when `rules` is given.
+    `rules_for` is offered only when `rules` is given. `namespace` is (URI, text of it): a
+    resource clients may listen to, updated through `subscriptions` (the SDK's subscription
+    bus, see `host.mcp.changes`).
     """
     max_k = config.mcp.max_k
     max_bytes = config.limits.max_entry_bytes
-    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
+                                       subscriptions=subscriptions)
+    if namespace is not None:
+        uri, describe = namespace
+        server.resource(uri, name="namespace", title="This server's memory namespace",
+                        description="The namespace the tools act in and the cursor of its"
+                        " newest change you may read; listen to it to be told of changes.",
+                        mime_type="application/json")(describe)
 
     @_tool(server, title="Remember something", annotations=ADDS)
     async def memory_put(

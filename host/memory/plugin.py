@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -19,11 +20,14 @@ from host.core.context import ConnectionContext
 from host.core.router import Router, then
 from host.memory.access import Access
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
+from host.memory.watch import WatchHub
 from host.memory.working import ByteBudget, WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.store.changes import ChangeLog
 from host.text.searchable import searchable_text
+from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -39,11 +43,15 @@ from protocol.messages import (
     MemoryRetrieveResponse,
     MemoryStoreRequest,
     MemoryStoreResponse,
+    MemoryUnwatchRequest,
+    MemoryWatchRequest,
 )
 
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
 _decode = msgspec.json.decode
+# Why one entry of a `memory/store` was not stored: its error code and what to say after it.
+Failure = tuple[ErrorCode, str]
 
 
 def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
@@ -58,7 +66,11 @@ def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
     return out
 
 
-def _keys(keys: list[dict[str, Any]], req_id: str) -> tuple[bytes, ...]:
+def _keys(keys: list[dict[str, Any]], req_id: str, most: int) -> tuple[bytes, ...]:
+    if len(keys) > most:  # the cost bound of one request (limits.max_keys_per_request)
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE,
+                            f"{len(keys)} keys; at most {most} a request", req_id=req_id,
+                            field="keys")
     try:
         return tuple(canonical_key(k) for k in keys)
     except (ValueError, TypeError, RecursionError) as err:
@@ -73,20 +85,25 @@ class MemoryPlugin:
 
     def __init__(
         self, store: EntryStore, config: Config, access: Access | None = None,
-        search: SearchEngine | None = None,
+        search: SearchEngine | None = None, clock: Clock = wall_clock,
     ) -> None:
         self.store = store
         self.config = config
+        self.clock = clock  # the time entries are written, expire and rank by recency at
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
+        self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
+                                self.access)
 
     def register(self, router: Router) -> None:
-        """Route the four memory requests to this plugin."""
+        """Route the four memory requests and the watch extension's two to this plugin."""
         router.register(MemoryInitRequest, self.init, self.capability)
         router.register(MemoryStoreRequest, self.store_entries, self.capability)
         router.register(MemoryRetrieveRequest, self.retrieve, self.capability)
         router.register(MemoryForgetRequest, self.forget, self.capability)
+        router.register(MemoryWatchRequest, self.watches.watch, self.capability)
+        router.register(MemoryUnwatchRequest, self.watches.unwatch, self.capability)
 
     # -- init ---------------------------------------------------------------------------
 
@@ -140,25 +157,27 @@ class MemoryPlugin:
                 ErrorCode.INVALID_MESSAGE,
                 f"{len(req.entries)} entries; at most {limits.max_entries_per_request} a request",
                 req_id=req.id, field="entries")
-        t = now()
-        outcomes: list[str | None] = [None] * len(req.entries)
+        t = self.clock()
+        outcomes: list[Failure | None] = [None] * len(req.entries)
         keys: list[bytes | None] = [None] * len(req.entries)
         persistent: list[NewEntry] = []
         where: list[int] = []
+        watched = self.watches.watching_working(ctx, session)
+        working: list[StoredEntry] = []  # for the session's watches
         for i, raw in enumerate(req.entries):
             try:
                 e = decode_entry(raw)
                 key = canonical_key(e.key)
             except (msgspec.ValidationError, msgspec.DecodeError, ValueError, TypeError,
                     RecursionError) as err:
-                outcomes[i] = f"entries[{i}]: invalid_message: {err}"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, str(err))
                 continue
             if len(e.content) > limits.max_entry_bytes:
-                outcomes[i] = (f"entries[{i}]: invalid_message: content is {len(e.content)} bytes,"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content is {len(e.content)} bytes,"
                                f" over the limit of {limits.max_entry_bytes}")
                 continue
             if not self.access.may_write(grant, e.tier):
-                outcomes[i] = f"entries[{i}]: unauthorized: the token may not write {e.tier}"
+                outcomes[i] = (ErrorCode.UNAUTHORIZED, f"the token may not write {e.tier}")
                 continue
             # the searchable text is derived here, on the loop, while the writer thread may be
             # waiting on an fsync: the writer's part of a group commit stays short. `Raw` content
@@ -166,40 +185,50 @@ class MemoryPlugin:
             try:
                 text = searchable_text(_decode(e.content), e.tags, e.key)
             except (msgspec.DecodeError, RecursionError) as err:
-                outcomes[i] = f"entries[{i}]: invalid_message: content: {err}"
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content: {err}")
                 continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
                            source=e.source, score=e.score, ttl=e.ttl, text=text)
             if e.tier == "working":
                 if session.working.put(new, text, t) is not None:
-                    outcomes[i] = f"entries[{i}]: memory_full: working tier is full"
+                    outcomes[i] = (ErrorCode.MEMORY_FULL, "working tier is full")
+                elif watched:
+                    held = session.working.get(key)
+                    if held is not None:
+                        working.append(replace(held))
             else:
                 persistent.append(new)
                 where.append(i)
+        if working:  # after the reply, as the events of persistent entries come after commit
+            asyncio.get_running_loop().call_soon(self.watches.working, ctx, session, "stored",
+                                                 working)
         if not persistent:
             return self._store_reply(req, keys, outcomes)
         write = asyncio.ensure_future(self.store.put(session.scope, persistent, t))
         ctx.last_write = write
 
         def finish(results: list[Any]) -> Any:
-            self.search.notify()  # embed the new entries in the background
+            # embed the new entries in the background; a query of this connection waits for them
+            session.vector_ticket = self.search.notify()
+            self.watches.poke(session.scope.namespace)
             for i, res in zip(where, results):
                 if res is not None:
-                    outcomes[i] = f"entries[{i}]: {res}: storage quota reached"
+                    outcomes[i] = (ErrorCode(res), "storage quota reached")
             return self._store_reply(req, keys, outcomes)
 
         return then(write, finish)
 
     def _store_reply(
-        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[str | None]
+        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[Failure | None]
     ) -> Any:
         stored = [msgspec.Raw(k) for k, o in zip(keys, outcomes) if o is None and k is not None]
-        errors = [o for o in outcomes if o is not None]
-        if not stored and errors and all(": memory_full:" in o for o in errors):
+        errors = [f"entries[{i}]: {o[0]}: {o[1]}" for i, o in enumerate(outcomes) if o is not None]
+        codes = {o[0] for o in outcomes if o is not None}
+        if not stored and codes == {ErrorCode.MEMORY_FULL}:
             raise ProtocolError(ErrorCode.MEMORY_FULL, "storage quota reached; nothing was stored",
                                 req_id=req.id)
-        if not stored and errors and all(": unauthorized:" in o for o in errors):
+        if not stored and codes == {ErrorCode.UNAUTHORIZED}:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token may not write these tiers",
                                 req_id=req.id, field="entries")
         return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
@@ -212,7 +241,7 @@ class MemoryPlugin:
     ) -> MemoryRetrieveResponse:
         """Entries matching keys AND tags AND tier AND query, ranked, at most `limit`."""
         session, grant = self.access.session(ctx, req.memory_id, req.id)
-        keys = _keys(req.keys, req.id)
+        keys = _keys(req.keys, req.id, self.config.limits.max_keys_per_request)
         tiers = self.access.read_tiers(grant, req.tier, req.id)
         w = ctx.last_write
         if w is not None and not w.done():  # read-your-writes (ctx.writes_done, inlined)
@@ -221,9 +250,13 @@ class MemoryPlugin:
             t for t in tiers if t in PERSISTENT_TIERS)
         q = Query(tiers=persistent, keys=keys, tags=tuple(req.tags), min_score=req.min_score,
                   limit=min(req.limit, self.config.limits.max_limit))
-        t = now()
+        t = self.clock()
         if req.query:
-            entries, total = await self._search(session, tiers, q, req.query, t)
+            sessions = sessions_of(ctx)
+            ticket = max((s.vector_ticket for s in sessions.by_id.values()), default=0) \
+                if sessions is not None else session.vector_ticket
+            entries, total = await self._search(session, tiers, q, req.query, t, ticket,
+                                                ctx.conn_id)
         else:
             entries, total = await self._find(session, tiers, q, t)
         return MemoryRetrieveResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
@@ -244,21 +277,25 @@ class MemoryPlugin:
         return [_out(e) for e in found], total
 
     async def _search(
-        self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float
+        self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float,
+        ticket: int = 0, conn: str = "",
     ) -> tuple[list[EntryOut], int]:
         ranked = await self.ranked(session.scope, q, query, t,
-                                   session.working if "working" in tiers else None)
+                                   session.working if "working" in tiers else None, ticket, conn)
         return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
 
     async def ranked(
-        self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None
+        self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None,
+        ticket: int = 0, conn: str = "",
     ) -> list[tuple[float, StoredEntry]]:
         """Every match of a query read (`q` over the persistent tiers, plus `working` when the
         read covers it), with its combined score, best first: what a `memory/retrieve` with
-        `query` pages. The memory browser's Search calls it too."""
+        `query` pages. The memory browser's Search calls it too. `ticket` and `conn`: the
+        asking connection's newest write ticket and its id (read-your-writes and the fair
+        share of query embedding, see `SearchEngine.search`)."""
         # every tier's candidates are fused as one pool: relevance means the same in each
         candidates = await self.search.search(
-            scope, q, query, t, self.config.ranking.search_candidates, working)
+            scope, q, query, t, self.config.ranking.search_candidates, working, ticket, conn)
         return rank_matches(candidates, q.min_score, t, self.weights)
 
     # -- forget -------------------------------------------------------------------------
@@ -266,14 +303,20 @@ class MemoryPlugin:
     async def forget(self, req: MemoryForgetRequest, ctx: ConnectionContext) -> Any:
         """Delete entries matching keys AND tags in the tier(s); reply after the commit."""
         session, grant = self.access.session(ctx, req.memory_id, req.id)
-        keys = _keys(req.keys, req.id)
+        keys = _keys(req.keys, req.id, self.config.limits.max_keys_per_request)
         if not keys and not req.tags:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE,
                                 "forget needs keys or tags (no accidental wipe)",
                                 req_id=req.id, field="keys")
         tiers = self.access.forget_tiers(grant, req.tier, req.id)
-        t = now()
-        deleted = session.working.forget(keys, req.tags, t) if "working" in tiers else 0
+        t = self.clock()
+        deleted = 0
+        if "working" in tiers:
+            gone = session.working.forget_entries(keys, req.tags, t)
+            deleted = len(gone)
+            if gone:
+                asyncio.get_running_loop().call_soon(self.watches.working, ctx, session,
+                                                     "forgotten", gone)
         persistent = [x for x in tiers if x in PERSISTENT_TIERS]
 
         def reply(n: int) -> MemoryForgetResponse:
@@ -288,6 +331,8 @@ class MemoryPlugin:
 
         def finish(n: int) -> MemoryForgetResponse:
             self.search.notify()  # drop the deleted entries' vectors from memory
+            if n:
+                self.watches.poke(session.scope.namespace)
             return reply(deleted + n)
 
         return then(write, finish)

@@ -26,6 +26,7 @@ class Session:
     memory_id: str
     scope: Scope
     working: WorkingTier
+    vector_ticket: int = 0  # the embedding worker's ticket of this session's newest write
 
 
 @dataclass(slots=True)

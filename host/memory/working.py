@@ -147,9 +147,20 @@ class WorkingTier:
                 moved += 1
         return moved
 
+    def get(self, key: bytes) -> StoredEntry | None:
+        """The entry under `key` as held (live or not), None when absent."""
+        item = self._items.get(key)
+        return item.entry if item is not None else None
+
     def forget(self, keys: Sequence[bytes], tags: Sequence[str], now: float) -> int:
         """Delete live entries matching keys AND tags; the number deleted."""
-        doomed = [it.entry.key for it in self._matching(keys, tags, now)]
-        for k in doomed:
-            self._drop(k)
-        return len(doomed)
+        return len(self.forget_entries(keys, tags, now))
+
+    def forget_entries(
+        self, keys: Sequence[bytes], tags: Sequence[str], now: float
+    ) -> list[StoredEntry]:
+        """Delete live entries matching keys AND tags; the entries deleted."""
+        doomed = [it.entry for it in self._matching(keys, tags, now)]
+        for e in doomed:
+            self._drop(e.key)
+        return doomed

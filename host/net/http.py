@@ -1,29 +1,50 @@
-"""The HTTP side of a connection, the same under every WebSocket transport.
+"""HTTP on the host's port, the same under every transport: requests, replies, routes, gates.
 
-Before a WebSocket upgrade the server sees an `Upgrade`: the path, the request headers, the
-peer's address. HTTP routes (`/healthz`, `/metrics`) and gates (authentication, connection
-limits, the Origin allow-list) read it and answer with an `HttpReply`, which the transport
-(`host.net.transport_websockets` or `host.net.transport_picows`) writes in its own way. So auth and
-limits are written once, whichever library frames the WebSocket.
+The listener (`host.net.front`) reads each HTTP/1.1 request on the port itself (any method,
+a body of at most `limits.max_frame_bytes`, else 413) and either upgrades it to a WebSocket
+(`GET` with `Upgrade: websocket`, on no route's path) or answers it through a route:
+
+    async def route(request: HttpRequest) -> HttpReply | HttpStream: ...
+    server.add_route("/metrics", route)            # exactly this path
+    server.add_route("/ui", route, prefix=True)    # "/ui" and every path under "/ui/"
+
+- `HttpRequest`: `method`, `path` (without the query), `query` (the raw query string;
+  `params()` decodes it), `headers` (case-insensitive `get`), `body` (bytes; `form()` decodes
+  an `application/x-www-form-urlencoded` one), `remote` ((host, port) of the peer or None).
+- `HttpReply(status, body, headers, cookies)`: `body` is str (sent as UTF-8) or bytes;
+  `headers` a dict (Content-Type defaults to UTF-8 plain text); `cookies` a list of
+  `Set-Cookie` values, one header each. Sent with Content-Length; the connection is kept
+  alive (HTTP/1.1) unless the client asked to close.
+- `HttpStream(status, body, headers, cookies)`: a streaming response (SSE): the head at once,
+  then each bytes chunk of the async iterator `body` as it comes (chunked transfer encoding,
+  written with the socket's flow control); the iterator is closed when the client goes.
+
+Gates (authentication, the Origin allow-list) read a request before its WebSocket upgrade and
+answer a refusal as an `HttpReply`; a route applies the ones it needs itself
+(`host.net.server.HostServer.refusal`). Connection limits are applied when the TCP connection
+is accepted, before any request is read (`host.net.limits.ConnectionLimiter`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from urllib.parse import parse_qsl
 
-__all__ = ["Gate", "Headers", "HttpReply", "Route", "Upgrade", "origin_gate"]
+__all__ = ["Gate", "Headers", "HttpReply", "HttpRequest", "HttpStream", "Route", "Upgrade",
+           "get_only", "origin_gate"]
 
 
 class Headers:
     """Request headers with case-insensitive names; `get` returns the first value."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "raw")
 
     def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        self.raw = list(items)
         self._items: dict[str, str] = {}
-        for name, value in items:
+        for name, value in self.raw:
             self._items.setdefault(name.lower(), value)
 
     def get(self, name: str, default: str | None = None) -> str | None:
@@ -35,12 +56,15 @@ class Headers:
 
 
 @dataclass(eq=False)
-class Upgrade:
-    """One HTTP request that asked for a route or a WebSocket upgrade."""
+class HttpRequest:
+    """One HTTP request on the host's port: a route's input, or a WebSocket upgrade."""
 
     path: str
     headers: Headers
     remote: tuple[str, int] | None  # (host, port) of the peer; None if the socket has none
+    method: str = "GET"
+    query: str = ""
+    body: bytes = b""
     _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
     closed: bool = False
 
@@ -49,8 +73,31 @@ class Upgrade:
         """`host:port` of the peer, for logs."""
         return f"{self.remote[0]}:{self.remote[1]}" if self.remote else "?"
 
+    def params(self) -> dict[str, str]:
+        """The query string's parameters (the first value of each)."""
+        out: dict[str, str] = {}
+        for k, v in parse_qsl(self.query, keep_blank_values=True):
+            out.setdefault(k, v)
+        return out
+
+    def form(self) -> dict[str, str]:
+        """An `application/x-www-form-urlencoded` body's fields (the first value of each);
+        empty for a body of another type or not UTF-8."""
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        if ctype != "application/x-www-form-urlencoded":
+            return {}
+        try:
+            text = self.body.decode()
+        except UnicodeDecodeError:
+            return {}
+        out: dict[str, str] = {}
+        for k, v in parse_qsl(text, keep_blank_values=True):
+            out.setdefault(k, v)
+        return out
+
     def on_close(self, callback: Callable[[], None]) -> None:
-        """Call `callback` once when this connection ends (refused, failed or closed)."""
+        """Call `callback` once when this request's connection ends (refused, failed or
+        closed)."""
         if self.closed:
             callback()
         else:
@@ -66,23 +113,55 @@ class Upgrade:
         self._closers.clear()
 
 
+Upgrade = HttpRequest  # the request a gate reads before a WebSocket upgrade
+
+
 @dataclass
 class HttpReply:
-    """A plain-text HTTP response: a route's answer, or a gate's refusal of an upgrade."""
+    """An HTTP response with its whole body: a route's answer, or a gate's refusal."""
 
-    status: HTTPStatus
-    body: str
+    status: HTTPStatus | int
+    body: str | bytes = ""
     headers: dict[str, str] = field(default_factory=dict)
+    cookies: list[str] = field(default_factory=list)
 
     @property
     def content_type(self) -> str:
         """The Content-Type to send: the one in `headers`, else UTF-8 plain text."""
-        return self.headers.get("Content-Type", "text/plain; charset=utf-8")
+        for name, value in self.headers.items():
+            if name.lower() == "content-type":
+                return value
+        return "text/plain; charset=utf-8"
+
+    def payload(self) -> bytes:
+        """The body as bytes."""
+        return self.body.encode() if isinstance(self.body, str) else self.body
 
 
-# A route answers a GET on its path; a gate returns None to let an upgrade through.
-Route = Callable[[Upgrade], Awaitable[HttpReply] | HttpReply]
-Gate = Callable[[Upgrade], HttpReply | None]
+@dataclass
+class HttpStream:
+    """A streaming HTTP response: the head at once, then each chunk of `body` as it comes."""
+
+    status: HTTPStatus | int
+    body: AsyncIterator[bytes]
+    headers: dict[str, str] = field(default_factory=dict)
+    cookies: list[str] = field(default_factory=list)
+
+
+# A route answers the requests on its path; a gate returns None to let an upgrade through.
+Route = Callable[[HttpRequest], Awaitable[HttpReply | HttpStream] | HttpReply | HttpStream]
+Gate = Callable[[HttpRequest], HttpReply | None]
+
+
+def get_only(route: Callable[[HttpRequest], Awaitable[HttpReply] | HttpReply]) -> Route:
+    """`route` for GET and HEAD; any other method is answered 405."""
+
+    def only(request: HttpRequest) -> Awaitable[HttpReply] | HttpReply:
+        if request.method not in ("GET", "HEAD"):
+            return HttpReply(HTTPStatus.METHOD_NOT_ALLOWED, "GET only\n", {"Allow": "GET, HEAD"})
+        return route(request)
+
+    return only
 
 
 def origin_gate(allowed: list[str]) -> Gate:
@@ -90,7 +169,7 @@ def origin_gate(allowed: list[str]) -> Gate:
     without an Origin header (agents that are not browsers) always pass."""
     allowed_set = frozenset(allowed)
 
-    def gate(up: Upgrade) -> HttpReply | None:
+    def gate(up: HttpRequest) -> HttpReply | None:
         origin = up.headers.get("Origin")
         if origin is None or origin in allowed_set:
             return None

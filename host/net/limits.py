@@ -1,14 +1,14 @@
 """Connection and request limits: how many connections, from where, how fast.
 
-- `ConnectionLimiter.gate` runs at the WebSocket upgrade (`process_request`): past
-  `limits.max_connections` open connections it answers HTTP 503, past
-  `limits.max_connections_per_ip` from one address HTTP 429. A connection counts from its
-  admitted upgrade until its TCP connection is lost.
-- `TokenBucket` limits the frames of one connection (`host.net.connection` keeps one per
+- `ConnectionLimiter.admit` runs at the accept of each TCP connection (`host.net.front`),
+  before anything is read: past `limits.max_connections` open connections it answers HTTP
+  503, past `limits.max_connections_per_ip` from one address HTTP 429, and the connection is
+  closed. A connection counts from its accept until it is lost, so half-open upgrades count.
+- `TokenBucket` limits the frames of one connection (`host.net.pipeline` keeps one per
   connection): `requests_per_second` sustained, up to `request_burst` at once; a frame beyond
   it is answered `rate_limited` (retryable).
 - `DeadlineWatch` keeps the request deadline (`limits.request_timeout`): a few times a
-  second it asks each connection to expire the requests waiting longer (`Connection.expire`).
+  second it asks each connection to expire the requests waiting longer (`Pipeline.expire`).
 
 Storage quotas (entries and bytes per namespace and agent) are kept by the store
 (`host.store.sqlite.ops.Quotas`), working-tier entries by `host.memory.working`.
@@ -26,11 +26,11 @@ from http import HTTPStatus
 from typing import Protocol
 
 from host.config import LimitsConfig
-from host.net.http import HttpReply, Upgrade
+from host.net.http import HttpReply
 
 
 class Expirable(Protocol):
-    """A connection whose late requests can be expired (see `host.net.connection.Connection`)."""
+    """A connection whose late requests can be expired (see `host.net.pipeline.Pipeline`)."""
 
     def expire(self, now: float, timeout: float) -> None:
         """Answer the requests that arrived more than `timeout` s before `now` (perf_counter)."""
@@ -86,35 +86,50 @@ class RequestRate:
 
 
 class ConnectionLimiter:
-    """Counts admitted connections, in total and per remote IP."""
+    """Counts open TCP connections, in total and per remote IP, from their accept."""
 
     def __init__(self, limits: LimitsConfig) -> None:
         self.limits = limits
         self.total = 0
         self.per_ip: Counter[str] = Counter()
+        self.refused = 0
 
-    def gate(self, up: Upgrade) -> HttpReply | None:
-        """Upgrade gate: None admits (and counts) the connection, else the refusal.
-
-        Run it last among the gates, so that only admitted connections are counted.
-        """
-        ip = str(up.remote[0]) if up.remote else ""
+    def admit(self, remote: tuple[str, int] | None) -> tuple[HttpReply | None, Callable[[], None]]:
+        """At the accept of a TCP connection from `remote`: (None, release) admits and counts
+        it (call `release()` once when it ends), else (the refusal to send, a no-op)."""
+        ip = str(remote[0]) if remote else ""
+        refusal = None
         if self.total >= self.limits.max_connections:
-            log.warning("refused a connection from %s: %d open", ip, self.total)
-            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
-        if self.per_ip[ip] >= self.limits.max_connections_per_ip:
-            log.warning("refused a connection from %s: %d open from it", ip, self.per_ip[ip])
-            return HttpReply(HTTPStatus.TOO_MANY_REQUESTS, "too many connections from here\n")
+            refusal = HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
+        elif self.per_ip[ip] >= self.limits.max_connections_per_ip:
+            refusal = HttpReply(HTTPStatus.TOO_MANY_REQUESTS, "too many connections from here\n")
+        if refusal is not None:
+            self.refused += 1
+            if self.refused % 1000 == 1:  # a flood logs a line a thousand refusals
+                log.warning("refused a connection from %s: %d open, %d from it (%d refused)",
+                            ip, self.total, self.per_ip[ip], self.refused)
+            return refusal, _nothing
         self.total += 1
         self.per_ip[ip] += 1
-        up.on_close(lambda: self._release(ip))
-        return None
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._release(ip)
+
+        return None, release
 
     def _release(self, ip: str) -> None:
         self.total -= 1
         self.per_ip[ip] -= 1
         if self.per_ip[ip] <= 0:
             del self.per_ip[ip]
+
+
+def _nothing() -> None:
+    pass
 
 
 class DeadlineWatch:

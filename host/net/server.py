@@ -1,15 +1,22 @@
-"""The WebSocket server: accept, upgrade, HTTP health endpoints, graceful drain.
+"""The server: accept, HTTP routes, WebSocket upgrades, bounded shutdown.
 
-Plain HTTP GETs on the same port answer `/healthz` (the process is up) and `/readyz` (the store
-answers), and any route added to `http_routes` (the host adds `/metrics`); every other path is
-upgraded to WebSocket, after the `gates` (Origin allow-list, authentication, connection limits)
-let it through. Each connection answers its frames through the router; `on_open` hooks see it
-first. A `DeadlineWatch` answers requests past `limits.request_timeout`.
+Every TCP connection is read first by the front (`host.net.front`), which counts it against
+the connection caps at the accept, answers HTTP requests through the routes (`add_route`:
+`/healthz`, `/readyz`, the host's `/metrics`, the HTTP + SSE session endpoints, the memory
+browser's `/ui`), and hands WebSocket upgrades that pass the `gates` (Origin allow-list,
+authentication) to the framing library's adapter. Each connection's requests go through its
+own request core (`host.net.pipeline.Pipeline`); `on_open` hooks see a connection first. A
+`DeadlineWatch` answers requests past `limits.request_timeout`.
 
 The framing library is `config.server.transport`: `websockets` (the default,
-`host.net.transport_websockets`) or `picows` (`host.net.transport_picows`, a Cython implementation that
-costs a fraction of the CPU a frame). Both serve the same routes, gates, limits and replies;
-the wire tests run over both. TLS comes from `config.server` (see `host.net.tls`).
+`host.net.transport_websockets`, over websockets' sans-I/O protocol) or `picows`
+(`host.net.transport_picows`, Cython framing: a fraction of the CPU a frame). Both serve the
+same routes, gates, limits and replies; the wire tests run over both. TLS comes from
+`config.server` (see `host.net.tls`).
+
+`stop()` is bounded by `server.drain_timeout`, whatever the clients do: it stops accepting,
+lets in-flight requests finish for most of it, sends each connection a close (1001), and drops
+the sockets still open at the deadline (a client that does not read cannot hold it up).
 """
 
 from __future__ import annotations
@@ -20,19 +27,21 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Protocol
+from typing import Any
 
 from host.config import Config
-from host.core.context import ConnectionContext
 from host.core.router import Router
-from host.net.connection import RequestHook
-from host.net.http import Gate, HttpReply, Route, Upgrade, origin_gate
-from host.net.limits import DeadlineWatch
+from host.net.front import Attach, HttpFront
+from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only, origin_gate
+from host.net.limits import ConnectionLimiter, DeadlineWatch
+from host.net.pipeline import RequestHook
+from host.net.serving import ServedConnection
+from host.net.tls import ssl_context
 
-__all__ = ["TRANSPORTS", "HostServer", "Listening", "ServedConnection"]
+__all__ = ["CLOSE_WAIT", "TRANSPORTS", "HostServer", "ServedConnection"]
 
-# The transports by `server.transport` name, each a module with `async listen(server)`. They are
-# imported by name when chosen: a transport imports this module, never the other way round.
+# The WebSocket transports by `server.transport` name, each a module with `attach` (the front's
+# hand-off of an upgrade). Imported by name when chosen: a transport never imports this module.
 TRANSPORTS: dict[str, str] = {
     "websockets": "host.net.transport_websockets",
     "picows": "host.net.transport_picows",
@@ -40,42 +49,7 @@ TRANSPORTS: dict[str, str] = {
 
 log = logging.getLogger("a2e_host.server")
 
-
-class ServedConnection(Protocol):
-    """What the server needs of a connection, whichever transport carries it."""
-
-    ctx: ConnectionContext
-    upgrade: Upgrade
-
-    @property
-    def in_flight(self) -> int:
-        """Requests taken up and not yet answered."""
-
-    @property
-    def owes(self) -> bool:
-        """True while a request read from the client is not answered yet."""
-
-    def expire(self, now: float, timeout: float) -> None:
-        """Answer the requests waiting longer than `timeout` s with the deadline error."""
-
-    async def drain(self, timeout: float) -> None:
-        """Wait up to `timeout` s until every request read is answered."""
-
-    async def close(self, code: int, reason: str) -> None:
-        """Close the WebSocket with `code` and `reason`."""
-
-
-class Listening(Protocol):
-    """A bound listener of a transport."""
-
-    def port(self) -> int:
-        """The bound TCP port."""
-
-    def stop_accepting(self) -> None:
-        """Close the listening socket; open connections stay."""
-
-    async def wait_closed(self) -> None:
-        """Return when the listener and its connections are gone."""
+CLOSE_WAIT = 1.0  # seconds of the drain timeout kept for the close handshakes
 
 
 class HostServer:
@@ -93,64 +67,94 @@ class HostServer:
         self._ready = ready
         self.on_request = on_request
         self.accepted = 0  # connections accepted since start
-        self._listening: Listening | None = None
+        self._server: asyncio.Server | None = None
         self._deadlines = DeadlineWatch(lambda: self.connections, config.limits)
         self._ids = itertools.count(1)
         self.connections: set[ServedConnection] = set()
+        self.fronts: set[HttpFront] = set()  # TCP connections still speaking HTTP
+        self.limiter = ConnectionLimiter(config.limits)
+        self.stopping = False
         self.http_routes: dict[str, Route] = {
-            "/healthz": self._healthz,
-            "/readyz": self._readyz,
+            "/healthz": get_only(self._healthz),
+            "/readyz": get_only(self._readyz),
         }
+        self._prefixes: dict[str, Route] = {}
         # checks of an upgrade request, in order; the first refusal is sent
         self.gates: list[Gate] = []
         if config.server.allowed_origins:
             self.gates.append(origin_gate(config.server.allowed_origins))
         self.on_open: list[Callable[[ServedConnection], None]] = []
         # True when a handler may be stepped outside a task (the store reads on the loop and
-        # nothing in a handler needs `asyncio.current_task()`): see host.net.transport_picows
+        # nothing in a handler needs `asyncio.current_task()`): see host.net.pipeline
         self.step_in_callback = False
 
     @property
     def port(self) -> int:
         """The bound port (useful with port 0)."""
-        assert self._listening is not None
-        return self._listening.port()
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
         module = TRANSPORTS.get(self.config.server.transport, TRANSPORTS["websockets"])
-        listen: Callable[[HostServer], Awaitable[Listening]] = importlib.import_module(module).listen
-        self._listening = await listen(self)
+        attach: Attach = importlib.import_module(module).attach
+        srv = self.config.server
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: HttpFront(self, attach), srv.host, srv.port, ssl=ssl_context(srv))
         self._deadlines.start()
 
-    # -- what the transports call ------------------------------------------------------------
+    # -- routes ---------------------------------------------------------------------------------
 
-    def next_conn_id(self) -> str:
-        """A new connection id (`c1`, `c2`, ...)."""
-        return f"c{next(self._ids)}"
+    def add_route(self, path: str, route: Route, prefix: bool = False) -> None:
+        """Answer HTTP requests on `path` (with `prefix`, also on every path under `path/`)
+        with `route` (see `host.net.http`)."""
+        if prefix:
+            self._prefixes[path.rstrip("/")] = route
+        else:
+            self.http_routes[path] = route
 
     def route(self, path: str) -> Route | None:
-        """The HTTP route serving `path` (query string ignored), or None for an upgrade."""
-        return self.http_routes.get(path.split("?", 1)[0])
+        """The HTTP route serving `path` (no query string), or None (a WebSocket path)."""
+        route = self.http_routes.get(path)
+        if route is not None or not self._prefixes:
+            return route
+        for prefix, r in self._prefixes.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return r
+        return None
 
-    async def answer(self, route: Route, up: Upgrade) -> HttpReply:
+    async def answer(self, route: Route, request: HttpRequest) -> HttpReply | HttpStream:
         """Run an HTTP route."""
-        result = route(up)
+        result: Any = route(request)
         if asyncio.iscoroutine(result):
             result = await result
-        assert isinstance(result, HttpReply)
+        assert isinstance(result, HttpReply | HttpStream)
         return result
 
-    def refusal(self, up: Upgrade) -> HttpReply | None:
-        """Run the gates over an upgrade request: the first refusal, or None to upgrade."""
+    def refusal(self, request: HttpRequest) -> HttpReply | None:
+        """Run the gates over a request: the first refusal, or None to let it through."""
         for gate in self.gates:
-            reply = gate(up)
+            reply = gate(request)
             if reply is not None:
                 return reply
         return None
 
+    # -- what the transports call ---------------------------------------------------------------
+
+    def admit(self, remote: tuple[str, int] | None) -> tuple[HttpReply | None, Callable[[], None]]:
+        """At a TCP accept: the connection caps (see `ConnectionLimiter.admit`)."""
+        if self.stopping:
+            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "host shutting down\n"), _nothing
+        return self.limiter.admit(remote)
+
+    def next_conn_id(self, kind: str = "c") -> str:
+        """A new connection id: `c1`, `c2`, ... for WebSocket connections (the logs' `conn`;
+        another transport's `kind` letter shows it there)."""
+        return f"{kind}{next(self._ids)}"
+
     def opened(self, conn: ServedConnection) -> None:
-        """A connection was upgraded: count it and run the `on_open` hooks."""
+        """A connection was upgraded (or a session opened): count it, run the `on_open`
+        hooks."""
         self.accepted += 1
         for hook in self.on_open:
             hook(conn)
@@ -162,26 +166,40 @@ class HostServer:
         self.connections.discard(conn)
         log.debug("connection %s closed", conn.ctx.conn_id)
 
-    # -- routes ----------------------------------------------------------------------------
+    # -- built-in routes ------------------------------------------------------------------------
 
-    def _healthz(self, up: Upgrade) -> HttpReply:
+    def _healthz(self, request: HttpRequest) -> HttpReply:
         return HttpReply(HTTPStatus.OK, "ok\n")
 
-    async def _readyz(self, up: Upgrade) -> HttpReply:
+    async def _readyz(self, request: HttpRequest) -> HttpReply:
         if await self._ready():
             return HttpReply(HTTPStatus.OK, "ready\n")
         return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "store not ready\n")
 
     async def stop(self, drain_timeout: float | None = None) -> None:
-        """Stop accepting, let in-flight requests finish (up to the drain timeout), close."""
-        if self._listening is None:
+        """Stop accepting; let in-flight requests finish, close every connection and drop the
+        ones still open, all within the drain timeout."""
+        if self._server is None:
             return
         timeout = self.config.server.drain_timeout if drain_timeout is None else drain_timeout
-        self._listening.stop_accepting()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.stopping = True
+        self._server.close()
         conns = list(self.connections)
+        closing = min(CLOSE_WAIT, timeout / 4)
         if conns:
-            await asyncio.gather(*(c.drain(timeout) for c in conns))
-        await asyncio.gather(*(c.close(1001, "host shutting down") for c in conns))
-        await self._listening.wait_closed()
+            await asyncio.gather(*(c.drain(timeout - closing) for c in conns))
+        wait = max(0.0, deadline - loop.time())
+        await asyncio.gather(*(c.close(1001, "host shutting down", wait) for c in conns))
+        for conn in list(self.connections):
+            conn.abort()
+        for front in list(self.fronts):
+            front.abort()
         await self._deadlines.stop()
-        self._listening = None
+        self._server = None
+        self.stopping = False
+
+
+def _nothing() -> None:
+    pass

@@ -1,15 +1,18 @@
 """The TTL garbage collector: a task that deletes expired entries every `gc.interval` seconds.
 
 Reads already hide expired entries from the moment they expire; this task reclaims the space.
+After each collection it runs the `after` callbacks (the watch hub: announce what expired,
+prune the change log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from collections.abc import Awaitable, Callable
 
 from host.store.base import EntryStore
+from protocol.clock import Clock, wall_clock
 
 __all__ = ["GarbageCollector"]
 
@@ -19,19 +22,24 @@ log = logging.getLogger("a2e_host.gc")
 class GarbageCollector:
     """Runs `store.collect_garbage` periodically. `start()` / `stop()`."""
 
-    def __init__(self, store: EntryStore, interval: float) -> None:
+    def __init__(self, store: EntryStore, interval: float, clock: Clock = wall_clock) -> None:
         self.store = store
+        self.clock = clock
         self.interval = interval
         self.deleted_total = 0
         self.last_run: float | None = None  # Unix time the last collection finished
         self.last_deleted = 0  # entries that collection deleted
+        self.after: list[Callable[[float], Awaitable[None]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def collect_once(self) -> int:
         """One collection now; the number of entries deleted."""
-        n = await self.store.collect_garbage(time.time())
+        t = self.clock()
+        n = await self.store.collect_garbage(t)
         self.deleted_total += n
-        self.last_run, self.last_deleted = time.time(), n
+        self.last_run, self.last_deleted = self.clock(), n
+        for hook in self.after:
+            await hook(t)
         if n:
             log.info("gc deleted %d expired entries", n)
         return n

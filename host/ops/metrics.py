@@ -27,13 +27,15 @@ LATENCY_BUCKETS = (
 )
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 _COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_EMBED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class HostGauges:
     """What the collector reads at scrape time; each callable is cheap or cached by its owner.
 
     `connections_open`, `connections_total`, `in_flight`, `gc_deleted` return numbers;
-    `entries` returns {tier: count} (may be cached: counting a big table is not free).
+    `entries` returns {tier: count} (may be cached: counting a big table is not free);
+    `embed_backlog` the entries waiting for a vector (as last counted; None: no embedder).
     """
 
     def __init__(
@@ -43,12 +45,14 @@ class HostGauges:
         in_flight: Callable[[], int],
         gc_deleted: Callable[[], int],
         entries: Callable[[], dict[str, int]],
+        embed_backlog: Callable[[], int] | None = None,
     ) -> None:
         self.connections_open = connections_open
         self.connections_total = connections_total
         self.in_flight = in_flight
         self.gc_deleted = gc_deleted
         self.entries = entries
+        self.embed_backlog = embed_backlog
 
 
 class _ScrapeCollector(Collector):
@@ -75,6 +79,11 @@ class _ScrapeCollector(Collector):
         for tier, n in sorted(g.entries().items()):
             entries.add_metric([tier], n)
         yield entries
+        if g.embed_backlog is not None:
+            yield GaugeMetricFamily(
+                "a2e_embed_backlog", "Stored entries waiting for their vector.",
+                value=g.embed_backlog(),
+            )
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # no describe: the registry must not collect at registration time
@@ -105,6 +114,15 @@ class Metrics:
         self._commit = Histogram(
             "a2e_store_commit_duration_seconds", "Seconds one group commit took.",
             buckets=_COMMIT_BUCKETS, registry=self.registry,
+        )
+        self._embedded = Counter(
+            "a2e_embedded", "Stored entries embedded by the background worker.",
+            registry=self.registry,
+        )
+        self._embed_seconds = Histogram(
+            "a2e_embed_batch_duration_seconds",
+            "Seconds one embedding batch of the background worker took.",
+            buckets=_EMBED_BUCKETS, registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}
         self._error_children: dict[tuple[str, str], Any] = {}
@@ -139,6 +157,11 @@ class Metrics:
                 if s.name.endswith("_bucket"):
                     out.setdefault(s.labels["type"], []).append(int(s.value))
         return {t: tuple(v) for t, v in out.items()}
+
+    def embedded(self, entries: int, seconds: float) -> None:
+        """Record one batch of the embedding worker."""
+        self._embedded.inc(entries)
+        self._embed_seconds.observe(seconds)
 
     def add_gauges(self, gauges: HostGauges) -> None:
         """Read `gauges` at each scrape."""

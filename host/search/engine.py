@@ -1,18 +1,19 @@
-"""`SearchEngine`: hybrid retrieval (keywords + vectors) and the background embedding worker.
+"""`SearchEngine`: hybrid retrieval (keywords + vectors) over one store.
 
-Stores are acknowledged after their commit; the worker then embeds the queued entries in
-batches on a thread of its own and writes their vectors (BLOBs, in the store) and into the
-in-memory `VectorIndexes`. So an entry is findable by keywords at once and by meaning as soon as
-its vector is written. The store records the embedder's name: a different embedder at start
-drops every vector and re-embeds in the background (`a2e-host reindex` does it on demand).
+The vectors of stored entries come from the background worker (`host.search.worker`: batches,
+newest first, both cores while the host is idle); the vectors of queries from `QueryVectors`
+(`host.search.queries`: its own thread, batched, cached, a fair share per connection). This
+module is the query path.
 
 A query search (see docs/search.md):
+0. read-your-writes: when the query's connection wrote since the namespace's vectors were last
+   complete, wait (at most `vector_wait` seconds) until the worker embedded them;
 1. keyword candidates from the store (BM25, visibility and filters in SQL), the best
    `fusion_pool`;
-2. the query's vector (its own thread, so it never waits behind a background batch) and the
-   `fusion_pool` nearest rows among those the agent may read (tier/owner groups, TTL, and the
-   ids allowed by key/tag filters, all applied before ranking); a vector-only hit counts when it
-   stands `vector_min_z` standard deviations above the query's mean similarity to that memory;
+2. the query's vector and the `fusion_pool` nearest rows among those the agent may read
+   (tier/owner groups, TTL, and the ids allowed by key/tag filters, all applied before
+   ranking); a vector-only hit counts when it stands `vector_min_z` standard deviations above
+   the query's mean similarity to that memory;
 3. those hits read back through the store, which checks visibility again;
 4. the session's working entries (when the query reads that tier) scored with the BM25 they
    would have in the store's index (`host.text.bm25`), joining the candidates;
@@ -23,10 +24,10 @@ A query search (see docs/search.md):
    that candidate's fused z-score (a reply written right after a matching question).
 
 A store that searches vectors itself (`host.store.base.VectorSearch`: PostgreSQL with pgvector,
-shared by several hosts) keeps no vectors in this process: the worker claims queued entries
-from the store and writes their vectors back through it, step 2 asks the store for the nearest
-readable rows (visibility in its WHERE, before ranking), and the exact similarity of the other
-candidates comes from the store too. Everything else is the same code on both backends.
+shared by several hosts) keeps no vectors in this process: its worker is a `SharedWorker`,
+step 2 asks the store for the nearest readable rows (visibility in its WHERE, before ranking),
+and the exact similarity of the other candidates comes from the store too. Everything else is
+the same code on both backends.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from host.search.embed import Embedder
-from host.search.fusion import fuse
-from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, digest, group_of
+from host.search.fusion import CALIBRATIONS, calibrated, fuse
+from host.search.queries import QueryVectors
+from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, group_of
+from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
 from host.store.base import Query, Scope, StoredEntry, VectorSearch, owner_for
 from host.text.bm25 import Analysis, Bm25Stats, bm25
 from host.text.keyword import query_terms
@@ -82,7 +84,8 @@ class VectorStore(Protocol):
     async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
                     ) -> list[StoredEntry]: ...
     async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray: ...
-    async def pending_vectors(self, limit: int) -> list[tuple[Pending, bytes | None]]: ...
+    async def pending_vectors(self, limit: int, namespace: str | None = None
+                              ) -> list[tuple[Pending, bytes | None]]: ...
     async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]: ...
     async def set_vector_model(self, name: str, dim: int) -> bool: ...
     async def requeue_vectors(self) -> int: ...
@@ -114,9 +117,18 @@ class WorkingEntries(Protocol):
 
 
 class SearchEngine:
-    """Hybrid search over one store. `start()` loads vectors and starts the worker."""
+    """Hybrid search over one store. `start()` loads vectors and starts the worker.
 
-    def __init__(self, store: Any, embedder: Embedder | None, cfg: Any) -> None:
+    `busy()` tells the worker whether requests are waiting (then it embeds on one thread);
+    `on_batch(n, seconds)` and `on_query_batch(n, seconds)` are told of each embedder call of
+    the worker and of the query thread (the metrics).
+    """
+
+    def __init__(
+        self, store: Any, embedder: Embedder | None, cfg: Any,
+        busy: Callable[[], bool] | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
         self.store = store
         self.cfg = cfg
         # shared: the store keeps and searches the vectors (several hosts on one database)
@@ -124,151 +136,111 @@ class SearchEngine:
         # what the store offers, checked once (a runtime Protocol check inspects every method)
         self._fetches = self.shared or isinstance(store, VectorStore)
         self._bm25 = isinstance(store, KeywordStats)
+        self._prior: asyncio.Future[tuple[float, float]] | None = None
+        self._busy = busy or (lambda: False)
+        self._on_batch = on_batch
+        self.use_embedder(embedder)
+
+    def use_embedder(self, embedder: Embedder | None, kind: str | None = None) -> None:
+        """Search with `embedder` (before `start()`): its index, worker and query thread, and
+        the relevance calibration of its `kind` (default: `search.embedder`)."""
+        cfg, store = self.cfg, self.store
         self.embedder = embedder if self._fetches else None
+        kind = kind or (cfg.embedder if self.embedder is not None else "none")
+        # relevance weights: the configured ones, else those fitted for this embedder, else none
+        self.calibration: list[float] = list(cfg.calibration) or CALIBRATIONS.get(kind, [])
         self.index = (VectorIndexes(self.embedder.dim)
                       if self.embedder is not None and not self.shared else None)
-        self._embed_pool: ThreadPoolExecutor | None = None
-        self._query_pool: ThreadPoolExecutor | None = None
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._prior: asyncio.Future[tuple[float, float]] | None = None
+        self.worker: EmbeddingWorker | None = None
+        self.queries: QueryVectors | None = None
+        if self.embedder is not None:
+            self.queries = QueryVectors(
+                self.embedder, cfg.max_query_chars, cfg.query_cache, cfg.query_batch_chars,
+                cfg.batch_size)
+            wbusy, on_batch = self._worker_busy, self._on_batch
+            self.worker = (
+                SharedWorker(store, self.embedder, cfg, busy=wbusy, on_batch=on_batch)
+                if self.shared else
+                LocalWorker(store, self.embedder, cfg, self.index,  # type: ignore[arg-type]
+                            busy=wbusy, on_batch=on_batch))
+
+    def _worker_busy(self) -> bool:
+        return self._busy() or (self.queries is not None and self.queries.busy)
 
     @property
     def enabled(self) -> bool:
         """True when vectors take part (an embedder and a store that keeps vectors)."""
         return self.embedder is not None
 
+    @property
+    def backlog(self) -> int:
+        """Entries waiting for a vector, as last counted (0 without an embedder)."""
+        return self.worker.backlog if self.worker is not None else 0
+
+    async def count_backlog(self) -> int:
+        """Count the entries waiting for a vector now (0 without an embedder)."""
+        return await self.worker.count_backlog() if self.worker is not None else 0
+
     async def start(self, worker: bool = True) -> None:
         """Record the model (re-embedding everything if it changed), load the stored vectors
         into memory, and start the background worker (unless `worker` is False)."""
-        if self.embedder is None:
+        if self.embedder is None or self.worker is None:
             return
         if self.shared and not self.store.vectors_available:
             log.warning("the store cannot search vectors (no pgvector): keywords only")
-            self.embedder = None
+            self.embedder = self.worker = self.queries = None
             return
-        self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed")
-        self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="a2e-embed-query")
-        loop = asyncio.get_running_loop()
         if await self.store.set_vector_model(self.embedder.name, self.embedder.dim):
             log.info("embedding model recorded: %s (entries embedded by another model, if any,"
                      " are re-embedded in the background)", self.embedder.name)
-        if not self.shared:
-            await loop.run_in_executor(self._embed_pool, self._load)
+        if isinstance(self.worker, LocalWorker):
+            await asyncio.to_thread(self.worker.load)
+        await self.worker.count_backlog()
         self._prior = asyncio.ensure_future(self._calibrate())
         if worker:
-            self._wake = asyncio.Event()
-            self._task = asyncio.create_task(self._run(), name="a2e-embed-worker")
+            self.worker.start()
 
     async def stop(self) -> None:
-        """Stop the worker (a batch in flight finishes first) and release the threads."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        """Stop the worker at once (a batch in progress is abandoned: its entries stay
+        queued for the next start) and the query thread."""
+        if self.worker is not None:
+            await self.worker.stop()
         if self._prior is not None and not self._prior.done():
+            self._prior.cancel()
             await asyncio.gather(self._prior, return_exceptions=True)
-        for pool in (self._embed_pool, self._query_pool):
-            if pool is not None:
-                await asyncio.to_thread(pool.shutdown, True)
-        self._embed_pool = self._query_pool = None
+        if self.queries is not None:
+            await self.queries.close()
 
-    def notify(self) -> None:
-        """Tell the worker that entries were committed or deleted."""
-        if self._wake is not None:
-            self._wake.set()
-
-    # -- the background worker -----------------------------------------------------------
-
-    def _load(self) -> None:
-        assert self.embedder is not None and self.index is not None
-        n = 0
-        for rows, vecs in self.store.load_vectors(self.embedder.dim):
-            by_ns: dict[str, list[int]] = {}
-            for j, p in enumerate(rows):
-                by_ns.setdefault(p.namespace, []).append(j)
-            for ns, js in by_ns.items():
-                self.index.add(ns, [rows[j].id for j in js], vecs[js],
-                               [group_of(rows[j].tier, rows[j].owner) for j in js],
-                               [rows[j].expires_at for j in js])
-            n += len(rows)
-        if n:
-            log.info("loaded %d vectors", n)
+    def notify(self) -> int:
+        """Tell the worker that entries were committed or deleted; the write's ticket (see
+        `search(ticket=...)`), 0 without an embedder."""
+        return self.worker.wrote() if self.worker is not None else 0
 
     async def _calibrate(self) -> tuple[float, float]:
-        assert self.embedder is not None
+        assert self.embedder is not None and self.queries is not None
         cached = _PRIORS.get(self.embedder.name)
         if cached is None:
             emb = self.embedder
-            loop = asyncio.get_running_loop()
-            docs = await loop.run_in_executor(self._query_pool, emb.embed, list(_CALIBRATION_DOCS))
-            qs = await loop.run_in_executor(
-                self._query_pool, emb.embed_queries, list(_CALIBRATION_QUERIES))
+            docs = await self.queries.embed_now(emb.embed, list(_CALIBRATION_DOCS))
+            qs = await self.queries.embed_now(emb.embed_queries, list(_CALIBRATION_QUERIES))
             sims = qs @ docs.T
             cached = _PRIORS[emb.name] = (float(sims.mean()), float(sims.max()))
         return cached
 
     async def embed_pending(self) -> int:
-        """Embed one batch of queued entries and store their vectors; the number handled
-        (0 when nothing is queued). Also drops from memory the vectors deletes removed."""
-        if self.embedder is not None and self.shared:
-            return await self._embed_shared()
-        if self.embedder is None or self.index is None:
+        """Embed one batch of queued entries (newest first) and store their vectors; the
+        number handled (0 when nothing is queued)."""
+        if self.worker is None:
             return 0
-        gone = await self.store.vectors_gone()
-        if gone:
-            self.index.remove(gone)
-            await self.store.clear_vectors_gone(gone)
-        batch = await self.store.pending_vectors(self.cfg.batch_size)
-        if not batch:
-            return 0
-        fresh = [p for p, d in batch if d is None or d != digest(p.text)
-                 or not self.index.set_meta(p.id, group_of(p.tier, p.owner), p.expires_at)]
-        vecs = np.zeros((0, self.embedder.dim), dtype=np.float32)
-        if fresh:
-            loop = asyncio.get_running_loop()
-            vecs = await loop.run_in_executor(
-                self._embed_pool, self.embedder.embed,
-                [p.text[: self.cfg.max_embed_chars] for p in fresh])
-        blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
-        done = set(await self.store.write_vectors(
-            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
-        for j, p in enumerate(fresh):
-            if p.id in done:
-                self.index.add(p.namespace, [p.id], vecs[j:j + 1],
-                               [group_of(p.tier, p.owner)], [p.expires_at])
-        return len(batch)
-
-    async def _embed_shared(self) -> int:
-        """`embed_pending` for a `VectorSearch` store: claim a batch (other hosts skip it),
-        embed it, write the vectors through the store; the number claimed."""
-        assert self.embedder is not None
-        batch = await self.store.claim_vectors(self.cfg.batch_size, self.cfg.embed_lease)
-        if not batch:
-            return 0
-        vecs = await asyncio.get_running_loop().run_in_executor(
-            self._embed_pool, self.embedder.embed, [p.text for p, _seq in batch])
-        await self.store.put_vectors(
-            self.embedder.name, [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch)])
-        return len(batch)
+        return (await self.worker.embed_pending())[0]
 
     async def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed until the queue is empty (on a shared store, until other hosts' workers
         finished what they claimed too), calling `progress(done, remaining)` after each
         batch; the number of entries handled."""
-        if self.embedder is None:
+        if self.worker is None:
             return 0
-        done = 0
-        while True:
-            n = await self.embed_pending()
-            if n:
-                done += n
-                if progress is not None:
-                    progress(done, await self.store.vector_queue())
-            elif not self.shared or not await self.store.vector_queue():
-                return done
-            else:  # the rest is claimed by other workers: wait for them (or their lease)
-                await asyncio.sleep(0.05)
+        return await self.worker.drain(progress)
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every entry now (the `a2e-host reindex` command)."""
@@ -277,28 +249,11 @@ class SearchEngine:
         await self.store.requeue_vectors()
         return await self.drain(progress)
 
-    async def _run(self) -> None:
-        assert self._wake is not None
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=5.0)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                while await self.embed_pending():
-                    await asyncio.sleep(0)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a failing endpoint or model: retry on the next wake-up
-                log.exception("background embedding failed; retrying in 5 s")
-                await asyncio.sleep(5.0)
-
     # -- the query path ------------------------------------------------------------------
 
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int,
-        working: WorkingEntries | None = None,
+        working: WorkingEntries | None = None, ticket: int = 0, conn: str = "",
     ) -> list[StoredEntry]:
         """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
         in (0, 1); unordered, `limit` is the caller's.
@@ -310,17 +265,30 @@ class SearchEngine:
         entries have no vector (embedding a scratch pad's every write costs ~37 ms of a core
         each): they rank on their keyword z-score, as a stored entry whose vector is not
         written yet. With a store that has no BM25 their relevance is the store's (term share).
+
+        `ticket` is the newest write ticket (`notify()`) of the asking connection: the search
+        first waits, at most `vector_wait` seconds, until the worker has embedded what the
+        namespace had queued up to it (read-your-writes). `conn` names the connection for the
+        fair share of the query thread (`host.search.queries`).
         """
         cfg = self.cfg
         words = self._keyword_text(text)
+        ns = scope.namespace
+        wait = (self.worker is not None and bool(q.tiers)
+                and ticket > self.worker.through(ns))
         index: VectorIndex | StoreVectors | None = (
-            self.index.get(scope.namespace) if self.index is not None and q.tiers else None)
-        qv_future = None
-        if self.embedder is not None and (
-                self.shared and q.tiers or index is not None and len(index) > 0):
-            # embed the query on its thread while the keyword search runs here
-            qv_future = asyncio.get_running_loop().run_in_executor(
-                self._query_pool, self.embedder.embed_queries, [text[: cfg.max_embed_chars]])
+            self.index.get(ns) if self.index is not None and q.tiers else None)
+        qv_future: asyncio.Future[np.ndarray] | None = None
+        if self.queries is not None and (
+                self.shared and q.tiers or index is not None and len(index) > 0 or wait):
+            # the query's vector on its thread while the keyword search runs here
+            qv_future = asyncio.ensure_future(self.queries.vector(text, ns, conn))
+            qv_future.add_done_callback(_retrieved)
+        if wait:
+            assert self.worker is not None
+            await self.worker.caught_up(ns, ticket, cfg.vector_wait)
+            if self.index is not None:
+                index = self.index.get(ns)
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw = (await self.store.search(scope, q, words, now, min(candidates, cfg.fusion_pool))
@@ -335,7 +303,7 @@ class SearchEngine:
         own = await self._working(scope, q, words, now, working)
         if qv_future is None or (index is None and not self.shared):
             return await self._fused(scope, q, now, kw, np.full(len(kw), np.nan), own, None, None)
-        qv = (await qv_future)[0]
+        qv = await qv_future
         if self.shared:  # the store ranks, within visibility, in its own query
             index = await self._shared_vectors(scope, q, qv, now)
         assert index is not None
@@ -360,7 +328,7 @@ class SearchEngine:
             stored, sims, links, added = await self._neighbours(
                 scope, q, now, stored, sims, qv, index)
         return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
-                               self.cfg, links, len(stored) - added, added)
+                               self.cfg, links, len(stored) - added, added, self.calibration)
 
     async def _neighbours(
         self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
@@ -476,6 +444,12 @@ class SearchEngine:
         return hits.ids[hits.similarities >= threshold]
 
 
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as seen (a query vector nobody needed in the end)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class StoreVectors:
     """What a `VectorSearch` store answered for one query, with the in-memory index's read
     interface (`similarity`), so the rest of the query path is the same code for both."""
@@ -496,6 +470,7 @@ class StoreVectors:
 def _with_relevance(
     entries: list[StoredEntry], sims: np.ndarray, cfg: Any,
     links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
+    calibration: Sequence[float] = (),
 ) -> list[StoredEntry]:
     """Set each entry's fused relevance from its `keyword` (BM25, None as 0) and `sims`
     (kept as its `similarity`, None for NaN).
@@ -528,8 +503,13 @@ def _with_relevance(
         keep[first:first + added] = lifted[first:first + added] > z[first:first + added]
         entries = [e for e, k in zip(entries, keep.tolist(), strict=True) if k]
         rel = rel[keep]
-        similarity = similarity[keep]
-    for e, r, v in zip(entries, rel.tolist(), similarity.tolist(), strict=True):
+        keyword, sims, similarity = keyword[keep], sims[keep], similarity[keep]
+    fused = rel
+    if calibration:
+        rel = calibrated(rel, sims, keyword, calibration)
+    for e, r, f, v in zip(entries, rel.tolist(), fused.tolist(), similarity.tolist(),
+                          strict=True):
         e.relevance = r
+        e.fused = f
         e.similarity = v if math.isfinite(v) else None  # a score part the memory browser shows
     return entries

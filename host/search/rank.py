@@ -73,13 +73,20 @@ class Match(Protocol):
 M = TypeVar("M", bound=Match)
 
 
+def _ranking(e: Match) -> float:
+    fused = getattr(e, "fused", None)
+    return float(e.relevance if fused is None else fused)  # type: ignore[arg-type]
+
+
 def rank_matches(
     candidates: Iterable[M], min_score: float, now: float, w: RankWeights
 ) -> list[tuple[float, M]]:
     """The candidates that match (relevance > 0 and >= `min_score`), each with its combined
     score, best first: the order of a `memory/retrieve` with a query."""
     ranked = [
-        (combined_score(e.relevance, e.score, e.updated_at, now, w), e)
+        # ordered on the fused relevance when the search set one (how far the candidate
+        # stands out among the query's), filtered on the calibrated `relevance` it reports
+        (combined_score(_ranking(e), e.score, e.updated_at, now, w), e)
         for e in candidates
         if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
     ]
@@ -89,10 +96,12 @@ def rank_matches(
 
 @dataclass(frozen=True, slots=True)
 class ScoreParts:
-    """Why a match ranked where it did: `relevance` (keyword and vector fused, see
-    `host.search.fusion`), its inputs `keyword` (BM25, None when the store has none) and
-    `vector` (cosine similarity, None without a vector yet), and the other two terms of
-    `combined`: `importance` (the stored score) and `recency`."""
+    """Why a match ranked where it did: `relevance` (the calibrated match the reply reports),
+    `fused` (keyword and vector fused among the query's candidates, see `host.search.fusion`:
+    the relevance term of `combined`, the same as `relevance` when the search set none), its
+    inputs `keyword` (BM25, None when the store has none) and `vector` (cosine similarity,
+    None without a vector yet), and the other two terms of `combined`: `importance` (the
+    stored score) and `recency`."""
 
     relevance: float
     combined: float
@@ -100,16 +109,20 @@ class ScoreParts:
     vector: float | None
     importance: float
     recency: float
+    fused: float = 0.0
 
 
 def score_parts(
     relevance: float, importance: float, updated_at: float, now: float, w: RankWeights,
-    keyword: float | None = None, vector: float | None = None,
+    keyword: float | None = None, vector: float | None = None, fused: float | None = None,
 ) -> ScoreParts:
-    """The parts of one match's `combined` score, computed by the same formula."""
+    """The parts of one match's `combined` score, computed by the same formula (on `fused`,
+    the fused relevance that orders the results, when the search set one)."""
     return ScoreParts(
         relevance=relevance,
-        combined=combined_score(relevance, importance, updated_at, now, w),
+        combined=combined_score(relevance if fused is None else fused, importance, updated_at,
+                                now, w),
         keyword=keyword, vector=vector, importance=importance,
         recency=recency(updated_at, now, w.half_life),
+        fused=relevance if fused is None else fused,
     )

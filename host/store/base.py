@@ -12,9 +12,12 @@ episodic rows whose owner is A and the semantic rows of the namespace, and nothi
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -25,19 +28,25 @@ __all__ = [
     "BrowseFilter",
     "BrowsedEntry",
     "EntryStore",
+    "ExportRow",
     "Hits",
     "NamespaceOverview",
+    "NamespaceStats",
     "NewEntry",
     "PERSISTENT_TIERS",
     "Pending",
     "Query",
+    "Quotas",
+    "Refusal",
     "Scope",
     "StoredEntry",
+    "StoreAdmin",
     "StoreOutcome",
     "VectorSearch",
     "digest",
     "owner_for",
     "stored_bytes",
+    "scope_token",
 ]
 
 PERSISTENT_TIERS: tuple[str, ...] = ("episodic", "semantic")
@@ -101,6 +110,9 @@ class StoredEntry:
     id: int | None = None  # the backend's row id, set by query searches (vector index key)
     keyword: float | None = None  # BM25 of a query search, higher is better (host.search.fusion)
     similarity: float | None = None  # cosine to the query's vector in a query search (None: none)
+    # the fused relevance among the query's candidates (ranks; `relevance` is the calibrated
+    # probability that min_score filters and replies carry), set by a query search
+    fused: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +130,35 @@ class Query:
     limit: int = 10
 
 
-# Outcome of one entry of a put: None when stored, else an error code ("memory_full").
-StoreOutcome = str | None
+class Refusal(StrEnum):
+    """Why a put refused one entry (its value is the protocol's error code)."""
+
+    MEMORY_FULL = "memory_full"  # a storage quota (`Quotas`) would be passed
+
+
+# Outcome of one entry of a put: None when stored, else why not.
+StoreOutcome = Refusal | None
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
+
+    Entry counts limit new entries; byte limits (key, content and tag bytes, `stored_bytes`,
+    as `usage.bytes` counts them) limit new entries and updates that grow. "Per agent" is per
+    (namespace, writer).
+    """
+
+    max_entries_per_namespace: int = 1_000_000
+    max_entries_per_agent: int = 100_000
+    max_bytes_per_namespace: int = 1 << 30
+    max_bytes_per_agent: int = 1 << 28
+
+
+@functools.lru_cache(maxsize=4096)
+def scope_token(namespace: str) -> str:
+    """The FTS token that confines a keyword search to one namespace."""
+    return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
 
 
 @runtime_checkable
@@ -131,8 +170,8 @@ class EntryStore(Protocol):
     updated_at but never the expiry).
 
     `reads_on_loop` is True when reads run synchronously on the event loop and no method
-    needs to run inside a task (no `asyncio.timeout`): the picows transport then steps a
-    request's handler in the frame callback itself (see `host.net.transport_picows`).
+    needs to run inside a task (no `asyncio.timeout`): the request core then steps a
+    request's handler in the transport's callback itself (see `host.net.pipeline`).
     """
 
     reads_on_loop: bool
@@ -339,11 +378,69 @@ class Browse(Protocol):
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
         """The live entry with row id `id` in `namespace`, or None."""
 
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries of `namespace` written after `after` = (updated_at, id), oldest first,
-        at most `limit` (the Live page polls it until change streams land)."""
-
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot (the browser writes
         them in the format of `a2e-host export`)."""
+
+
+# -- the operator tasks of the CLI, the same on every backend --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStats:
+    """Live entries and their content bytes in one (namespace, tier)."""
+
+    namespace: str
+    tier: str
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One live entry as exported. `key` and `content` are JSON text, as stored."""
+
+    namespace: str
+    tier: str
+    owner: str
+    agent: str
+    key: str
+    content: str
+    tags: str  # JSON array text
+    source: str
+    score: float
+    ttl: int
+    created_at: float
+    updated_at: float
+
+
+class StoreAdmin(Protocol):
+    """The operator tasks of the CLI's `stats`, `export`, `import` and `gc` on one store, the
+    same on every backend (`host.store.sqlite.admin.SQLiteAdmin`,
+    `host.store.postgres.admin.PostgresAdmin`; `host.cli._store.open_admin` picks one), so a
+    command never branches on the backend. Backup and vacuum are SQLite's alone."""
+
+    where: str  # the database as shown to the operator: the file, or the URL, password masked
+
+    async def stats(self, now: float) -> list[NamespaceStats]:
+        """Live entries and content bytes by namespace and tier, by namespace then tier."""
+
+    async def database_bytes(self) -> int:
+        """What the store takes on disk."""
+
+    async def embed_backlog(self) -> int:
+        """Entries waiting for a vector (the embedding queue)."""
+
+    async def collect_garbage(self, now: float) -> int:
+        """Delete every entry expired at `now`; how many."""
+
+    def export_rows(
+        self, now: float, namespace: str | None = None
+    ) -> AbstractAsyncContextManager[tuple[int, AsyncIterator[ExportRow]]]:
+        """`async with admin.export_rows(now) as (total, rows)`: how many live entries (of one
+        namespace if given) and an async iterator of them in id order, one snapshot."""
+
+    async def import_batch(
+        self, batch: Sequence[tuple[Scope, NewEntry]], now: float
+    ) -> list[StoreOutcome]:
+        """Upsert `batch` keeping each entry's timestamps; one outcome per entry, in order."""

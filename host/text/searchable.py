@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["searchable_text"]
+import msgspec
+
+__all__ = ["searchable_text", "stored_text"]
+
+_decode = msgspec.json.decode
 
 
 def _walk(value: Any, out: list[str]) -> None:
@@ -38,3 +42,10 @@ def searchable_text(content: Any, tags: list[str] | tuple[str, ...] = (), key: A
         for v in key.values():
             _walk(v, parts)
     return "\n".join(parts)
+
+
+def stored_text(
+    content: bytes | str, tags: list[str] | tuple[str, ...], key: bytes | str
+) -> str:
+    """`searchable_text` of an entry as the stores hold it: content and key as JSON text."""
+    return searchable_text(_decode(content), tags, _decode(key))

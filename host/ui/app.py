@@ -4,7 +4,7 @@
     response = await app.handle(Request.build("GET", "/ui/namespaces", headers, remote="127.0.0.1"))
 
 Pages (GET): `/ui/namespaces`, `/ui/entries`, `/ui/search`, `/ui/live` (+ `/ui/live.json`,
-what its script polls), `/ui/health`, the sign-in form `/ui/signin`, and the confirmations
+the store's change log after a cursor, what its script polls), `/ui/health`, the sign-in form `/ui/signin`, and the confirmations
 `/ui/forget` and `/ui/export`. Actions (POST, each with the CSRF check of
 `host.ui.signin`): sign in, sign out, forget an entry, export a namespace.
 
@@ -42,6 +42,7 @@ from host.store.base import (
     Query,
     Scope,
 )
+from host.store.changes import ChangeLog, decode_entries
 from host.ui import views
 from host.ui.health import HealthSampler
 from host.ui.html import layout
@@ -58,6 +59,8 @@ _LIVE_RECENT = 30  # entries the Live page shows at load
 _LIVE_BATCH = 100  # entries one poll returns at most
 _LIVE_EVERY_MS = 2000
 _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
+_MAX_TAGS = 32  # tags in one filter
+_MAX_TEXT = 1024  # characters of one filter's text (a tag, the key text, an agent)
 
 
 @dataclass
@@ -93,7 +96,18 @@ def _int(text: str, default: int, lo: int, hi: int, name: str) -> int:
 
 
 def _tags(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    tags = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if len(tags) > _MAX_TAGS or any(len(t) > _MAX_TEXT for t in tags):
+        raise _Refused(refusal(HTTPStatus.BAD_REQUEST,
+                               f"at most {_MAX_TAGS} tags of {_MAX_TEXT} characters"))
+    return tags
+
+
+def _text(req: Request, name: str) -> str:
+    value = req.arg(name)
+    if len(value) > _MAX_TEXT:
+        raise _Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} is over {_MAX_TEXT} characters"))
+    return value
 
 
 def _back(text: str, ns: str) -> str:
@@ -173,6 +187,9 @@ class UiApp:
             response = await self._route(req, Viewer(None, self.gate.csrf_for(bind)))
         except _Refused as r:
             response = r.response
+        except Exception:  # a bug, not bad input: the traceback to the log, no detail out
+            log.exception("ui: internal error answering %s %s", req.method, req.path)
+            response = refusal(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
         if set_bind is not None:
             response.headers.append(set_bind)
         return response
@@ -264,7 +281,8 @@ class UiApp:
 
     def _signin_page(self, viewer: Viewer, error: str,
                      status: int = HTTPStatus.OK) -> Response:
-        return html_response(layout("Sign in", views.signin_page(error, viewer.csrf)), status)
+        return html_response(layout("Sign in", views.signin_page(error, viewer.csrf), nav=False),
+                             status)
 
     async def _signout(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
         if viewer.grant is not None:
@@ -295,7 +313,8 @@ class UiApp:
     async def _entries(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
-        tier, agent, tags, key = req.arg("tier"), req.arg("agent"), req.arg("tags"), req.arg("key")
+        tier, agent, tags, key = req.arg("tier"), _text(req, "agent"), req.arg("tags"), \
+            _text(req, "key")
         size = self.deps.config.ui.page_size
         page = _int(req.arg("page"), 1, 1, 1_000_000, "page")
         f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=_tags(tags),
@@ -313,7 +332,7 @@ class UiApp:
     async def _search(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
-        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), req.arg("agent")
+        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), _text(req, "agent")
         default_agent = viewer.grant.agent if viewer.grant else "default"
         error = ""
         hits: list = []
@@ -334,7 +353,8 @@ class UiApp:
                                                    now)
             total = len(ranked)
             hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
-                                    self.weights, keyword=e.keyword, vector=e.similarity))
+                                    self.weights, keyword=e.keyword, vector=e.similarity,
+                                    fused=e.fused))
                     for _, e in ranked[:limit]]
         back = _back(f"/ui/search?{_qs(req)}", ns)
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
@@ -343,13 +363,19 @@ class UiApp:
                                  default_agent=default_agent)
         return self._page(f"Search {ns}", body, viewer, "search", ns)
 
+    def _log(self) -> ChangeLog | None:
+        store = self.deps.store
+        return store if isinstance(store, ChangeLog) else None
+
     async def _live(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
         now = time.time()
+        log = self._log()
+        # the cursor first: a change committed between the two reads shows twice, none is lost
+        after = str(await log.change_head(ns)) if log is not None else ""
         recent, _ = await store.browse(ns, BrowseFilter(tiers=viewer.tiers, limit=_LIVE_RECENT),
                                        now)
-        after = f"{recent[0].updated_at!r}:{recent[0].id}" if recent else "0:0"
         body = views.live_page(ns, recent, after, now, self._may_forget(viewer), _LIVE_EVERY_MS,
                                _back(f"/ui/live?{_qs(req)}", ns))
         extra = f'<noscript><meta http-equiv="refresh" content="{_LIVE_EVERY_MS // 1000 * 5}">' \
@@ -357,22 +383,21 @@ class UiApp:
         return self._page(f"Live: {ns}", body, viewer, "live", ns, head_extra=extra)
 
     async def _live_json(self, req: Request, viewer: Viewer) -> Response:
+        """The changes of the namespace's change log after the cursor `after` (a sequence
+        number), as event cards for the Live page, and the cursor past them."""
         ns = self._namespace(req, viewer)
-        store = self._browse()
-        m = re.fullmatch(r"(-?[0-9.eE+-]+):([0-9]+)", req.arg("after", "0:0"))
-        if m is None:
-            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
-        try:
-            after = (float(m.group(1)), int(m.group(2)))
-        except ValueError:
-            return refusal(HTTPStatus.BAD_REQUEST, "after must be updated_at:id")
-        now = time.time()
-        changed = [e for e in await store.changed_since(ns, after, _LIVE_BATCH, now)
-                   if e.tier in viewer.tiers]
-        newest = f"{changed[-1].updated_at!r}:{changed[-1].id}" if changed else req.arg("after")
-        html = views.live_cards(changed, ns, now, self._may_forget(viewer),
-                                _back(f"/ui/live?ns={_quote(ns)}", ns))
-        body = json.dumps({"after": newest, "count": len(changed), "html": html})
+        log = self._log()
+        if log is None:
+            return refusal(HTTPStatus.NOT_IMPLEMENTED, "this store keeps no change log")
+        after = _int(req.arg("after"), -1, -1, 2**63 - 1, "after")
+        if after < 0:
+            return refusal(HTTPStatus.BAD_REQUEST, "after must be a change sequence number")
+        changes = await log.changes_after(ns, after, _LIVE_BATCH)
+        events = [(c.op, json.loads(bytes(e.wire))) for c in changes
+                  for e in decode_entries(c.entries) if e.tier in viewer.tiers]
+        newest = str(changes[-1].seq) if changes else str(after)
+        body = json.dumps({"after": newest, "count": len(events),
+                           "html": views.change_cards(events)})
         return typed(body.encode(), "application/json")
 
     async def _health(self, req: Request, viewer: Viewer) -> Response:

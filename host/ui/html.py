@@ -96,17 +96,18 @@ _NAV = (("namespaces", "Namespaces", False), ("entries", "Entries", True),
 
 def layout(
     title: str, body: str, *, here: str = "", namespace: str = "", who: str = "",
-    csrf: str = "", signout: bool = False, head_extra: str = "",
+    csrf: str = "", signout: bool = False, head_extra: str = "", nav: bool = True,
 ) -> str:
     """A whole page: header with the navigation (the namespace pages only when `namespace`
-    is set), who is signed in and a sign-out button (`signout`), then `body`."""
-    nav = []
-    for name, text, per_ns in _NAV:
+    is set; none without `nav`), who is signed in and a sign-out button (`signout`), then
+    `body`."""
+    links = []
+    for name, text, per_ns in _NAV if nav else ():
         if per_ns and not namespace:
             continue
         href = url(f"/ui/{name}", {"ns": namespace} if per_ns else None)
         cls = ' class="here"' if name == here else ""
-        nav.append(f'<a href="{href}"{cls}>{text}</a>')
+        links.append(f'<a href="{href}"{cls}>{text}</a>')
     who_html = ""
     if who:
         who_html = f'<span class="who"><span>{esc(who)}</span>'
@@ -120,9 +121,9 @@ def layout(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · a2e-host</title>"
-        '<link rel="stylesheet" href="/ui/static/ui.css">'
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/static/ui.css">'
         f'<script src="/ui/static/ui.js" defer></script>{head_extra}</head><body>'
         f'<header><span class="brand">a2e-host memory{ns_html}</span>'
-        f'<nav>{"".join(nav)}</nav>{who_html}</header>'
+        f'<nav>{"".join(links)}</nav>{who_html}</header>'
         f"<main><h1>{esc(title)}</h1>{body}</main></body></html>\n"
     )

@@ -163,10 +163,12 @@ class Gatekeeper:
         if fetch_site is not None and fetch_site not in ("same-origin", "none"):
             return False
         origin = req.headers.get("origin")
-        if origin is not None and origin != "null":
+        if origin == "null":  # an opaque origin: only a browser's own same-origin word counts
+            return fetch_site == "same-origin"
+        if origin is not None:
             scheme = "https" if req.secure else "http"
             return origin == f"{scheme}://{req.headers.get('host', '')}"
-        return origin is None
+        return True
 
     def signed_in(self, req: Request) -> Grant | None:
         """The grant of the sign-in cookie when it is an admin token in force now; None

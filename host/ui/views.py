@@ -6,9 +6,11 @@ wraps these bodies in `host.ui.html.layout`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from host.ops.gc import GarbageCollector
 from host.search.rank import ScoreParts
@@ -31,6 +33,7 @@ __all__ = [
     "confirm_forget",
     "entries_page",
     "entry_card",
+    "change_cards",
     "health_page",
     "live_page",
     "namespaces_page",
@@ -224,6 +227,7 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
     return ('<div class="parts">'
             + _part("combined", p.combined, _fmt(p.combined))
             + _part("relevance", p.relevance, _fmt(p.relevance))
+            + _part("fused", p.fused, _fmt(p.fused))
             + _part("keyword", p.keyword, "BM25 " + _fmt(p.keyword, 2), kw_share)
             + _part("vector", p.vector, "cosine " + _fmt(p.vector), vec_share)
             + _part("importance", p.importance, _fmt(p.importance))
@@ -262,28 +266,46 @@ def search_page(
                    extra=score_parts_html(p, top_kw), rank=i)
         for i, (e, p) in enumerate(hits, start=1))
     return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first'
-            ' (combined = relevance, importance and recency with the configured weights;'
-            ' relevance fuses the keyword and vector parts).</p>'
+            ' (combined = fused relevance, importance and recency with the configured'
+            ' weights; fused = the keyword and vector parts as z-scores among the candidates;'
+            ' relevance = the calibrated match the wire reports).</p>'
             f'<div class="entries" id="hits">{cards}</div>')
 
 
-def live_cards(entries: Sequence[BrowsedEntry], ns: str, now: float,
-               may_forget: Mapping[str, bool], back: str) -> str:
-    """Cards of changed entries, in the order given."""
-    return "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
-                   for e in entries)
+def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """One card an entry of the change log, in the order given: what happened (`stored`,
+    `forgotten`, `expired`), the key, tier, tags, and for a store its content and times."""
+    cards = []
+    for op, e in events:
+        facts = [("tags", _tags(e.get("tags", [])))]
+        content = ""
+        if op == "stored":
+            content = pretty_json(json.dumps(e.get("content")).encode())
+            facts += [("score", f"{e.get('score', 0):g}"),
+                      ("updated", fmt_time(float(e.get("updated_at", 0))))]
+        dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
+        cards.append(
+            f'<article class="entry change op-{esc(op)}"><div class="head">'
+            f'<span class="op">{esc(op)}</span>'
+            f'<span class="key">{esc(compact_json(json.dumps(e.get("key")).encode()))}</span>'
+            f'<span class="tier">{esc(e.get("tier", ""))}</span></div>{content}<dl>{dl}</dl>'
+            "</article>")
+    return "".join(cards)
 
 
 def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
               may_forget: Mapping[str, bool], every_ms: int, back: str) -> str:
-    """The latest writes of a namespace, newest first; the script adds new ones on top."""
+    """The latest writes of a namespace, newest first; with a change log (`after`, its
+    cursor) the script puts each change (stores, forgets, expiries) on top as it commits."""
     empty = '<p class="notice" id="live-empty">No entry yet.</p>' if not recent else ""
-    return (f'<p class="muted" id="live-status">The latest writes, newest first. With'
-            ' JavaScript on, new writes appear on top as they are committed; without it,'
-            ' reload the page.</p>'
+    follow = (" With JavaScript on, every change (stored, forgotten, expired) appears on top"
+              " as it is committed; without it, the page reloads itself every 10 s."
+              if after else " Reload the page for newer ones (this store keeps no change log).")
+    cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
+                    for e in recent)
+    return (f'<p class="muted" id="live-status">The latest writes, newest first.{follow}</p>'
             f'{empty}<div class="entries live-list" id="live-list" data-ns="{esc(ns)}"'
-            f' data-after="{esc(after)}" data-every="{every_ms}">'
-            f"{live_cards(recent, ns, now, may_forget, back)}</div>")
+            f' data-after="{esc(after)}" data-every="{every_ms}">{cards}</div>')
 
 
 def confirm_forget(e: BrowsedEntry, ns: str, now: float, csrf: str, back: str) -> str:

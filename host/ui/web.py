@@ -26,14 +26,15 @@ __all__ = [
 
 MAX_BODY = 64 * 1024  # a sign-in or action form is a few hundred bytes
 
-# every answer of the memory browser: nothing from elsewhere, no framing, no caching, no referrer
+# every answer of the memory browser: nothing from elsewhere, no framing, no caching, no
+# referrer to other sites
 _SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
     ("Content-Security-Policy",
      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
      " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    ("Referrer-Policy", "same-origin"),  # and so browsers send our own Origin with a form
     ("Cache-Control", "no-store"),
 )
 

@@ -1,2 +1,3 @@
-"""The PostgreSQL backend of `host.store.base.EntryStore` (asyncpg, pgvector): schema, batches,
-admin tasks, and a throw-away embedded server for tests and benchmarks."""
+"""The PostgreSQL backend of `host.store.base.EntryStore` (asyncpg, pgvector): schema and
+migrations, group writes, admin tasks. (The throw-away server tests and benchmarks run is in
+`scripts/support/postgres.py`.)"""

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import msgspec
 
-from host.store.base import NewEntry, Scope, StoreOutcome
+from host.store.base import ExportRow, NamespaceStats, NewEntry, Scope, StoreOutcome
 from host.store.postgres.store import PostgresEntryStore
-from host.store.sqlite.admin import ExportRow, NamespaceStats
 
-__all__ = ["database_bytes", "export_rows", "import_batch", "stats"]
+__all__ = ["PostgresAdmin", "database_bytes", "export_rows", "import_batch", "stats"]
 
 _tags = msgspec.json.Encoder().encode
 _LIVE = "(expires_at IS NULL OR expires_at > $1)"
@@ -80,3 +79,35 @@ async def database_bytes(store: PostgresEntryStore) -> int:
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE c.relkind = 'r' AND c.relname LIKE 'a2e\\_%' AND n.nspname = current_schema()"))
+
+
+class PostgresAdmin:
+    """`host.store.base.StoreAdmin` on an open `PostgresEntryStore` (the caller's to close);
+    `where` is how to show the database (its URL with the password masked)."""
+
+    def __init__(self, store: PostgresEntryStore, where: str) -> None:
+        self.store = store
+        self.where = where
+
+    async def stats(self, now: float) -> list[NamespaceStats]:
+        return await stats(self.store, now)
+
+    async def database_bytes(self) -> int:
+        return await database_bytes(self.store)
+
+    async def embed_backlog(self) -> int:
+        return await self.store.vector_queue()
+
+    async def collect_garbage(self, now: float) -> int:
+        """One collection under the hosts' GC lock: nothing is deleted while a host collects."""
+        return await self.store.collect_garbage(now)
+
+    def export_rows(
+        self, now: float, namespace: str | None = None
+    ) -> AbstractAsyncContextManager[tuple[int, AsyncIterator[ExportRow]]]:
+        return export_rows(self.store, now, namespace)
+
+    async def import_batch(
+        self, batch: Sequence[tuple[Scope, NewEntry]], now: float
+    ) -> list[StoreOutcome]:
+        return await import_batch(self.store, batch, now)

@@ -12,7 +12,7 @@ from typing import Any
 
 from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview
 
-__all__ = ["browse", "browse_entry", "changed_since", "export_namespace", "overview"]
+__all__ = ["browse", "browse_entry", "export_namespace", "overview"]
 
 _LIVE = "(e.expires_at IS NULL OR e.expires_at > $1)"
 _COLUMNS = (
@@ -91,17 +91,6 @@ async def browse_entry(pool: Any, namespace: str, id: int, now: float) -> Browse
         f"SELECT {_COLUMNS} FROM a2e_entries e WHERE {_LIVE} AND e.id = $2 AND e.namespace = $3",
         now, id, namespace)
     return _entry(row) if row is not None else None
-
-
-async def changed_since(pool: Any, namespace: str, after: tuple[float, int], limit: int,
-                        now: float) -> list[BrowsedEntry]:
-    """Live entries of `namespace` written after `after` = (updated_at, id), oldest first."""
-    rows = await pool.fetch(
-        f"SELECT {_COLUMNS} FROM a2e_entries e WHERE {_LIVE} AND e.namespace = $2"
-        " AND (e.updated_at > $3 OR (e.updated_at = $3 AND e.id > $4))"
-        " ORDER BY e.updated_at, e.id LIMIT $5",
-        now, namespace, after[0], after[1], limit)
-    return [_entry(r) for r in rows]
 
 
 async def export_namespace(pool: Any, namespace: str, now: float) -> list[BrowsedEntry]:

@@ -31,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, Self
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
 
+from host.lifecycle import Opens
 from host.store.base import (
     BrowsedEntry,
     BrowseFilter,
@@ -45,12 +46,16 @@ from host.store.base import (
     NewEntry,
     Pending,
     Query,
+    Quotas,
+    Refusal,
     Scope,
     StoredEntry,
     StoreOutcome,
     owner_for,
+    scope_token,
     stored_bytes,
 )
+from host.store.changes import Change
 from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
@@ -62,10 +67,9 @@ from host.store.postgres.schema import (
     ensure_vector_index,
     migrate,
 )
-from host.store.sqlite.ops import Quotas, scope_token
 from host.text.bm25 import Analysis, Bm25Stats
 from host.text.keyword import coverage, query_terms, tokens
-from host.text.searchable import searchable_text
+from host.text.searchable import stored_text
 
 __all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
 
@@ -176,42 +180,26 @@ def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dic
             "keys": [k.decode() for k in keys]}
 
 
+def _visibility(scope: Scope, q: Query) -> tuple[list[str], list[str], list[str], list[str]]:
+    """What `q` lets `scope` read, as the SQL functions take it: tiers, their owners, keys
+    (text), distinct tags."""
+    return (list(q.tiers), [owner_for(t, scope.agent) for t in q.tiers],
+            [k.decode() for k in q.keys], list(dict.fromkeys(q.tags)))
+
+
 def _indexable(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
 
 
-def _tsquery(namespace: str, terms: Sequence[str]) -> str:
-    """`scope & (t1 | t2 ...)`: tokens are letters and digits only, so quoting is safe."""
-    alternatives = " | ".join(f"'{t}'" for t in terms)
-    return f"'{_scope_lexeme(namespace)}' & ({alternatives})"
+async def _keep_session(conn: Any) -> None:
+    """A pooled connection's reset on release: nothing to send. asyncpg's default sends
+    `pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL` every release, a round trip
+    after every statement; this store leaves none of those behind (session advisory locks are
+    released in `finally`, settings are SET LOCAL), and asyncpg still rolls back an open
+    transaction before calling this."""
 
 
-# Okapi BM25 as SQLite FTS5's bm25() computes it (k1 = 1.2, b = 0.75, idf floored at 1e-6),
-# over the statistics of the namespace: rows (N), tokens a row (avgdl), and the rows holding
-# each term ({hits}, counted beforehand through the GIN index: `_term_counts`).
-_BM25 = """
-WITH st AS (
-    SELECT greatest(entries, 1)::float8 AS n,
-           greatest(tokens, 1)::float8 / greatest(entries, 1) AS avgdl
-    FROM a2e_usage WHERE namespace = {ns} AND agent = ''),
-idf AS MATERIALIZED (
-    SELECT q.t, greatest(ln((st.n - q.hits + 0.5) / (q.hits + 0.5)), 1e-6) AS idf
-    FROM st, unnest({terms}::text[], {hits}::float8[]) AS q(t, hits))
-SELECT {columns}, e.id, s.bm25, s.terms
-FROM a2e_entries e, st, LATERAL (
-    SELECT sum(i.idf * (f.tf * 2.2) / (f.tf + 1.2 * (0.25 + 0.75 * e.doc_len / st.avgdl)))
-               AS bm25,
-           array_agg(f.lexeme) AS terms
-    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
-          FROM unnest(e.lexemes) AS u(lexeme, positions, weights)) f
-    JOIN idf i ON i.t = f.lexeme) s
-WHERE e.lexemes @@ {match}::tsquery AND {where}
-ORDER BY s.bm25 DESC, e.id
-LIMIT {limit}
-"""
-
-
-class PostgresEntryStore:
+class PostgresEntryStore(Opens):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
@@ -225,10 +213,12 @@ class PostgresEntryStore:
         gc_batch: int = _GC_BATCH,
         batch_max: int = 512,
         max_term_docs: int = 0,
+        max_matches: int = 0,
     ) -> None:
         self.url = url
         self.batch_max = batch_max
-        self.max_term_docs = max_term_docs  # see _selective_terms
+        self.max_term_docs = max_term_docs  # see search
+        self.max_matches = max_matches
         self._puts: WriteBatcher | None = None
         self._forgets: WriteBatcher | None = None
         self._touches: WriteBatcher | None = None
@@ -238,14 +228,8 @@ class PostgresEntryStore:
         self.gc_batch = gc_batch
         self.vectors_available = False
         self._pool: Any = None
+        self._listener: Any = None  # the LISTEN connection of `listen_changes`
         self._indexed_dims: set[int] = set()
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Connect the pool, apply pending migrations (under an advisory lock), enable pgvector
@@ -258,7 +242,11 @@ class PostgresEntryStore:
                 "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
         pool = await asyncpg.create_pool(
             self.url, min_size=self.pool_min, max_size=self.pool_max,
-            server_settings={"application_name": "a2e-host"},
+            # hnsw.iterative_scan: pgvector's HNSW scans go on past filtered-out rows (the
+            # visibility WHERE of nearest_vectors); a placeholder where pgvector is absent
+            server_settings={"application_name": "a2e-host",
+                             "hnsw.iterative_scan": "relaxed_order"},
+            reset=_keep_session,
         )
         try:
             async with pool.acquire() as conn:
@@ -279,6 +267,9 @@ class PostgresEntryStore:
             if batcher is not None:
                 await batcher.close()
         self._puts = self._forgets = self._touches = None
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -303,7 +294,7 @@ class PostgresEntryStore:
         for e in entries:
             if any("\x00" in t for t in e.tags) or "\x00" in e.source:
                 raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
-            text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+            text = e.text or stored_text(e.content, e.tags, e.key)
             lexemes, doc_len = _lexemes(scope.namespace, text)
             rows.append((
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
@@ -329,7 +320,8 @@ class PostgresEntryStore:
                     col.append(v)
         q = self.quotas
         outcomes = await self.pool.fetchval(
-            "SELECT a2e_put_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+            "SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+            " $14,"
             " $15, $16, $17, $18, $19)",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent],
@@ -341,7 +333,8 @@ class PostgresEntryStore:
             mine = list(outcomes[first:first + put.size])
             first += put.size
             failed = next((o for o in mine if o and o.startswith("error: ")), None)
-            results.append(BatchError(failed[7:]) if failed else mine)
+            results.append(BatchError(failed[7:]) if failed
+                           else [None if o is None else Refusal(o) for o in mine])
         return results
 
     async def forget(
@@ -357,7 +350,7 @@ class PostgresEntryStore:
 
     async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
         """Run queued forgets (sorted by namespace) as one `a2e_forget_batch` statement."""
-        out = await self.pool.fetchval("SELECT a2e_forget_batch($1::text::jsonb)",
+        out = await self.pool.fetchval("SELECT a2e_forget_batch_logged($1::text::jsonb)",
                                        _encode([w.args for w in batch]).decode())
         return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
 
@@ -401,7 +394,8 @@ class PostgresEntryStore:
         for (ns,) in namespaces:
             while True:
                 async with conn.transaction():
-                    await conn.execute("SELECT a2e_lock_namespace($1)", ns)
+                    await conn.execute("SELECT a2e_lock_namespace($1),"
+                                       " set_config('a2e.change_op', 'expired', true)", ns)
                     status = await conn.execute(
                         "DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
                         " WHERE namespace = $1 AND expires_at IS NOT NULL AND expires_at <= $2"
@@ -411,6 +405,50 @@ class PostgresEntryStore:
                 if n < self.gc_batch:
                     break
         return total
+
+    # -- the change log (host.store.changes.ChangeLog; the SQL is migration 10) -----------
+
+    async def change_head(self, namespace: str) -> int:
+        """The newest change of `namespace` (at least its floor)."""
+        return int(await self.pool.fetchval(
+            "SELECT coalesce((SELECT seq FROM a2e_change_heads WHERE namespace = $1), 0)",
+            namespace))
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of each namespace, in one query."""
+        rows = await self.pool.fetch(
+            "SELECT namespace, seq FROM a2e_change_heads WHERE namespace = ANY($1::text[])",
+            list(namespaces))
+        heads = dict.fromkeys(namespaces, 0)
+        heads.update((r[0], int(r[1])) for r in rows)
+        return heads
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest change pruned from `namespace`."""
+        return int(await self.pool.fetchval(
+            "SELECT coalesce((SELECT floor FROM a2e_change_heads WHERE namespace = $1), 0)",
+            namespace))
+
+    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order."""
+        rows = await self.pool.fetch(
+            "SELECT seq, op, entries FROM a2e_changes WHERE namespace = $1 AND seq > $2"
+            " ORDER BY seq LIMIT $3", namespace, after, limit)
+        return [Change(int(r[0]), r[1], r[2].encode()) for r in rows]
+
+    async def listen_changes(self, notify: Callable[[str], None]) -> None:
+        """Call `notify(namespace)` ("" = any) when a change commits, through any host:
+        LISTEN on `a2e_changes` over a connection of its own (closed by `close()`)."""
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url, server_settings={"application_name": "a2e-host"})
+        await conn.add_listener("a2e_changes", lambda _c, _pid, _ch, payload: notify(payload))
+        self._listener = conn
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete changes older than `before` or past `max_rows` a namespace."""
+        return int(await self.pool.fetchval("SELECT a2e_prune_changes($1, $2)", before,
+                                            max_rows))
 
     # -- reads --------------------------------------------------------------------------
 
@@ -433,63 +471,49 @@ class PostgresEntryStore:
     ) -> list[StoredEntry]:
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
-        (`host.text.keyword.coverage` of the terms searched, as on SQLite); at most
-        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none)."""
+        (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
+        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none); only
+        the newest `max_matches` matches the reader may read are scored (0: all). One
+        statement (`a2e_keyword_search`): term counts, candidates, visibility and rows."""
         terms = _indexable(query_terms(text))
-        if not terms:
+        if not terms or not q.tiers:
             return []
-        terms, hits = await self._selective_terms(scope.namespace, terms)
-        p = _Params()
-        where = _where(scope, q, now, p)
-        sql = _BM25.format(
-            ns=p(scope.namespace), terms=p(terms), hits=p(hits), columns=_COLUMNS,
-            match=p(_tsquery(scope.namespace, terms)), where=where, limit=p(candidates))
+        tiers, owners, keys, tags = _visibility(scope, q)
+        rows = await self.pool.fetch(
+            "SELECT * FROM a2e_keyword_search($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            scope.namespace, _scope_lexeme(scope.namespace), terms, self._cap(terms),
+            self.max_matches or None, candidates, tiers, owners, now, keys, tags)
         out = []
-        for r in await self.pool.fetch(sql, *p.values):
+        for r in rows:
             entry = _row(r, r[10])
             entry.keyword = r[11]
-            entry.relevance = coverage(tuple(terms), " ".join(r[12]))
+            entry.relevance = coverage(tuple(r[13]), " ".join(r[12]))
             out.append(entry)
         return out
 
-    async def _term_counts(self, namespace: str, terms: list[str], cap: int = 0) -> list[int]:
-        """How many entries of the namespace hold each term (expired ones included, as in
-        SQLite's FTS index); with `cap` > 0 counting stops at `cap` + 1."""
-        rows = await self.pool.fetch(
-            "SELECT (SELECT count(*) FROM (SELECT 1 FROM a2e_entries x WHERE x.lexemes @@ q.q"
-            " LIMIT $2) s) FROM unnest($1::tsquery[]) WITH ORDINALITY AS q(q, i) ORDER BY q.i",
-            [_tsquery(namespace, [t]) for t in terms], cap + 1 if cap > 0 else None)
-        return [int(r[0]) for r in rows]
-
-    async def _selective_terms(
-        self, namespace: str, terms: list[str]
-    ) -> tuple[list[str], list[int]]:
-        """(the terms to search, how many entries hold each). Terms in more than
-        `max_term_docs` entries are left out, the rarest kept if all are (as
-        `sqlite_ops.search_entries` does: they weigh little in BM25 and cost the most)."""
-        cap = self.max_term_docs if len(terms) >= 2 else 0
-        counts = await self._term_counts(namespace, terms, cap)
-        if cap <= 0:
-            return terms, counts
-        kept = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= cap]
-        if kept:
-            return [t for t, _ in kept], [n for _, n in kept]
-        rarest = terms[counts.index(min(counts))]
-        return [rarest], await self._term_counts(namespace, [rarest])
+    def _cap(self, terms: Sequence[str]) -> int:
+        """`max_term_docs` for a query of `terms` (a single term is always searched: 0)."""
+        return self.max_term_docs if len(terms) >= 2 else 0
 
     async def keyword_stats(
         self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
     ) -> Bm25Stats:
         """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.text.bm25`): rows, average length, rows holding each term (`q` and `now`,
-        the read's filters, are not used here)."""
+        (see `host.search.bm25`): rows, average length, rows holding each term searched. With
+        the read's `q` and time `now`, a term is common (and left out) as `search` decides it,
+        among the entries the reader may read; without, among the namespace's."""
         usable = _indexable(query_terms(text))
-        terms, hits = await self._selective_terms(scope.namespace, usable) if usable else ([], [])
+        vis = _visibility(scope, q) if q is not None else (None, None, [], [])
         row = await self.pool.fetchrow(
-            "SELECT entries, tokens FROM a2e_usage WHERE namespace = $1 AND agent = ''",
-            scope.namespace)
-        n, length = (max(row[0], 1), max(row[1], 1)) if row else (1, 1)
-        return Bm25Stats(tuple(terms), tuple(hits), n, length / n)
+            "SELECT u.entries, u.tokens, t.terms, t.hits FROM (SELECT array_agg(s.term ORDER BY"
+            " s.ord) AS terms, array_agg(s.hits ORDER BY s.ord) AS hits FROM"
+            " a2e_search_terms($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            " WITH ORDINALITY AS s(term, hits, ord)) t"
+            " LEFT JOIN a2e_usage u ON u.namespace = $1 AND u.agent = ''",
+            scope.namespace, _scope_lexeme(scope.namespace), usable, self._cap(usable), vis[0],
+            vis[1], now if now is not None else 0.0, vis[2], vis[3])
+        n, length = max(row[0] or 0, 1), max(row[1] or 0, 1)
+        return Bm25Stats(tuple(row[2] or ()), tuple(int(h) for h in row[3] or ()), n, length / n)
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256
@@ -520,11 +544,6 @@ class PostgresEntryStore:
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
         """The live entry `id` of `namespace`, or None."""
         return await pg_browse.browse_entry(self.pool, namespace, id, now)
-
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries written after `after` = (updated_at, id), oldest first."""
-        return await pg_browse.changed_since(self.pool, namespace, after, limit, now)
 
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
@@ -588,7 +607,7 @@ class PostgresEntryStore:
             " e.content, e.tags FROM u JOIN a2e_entries e ON e.id = u.entry_id"
             " ORDER BY u.entry_id", limit, lease)
         return [(Pending(r[0], r[2], r[3], r[4], r[5],
-                         searchable_text(_decode(r[7]), list(r[8]), _decode(r[6]))), r[1])
+                         stored_text(r[7], list(r[8]), r[6])), r[1])
                 for r in rows]
 
     async def put_vectors(
@@ -665,17 +684,22 @@ class PostgresEntryStore:
         dist = f"v.embedding::vector({dim}) <=> {qv}"
         base = (f" FROM a2e_vectors v JOIN a2e_entries e ON e.id = v.entry_id"
                 f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}")
-        near = f"SELECT v.entry_id, 1 - ({dist}){base} ORDER BY {dist} LIMIT {int(k)}"
-        stats = (f"SELECT count(*), coalesce(avg(s), 0), coalesce(stddev_pop(s), 0) FROM"
-                 f" (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x")
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = await conn.fetch(near, *p.values)
-            n, mean, std = await conn.fetchrow(stats, *p.values)
+        # one statement, one round trip: the sample's statistics on every row (and alone on
+        # one row when nothing is near); the pool's connections scan HNSW iteratively
+        # (`hnsw.iterative_scan`, set when they connect)
+        rows = await self.pool.fetch(
+            f"WITH near AS (SELECT v.entry_id, 1 - ({dist}) AS s{base}"
+            f" ORDER BY {dist} LIMIT {int(k)}),"
+            f" st AS (SELECT count(*) AS n, coalesce(avg(x.s), 0) AS mean,"
+            f" coalesce(stddev_pop(x.s), 0) AS std"
+            f" FROM (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x)"
+            f" SELECT near.entry_id, near.s, st.n, st.mean, st.std FROM st"
+            f" LEFT JOIN near ON true ORDER BY near.s DESC NULLS LAST", *p.values)
+        hits = [r for r in rows if r[0] is not None]
         return Hits(
-            ids=np.array([r[0] for r in rows], dtype=np.int64),
-            similarities=np.array([r[1] for r in rows], dtype=np.float32),
-            mean=float(mean), std=float(std), allowed=int(n))
+            ids=np.array([r[0] for r in hits], dtype=np.int64),
+            similarities=np.array([r[1] for r in hits], dtype=np.float32),
+            mean=float(rows[0][3]), std=float(rows[0][4]), allowed=int(rows[0][2]))
 
     async def vector_similarity(
         self, model: str, vector: Sequence[float], ids: Sequence[int]

@@ -3,7 +3,7 @@
 The CLI's `stats`, `export`, `import`, `backup`, `vacuum` and `gc` call these; they run in
 their own process beside a serving host (WAL lets readers and one writer at a time share the
 file; a write waits up to the busy timeout for the host's writer). Imports write through
-`sqlite_ops.put_entries`, the same function as the wire path, one transaction a batch.
+`sqlite.ops.put_entries`, the same function as the wire path, one transaction a batch.
 """
 
 from __future__ import annotations
@@ -11,17 +11,18 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-from host.store.base import NewEntry, Scope, StoreOutcome
+from host.store.base import ExportRow, NamespaceStats, NewEntry, Quotas, Scope, StoreOutcome
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
 
 __all__ = [
     "ExportRow",
     "NamespaceStats",
+    "SQLiteAdmin",
     "backup",
     "collect_all_expired",
     "count_by_tier",
@@ -32,34 +33,6 @@ __all__ = [
     "stats",
     "vacuum",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class NamespaceStats:
-    """Live entries and their content bytes in one (namespace, tier)."""
-
-    namespace: str
-    tier: str
-    entries: int
-    bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExportRow:
-    """One live entry as exported. `key` and `content` are JSON text, as stored."""
-
-    namespace: str
-    tier: str
-    owner: str
-    agent: str
-    key: str
-    content: str
-    tags: str  # JSON array text
-    source: str
-    score: float
-    ttl: int
-    created_at: float
-    updated_at: float
 
 
 def open_store_file(path: str, create: bool = False) -> sqlite3.Connection:
@@ -102,7 +75,7 @@ def database_bytes(path: str) -> int:
 
 def export_rows(
     conn: sqlite3.Connection, now: float, namespace: str | None = None
-) -> tuple[int, Iterator[ExportRow]]:
+) -> tuple[int, Generator[ExportRow]]:
     """(how many, an iterator of) the live entries, optionally of one namespace, in id order.
 
     The iterator reads inside one read transaction, so the export is one consistent snapshot
@@ -116,7 +89,7 @@ def export_rows(
     conn.execute("BEGIN")
     total = conn.execute(f"SELECT count(*) FROM entries WHERE {where}", args).fetchone()[0]
 
-    def rows() -> Iterator[ExportRow]:
+    def rows() -> Generator[ExportRow]:
         try:
             cur = conn.execute(
                 "SELECT namespace, tier, owner, agent, key, content, tags, source, score, ttl,"
@@ -209,3 +182,45 @@ def vacuum(path: str) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+
+
+class SQLiteAdmin:
+    """`host.store.base.StoreAdmin` on an open store file (`open_store_file`), the caller's to
+    close; imports apply `quotas`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, quotas: Quotas) -> None:
+        self.conn = conn
+        self.where = path
+        self.quotas = quotas
+
+    async def stats(self, now: float) -> list[NamespaceStats]:
+        return stats(self.conn, now)
+
+    async def database_bytes(self) -> int:
+        return database_bytes(self.where)
+
+    async def embed_backlog(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+
+    async def collect_garbage(self, now: float) -> int:
+        return collect_all_expired(self.conn, now)
+
+    @asynccontextmanager
+    async def export_rows(
+        self, now: float, namespace: str | None = None
+    ) -> AsyncIterator[tuple[int, AsyncIterator[ExportRow]]]:
+        total, rows = export_rows(self.conn, now, namespace)
+
+        async def each() -> AsyncIterator[ExportRow]:
+            for row in rows:
+                yield row
+
+        try:
+            yield total, each()
+        finally:
+            rows.close()  # ends the read transaction, consumed or not
+
+    async def import_batch(
+        self, batch: Sequence[tuple[Scope, NewEntry]], now: float
+    ) -> list[StoreOutcome]:
+        return import_batch(self.conn, batch, now, self.quotas)

@@ -5,7 +5,7 @@ term): what another namespace stored moved your scores. So the store scores matc
 with the formula of `host.text.bm25` and the namespace's own statistics:
 
 - rows and total length (in tokens) of the namespace's keyword rows: the `keyword_stats` table
-  (schema migration 5), kept by `host.store.sqlite.deferred` as it writes and drops rows;
+  (schema migration 6), kept by `host.store.sqlite.deferred` as it writes and drops rows;
 - rows holding each query term: counted by the search among the rows the reader may read
   (`host.store.sqlite.ops.selective_terms`);
 - a row's length: FTS5's own count, from its `entries_fts_docsize` record (`row_length`); its

@@ -1,6 +1,6 @@
 """The SQL of the memory browser's reads on SQLite (`host.store.base.Browse`).
 
-Plain functions over one `sqlite3.Connection`, like `sqlite_ops`. Unlike the wire's reads they
+Plain functions over one `sqlite3.Connection`, like `sqlite.ops`. Unlike the wire's reads they
 cross the agents of a namespace (an operator's view, reached only through `host.ui`, which
 decides who may see which namespace). They read without an index made for them (newest first
 is a sort of the namespace's live rows): the store runs them on a worker thread with a
@@ -16,7 +16,7 @@ import msgspec
 
 from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview
 
-__all__ = ["browse", "browse_entry", "changed_since", "export_namespace", "overview"]
+__all__ = ["browse", "browse_entry", "export_namespace", "overview"]
 
 _tags = msgspec.json.Decoder(list[str])
 _LIVE = "(e.expires_at IS NULL OR e.expires_at > ?)"
@@ -108,19 +108,6 @@ def browse_entry(
         (id, namespace, now),
     ).fetchone()
     return _entry(row) if row is not None else None
-
-
-def changed_since(
-    conn: sqlite3.Connection, namespace: str, after: tuple[float, int], limit: int, now: float
-) -> list[BrowsedEntry]:
-    """Live entries of `namespace` written after `after` = (updated_at, id), oldest first."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM entries e WHERE e.namespace = ? AND {_LIVE}"
-        " AND (e.updated_at > ? OR (e.updated_at = ? AND e.id > ?))"
-        " ORDER BY e.updated_at, e.id LIMIT ?",
-        (namespace, now, after[0], after[0], after[1], limit),
-    ).fetchall()
-    return [_entry(r) for r in rows]
 
 
 def export_namespace(conn: sqlite3.Connection, namespace: str, now: float

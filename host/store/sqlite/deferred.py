@@ -17,14 +17,14 @@ Two kinds, each written once a commit group instead of once an entry:
   the row, below zero until the flush). `usage` reads the table plus what is held, so a quota
   check inside the group sees every write before it.
 
-- **Keyword statistics** (`keyword_stats`, schema migration 5): the rows and tokens of each
+- **Keyword statistics** (`keyword_stats`, schema migration 6): the rows and tokens of each
   namespace's keyword rows (`host.store.sqlite.bm25`), changed here as the rows are written
   and dropped, in the same transaction.
 
 The owner of the transaction calls `flush` before COMMIT and `clear` after a rollback;
 `mark`/`restore` undo what one operation recorded, for an operation rolled back to its
 savepoint (see `host.store.sqlite.writer`). Reads inside the transaction do not see the held keyword
-rows; nothing in a write group reads them but `sqlite_vectors.write_vectors`, which then leaves
+rows; nothing in a write group reads them but `sqlite.vectors.write_vectors`, which then leaves
 the entry queued for embedding. One thread at a time (the writer's).
 """
 

@@ -2,13 +2,13 @@
 
 The async `SQLiteEntryStore` runs the writes in its writer thread and the reads on the event
 loop; the library's synchronous `SQLiteStore` and the CLI call the same functions, so there is
-one engine. Write functions expect to run inside a transaction the caller opened.
+one engine. Write functions expect to run inside a transaction the caller opened, and record
+what they changed in the change log (`host.store.sqlite.changes`) in that same transaction.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import heapq
 import sqlite3
 from collections.abc import Sequence
@@ -19,17 +19,22 @@ import msgspec
 from host.store.base import (
     NewEntry,
     Query,
+    Quotas,
+    Refusal,
     Scope,
     StoredEntry,
     StoreOutcome,
     owner_for,
+    scope_token,
     stored_bytes,
 )
+from host.store.changes import removed_record, stored_record
 from host.store.sqlite import bm25
+from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
 from host.text.bm25 import Bm25Stats
 from host.text.keyword import coverage, fts_match_expression
-from host.text.searchable import searchable_text
+from host.text.searchable import stored_text
 
 __all__ = [
     "GC_BATCH",
@@ -52,21 +57,6 @@ _tags_decoder = msgspec.json.Decoder(list[str])
 GC_BATCH = 1000  # expired entries `collect_expired` deletes at most a call (one transaction)
 
 _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
-
-
-@dataclass(frozen=True, slots=True)
-class Quotas:
-    """Persisted-entry limits; a write beyond one is refused with `memory_full`.
-
-    Entry counts limit new entries; byte limits (key, content and tag bytes,
-    `host.store.base.stored_bytes`, as `usage.bytes` counts them) limit new entries and
-    updates that grow. "Per agent" is per (namespace, writer).
-    """
-
-    max_entries_per_namespace: int = 1_000_000
-    max_entries_per_agent: int = 100_000
-    max_bytes_per_namespace: int = 1 << 30
-    max_bytes_per_agent: int = 1 << 28
 
 
 @dataclass(slots=True)
@@ -94,12 +84,6 @@ class _Usage:
         self.ns_bytes += ns[1]
         self.agent_entries += agent[0]
         self.agent_bytes += agent[1]
-
-
-@functools.lru_cache(maxsize=4096)
-def scope_token(namespace: str) -> str:
-    """The FTS token that confines a keyword search to one namespace."""
-    return "n" + hashlib.blake2b(namespace.encode(), digest_size=10).hexdigest()
 
 
 def _row(r: tuple, id: int | None = None) -> StoredEntry:
@@ -340,10 +324,27 @@ def forget_entries(
     Their keyword rows are deleted when `deferred` is flushed (without one, before this
     call returns)."""
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys), tags=tuple(tags)), now)
-    n = conn.execute(f"DELETE FROM entries AS e WHERE {where}", params).rowcount
-    if deferred is None and n:
-        Deferred().flush(conn)
-    return n
+    gone = conn.execute(f"DELETE FROM entries AS e WHERE {where} RETURNING tier, owner, key, tags",
+                        params).fetchall()
+    if gone:
+        log_change(conn, scope.namespace, "forgotten", _removed(gone), now)
+        if deferred is None:
+            Deferred().flush(conn)
+    return len(gone)
+
+
+def _removed(rows: Sequence[tuple]) -> list[tuple]:
+    """Change-log records of deleted rows (tier, owner, key, tags)."""
+    return [removed_record(r[0], r[1], r[2].encode(), _tags_decoder.decode(r[3])) for r in rows]
+
+
+def _log_expired(conn: sqlite3.Connection, rows: Sequence[tuple], now: float) -> None:
+    """Log deleted expired rows (namespace, tier, owner, key, tags): one change a namespace."""
+    by_ns: dict[str, list[tuple]] = {}
+    for r in rows:
+        by_ns.setdefault(r[0], []).append(r[1:])
+    for ns, mine in by_ns.items():
+        log_change(conn, ns, "expired", _removed(mine), now)
 
 
 def touch_entries(
@@ -375,14 +376,17 @@ def collect_expired(
 ) -> int:
     """Delete up to `batch` expired entries; the number deleted (call again while == batch).
     Their keyword rows go as in `forget_entries`."""
-    n = conn.execute(
+    rows = conn.execute(
         "DELETE FROM entries WHERE id IN"
-        " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+        " (SELECT id FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)"
+        " RETURNING namespace, tier, owner, key, tags",
         (now, batch),
-    ).rowcount
-    if deferred is None and n:
-        Deferred().flush(conn)
-    return n
+    ).fetchall()
+    if rows:
+        _log_expired(conn, rows, now)
+        if deferred is None:
+            Deferred().flush(conn)
+    return len(rows)
 
 
 _INSERT = (
@@ -423,6 +427,7 @@ def put_entries(
     usage = _Usage(*deferred.usage(conn, ns, agent))
     deleted = collected = False
     outcomes: list[StoreOutcome] = []
+    changed: list[tuple] = []  # the change-log records of the entries stored
     for e in entries:
         owner = owner_for(e.tier, agent)
         key = e.key.decode()
@@ -430,7 +435,7 @@ def put_entries(
         created = e.created_at if e.created_at is not None else updated
         expires = updated + e.ttl if e.ttl > 0 else None
         content = e.content.decode()
-        text = e.text or searchable_text(_decode(e.content), e.tags, _decode(e.key))
+        text = e.text or stored_text(e.content, e.tags, e.key)
         tags = list(dict.fromkeys(e.tags))
         size = stored_bytes(e.key, e.content, tags)
         tags_json = _encode_tags(tags).decode()
@@ -446,12 +451,14 @@ def put_entries(
                 deferred.count(ns, agent, 1, size)
         if entry_id is None:
             row = conn.execute(
-                "SELECT id, expires_at, agent, size FROM entries"
+                "SELECT id, expires_at, agent, size, created_at FROM entries"
                 " WHERE namespace = ? AND tier = ? AND owner = ? AND key = ?",
                 (ns, e.tier, owner, key),
             ).fetchone()
             if row is not None and row[1] is not None and row[1] <= now:
-                conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+                _log_expired(conn, conn.execute(
+                    "DELETE FROM entries WHERE id = ? RETURNING namespace, tier, owner, key, tags",
+                    (row[0],)).fetchall(), now)
                 deleted = True  # the delete trigger counted it in the table
                 usage.add((-1, -row[3]), (-1, -row[3]) if row[2] == agent else (0, 0))
                 row = None
@@ -462,15 +469,15 @@ def put_entries(
                 growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
             if usage.over(quotas, *growth) and not collected:
                 collected = True
-                conn.execute(
+                _log_expired(conn, conn.execute(
                     "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
-                    " AND expires_at <= ?",
+                    " AND expires_at <= ? RETURNING namespace, tier, owner, key, tags",
                     (ns, now),
-                )
+                ).fetchall(), now)
                 deleted = True
                 usage = _Usage(*deferred.usage(conn, ns, agent))
             if usage.over(quotas, *growth):
-                outcomes.append("memory_full")
+                outcomes.append(Refusal.MEMORY_FULL)
                 continue
             usage.add(*growth)
             if row is None:
@@ -478,6 +485,7 @@ def put_entries(
                 deferred.count(ns, agent, 1, size)
             else:
                 entry_id = row[0]
+                created = row[4]
                 deferred.count(ns, row[2], -1, -row[3])
                 deferred.count(ns, agent, 1, size)
                 conn.execute(
@@ -492,6 +500,10 @@ def put_entries(
             conn.executemany(_INSERT_TAGS, [(ns, e.tier, owner, t, entry_id) for t in tags])
         deferred.index(entry_id, token, text)
         outcomes.append(None)
+        changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,
+                                     e.ttl, created, updated))
+    if changed:
+        log_change(conn, ns, "stored", changed, now)
     if not deleted:  # the usage table is as read: the next put of the group need not read it
         deferred.settled(conn)
     return outcomes

@@ -10,16 +10,16 @@ so a tag filter reads only what the reader may see),
 (entries and bytes per (namespace, agent), agent "" holding the namespace total, in the
 database so every writer process sees the same counts). Deleting an entry row removes its tags
 and its usage through a trigger, whoever deletes it (forget, TTL collection, another tool).
-Since migration 4 inserts and overwrites are counted by `sqlite_ops.put_entries`, the only
+Since migration 4 inserts and overwrites are counted by `sqlite.ops.put_entries`, the only
 writer of entries, once a commit group, and the trigger queues the deleted entry's FTS row in
-`fts_gone`: every write function of `sqlite_ops` deletes the queued rows before its transaction
+`fts_gone`: every write function of `sqlite.ops` deletes the queued rows before its transaction
 commits (`host/store/sqlite/deferred.py`). A row deleted by another tool stays in the keyword
 index until the store's next write; searches join `entries`, so it is never returned.
 
-Migration 5: `keyword_stats`, the rows and tokens of each namespace's keyword rows (BM25 with
+Migration 6: `keyword_stats`, the rows and tokens of each namespace's keyword rows (BM25 with
 the namespace's own statistics, `host/store/sqlite/bm25.py`).
 
-Migration 6: `size` (what byte quotas count) is the key's, content's and tags' bytes
+Migration 7: `size` (what byte quotas count) is the key's, content's and tags' bytes
 (`host.store.base.stored_bytes`), recounted for existing entries.
 
 Migration 2 (similarity search, `host/store/sqlite/vectors.py`): `vectors` (one float32 BLOB an
@@ -27,6 +27,9 @@ entry, of the model named in `search_meta`), `embed_queue` (entries whose vector
 stale: filled by triggers on insert and on a change of content or tags), `vectors_gone` (ids
 whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
 with Porter stemming. Deleting an entry deletes its vector.
+
+Migration 5 (change streams, `host/store/sqlite/changes.py`): `changes`, one row a committed
+request that changed entries (what `memory/watch` replays), and `change_floor`.
 """
 
 from __future__ import annotations
@@ -176,7 +179,23 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT OR IGNORE INTO fts_gone (entry_id) VALUES (old.id);
     END;
     """,
-    # 5: keyword statistics per namespace (host/store/sqlite/bm25.py): the rows and tokens of
+    # 5: the change log of `memory/watch` (host/store/sqlite/changes.py): one row a committed
+    # request, written in the write's transaction; the floor is the highest seq pruned
+    """
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        entries BLOB NOT NULL
+    );
+    CREATE INDEX changes_namespace ON changes (namespace, seq);
+    CREATE TABLE change_floor (
+        namespace TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
+    # 6: keyword statistics per namespace (host/store/sqlite/bm25.py): the rows and tokens of
     # each scope token's keyword rows, for BM25 that no other namespace moves. Kept by
     # host/store/sqlite/deferred.py; filled here from FTS5's content and docsize tables
     # (`a2e_row_length`, registered by `migrate`, reads a docsize record).
@@ -190,7 +209,7 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT c.c0, count(*), sum(a2e_row_length(d.sz))
         FROM entries_fts_content c JOIN entries_fts_docsize d ON d.id = c.id GROUP BY c.c0;
     """,
-    # 6: byte quotas count keys and tags too (host.store.base.stored_bytes): every entry's
+    # 7: byte quotas count keys and tags too (host.store.base.stored_bytes): every entry's
     # size recounted, and the usage rows' bytes summed again from them
     """
     UPDATE entries SET size = length(CAST(key AS BLOB)) + length(CAST(content AS BLOB))

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from host.lifecycle import Opens
 from host.store.base import (
     PERSISTENT_TIERS,
     BrowsedEntry,
@@ -28,9 +29,10 @@ from host.store.base import (
     StoredEntry,
     StoreOutcome,
 )
+from host.store.changes import Change
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
-from host.store.sqlite import ops
+from host.store.sqlite import changes, ops
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
@@ -44,7 +46,7 @@ __all__ = ["SQLiteEntryStore"]
 _T = TypeVar("_T")
 
 
-class SQLiteEntryStore:
+class SQLiteEntryStore(Opens):
     """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = True  # reads run on the loop's own WAL connection
@@ -60,20 +62,13 @@ class SQLiteEntryStore:
     ) -> None:
         self.path = str(path)
         self.quotas = quotas or ops.Quotas()
-        self.max_term_docs = max_term_docs  # see sqlite_ops.search_entries
+        self.max_term_docs = max_term_docs  # see sqlite.ops.search_entries
         self.max_matches = max_matches
         self._batch_max = batch_max
         self._observer = observer
         self._writer: Writer | None = None
         self._deferred = Deferred()  # the writes a commit group holds for its end (writer thread)
         self._read: sqlite3.Connection | None = None
-
-    async def __aenter__(self) -> SQLiteEntryStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         """Create or migrate the schema, start the writer, open the read connection."""
@@ -199,16 +194,33 @@ class SQLiteEntryStore:
         """The live entry `id` of `namespace`, or None."""
         return await self._on_thread(sqlite_browse.browse_entry, namespace, id, now)
 
-    async def changed_since(self, namespace: str, after: tuple[float, int], limit: int,
-                            now: float) -> list[BrowsedEntry]:
-        """Live entries written after `after` = (updated_at, id), oldest first."""
-        return await self._on_thread(sqlite_browse.changed_since, namespace, after, limit, now)
-
     async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
         """Every live entry of `namespace`, in row order, one snapshot."""
         return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
 
-    # -- similarity search (host/search/engine.py; the SQL is in sqlite_vectors) -------------
+    # -- the change log (host.store.changes.ChangeLog; the SQL is in sqlite/changes.py) -------
+
+    async def change_head(self, namespace: str) -> int:
+        """The newest change of `namespace` (at least its floor)."""
+        return changes.head(self._conn(), namespace)
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of each namespace."""
+        return changes.heads(self._conn(), namespaces)
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest change pruned from `namespace`."""
+        return changes.floor(self._conn(), namespace)
+
+    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order."""
+        return changes.changes_after(self._conn(), namespace, after, limit)
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete changes older than `before` or past `max_rows` a namespace (writer thread)."""
+        return await self._submit(changes.prune, before, max_rows)  # type: ignore[no-any-return]
+
+    # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
     async def fetch(
         self, scope: Scope, q: Query, ids: Sequence[int], now: float
@@ -220,9 +232,11 @@ class SQLiteEntryStore:
         """Row ids of the live entries `q` (keys, tags, tiers) lets `scope` read."""
         return vec.allowed_ids(self._conn(), scope, q, now)
 
-    async def pending_vectors(self, limit: int) -> list[tuple[vec.Pending, bytes | None]]:
-        """Entries waiting for a vector (see `sqlite_vectors.pending`)."""
-        return vec.pending(self._conn(), limit)
+    async def pending_vectors(
+        self, limit: int, namespace: str | None = None
+    ) -> list[tuple[vec.Pending, bytes | None]]:
+        """Entries waiting for a vector, newest first (see `sqlite.vectors.pending`)."""
+        return vec.pending(self._conn(), limit, namespace)
 
     async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]:
         """Store vectors and dequeue their entries; returns after the commit."""

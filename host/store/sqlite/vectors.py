@@ -1,10 +1,10 @@
 """The SQL of similarity search on SQLite: stored vectors, the embedding queue, model identity.
 
-Plain functions over one `sqlite3.Connection`, like `sqlite_ops`: the write functions run in the
+Plain functions over one `sqlite3.Connection`, like `sqlite.ops`: the write functions run in the
 store's writer thread (inside its transaction), the reads on the caller's connection. Vectors
 are float32 BLOBs of unit length, one per entry, all of the model `search_meta` names, with a
 digest of the text they were computed from (a re-stored entry whose text did not change keeps
-its vector). The schema is migration 2 of `sqlite_schema`.
+its vector). The schema is migration 2 of `sqlite.schema`.
 """
 
 from __future__ import annotations
@@ -70,16 +70,21 @@ def queue_size(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
 
 
-def pending(conn: sqlite3.Connection, limit: int) -> list[tuple[Pending, bytes | None]]:
-    """Up to `limit` queued entries, oldest first, each with the digest of its stored vector
+def pending(
+    conn: sqlite3.Connection, limit: int, namespace: str | None = None
+) -> list[tuple[Pending, bytes | None]]:
+    """Up to `limit` queued entries (of `namespace` only, when given), newest first (what was
+    just written is what its agent asks for next), each with the digest of its stored vector
     (None when it has none)."""
+    where, args = ("", (limit,)) if namespace is None else (
+        " WHERE e.namespace = ?", (namespace, limit))
     rows = conn.execute(
         "SELECT q.entry_id, e.namespace, e.tier, e.owner, e.expires_at, f.body, v.digest"
         " FROM embed_queue q JOIN entries e ON e.id = q.entry_id"
         " JOIN entries_fts f ON f.rowid = q.entry_id"
-        " LEFT JOIN vectors v ON v.entry_id = q.entry_id"
-        " ORDER BY q.entry_id LIMIT ?",
-        (limit,),
+        " LEFT JOIN vectors v ON v.entry_id = q.entry_id" + where +
+        " ORDER BY q.entry_id DESC LIMIT ?",
+        args,
     ).fetchall()
     return [(Pending(r[0], r[1], r[2], r[3], r[4], r[5]), r[6]) for r in rows]
 

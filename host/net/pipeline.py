@@ -1,0 +1,519 @@
+"""The sans-I/O request core: one client's messages in, its replies out, in order.
+
+Every transport (WebSocket over `websockets` or `picows`, HTTP + SSE, stdio) is a thin adapter
+over one `Pipeline` a connection (or HTTP session): the adapter frames bytes into messages and
+messages into bytes; the pipeline does everything between, and knows nothing of sockets.
+
+    pipe = Pipeline(router, ctx, limits, sink)
+    pipe.receive(text)        # one whole message from the client (bytes: a binary message)
+    # ... the pipeline calls sink.send(data) with each encoded reply, in request order, and
+    # sink.set_reading(False / True) when the adapter should stop / go on reading the client
+    pipe.pause_writing()      # the adapter's send buffer is full (asyncio flow control) ...
+    pipe.resume_writing()     # ... and has room again: owed replies go out
+    pipe.push(message)        # a server-initiated message (an event), see below
+    pipe.expire(now, timeout) # answer requests past their deadline (the server's sweep)
+    await pipe.drain(timeout) # until every request read is answered (shutdown)
+    pipe.close()              # the client is gone: drop what is owed, close the context
+
+What it owns:
+- **rate**: past `limits.requests_per_second` (a token bucket per pipeline) a request is
+  answered `rate_limited`.
+- **decode and dispatch**: `protocol.codec.decode_request`, then the router's handler. A
+  handler runs alone: messages that arrive while one waits (a query's embedding, a read behind
+  the connection's pending write) wait their turn, so requests run in order. With `step=True`
+  (the store reads on the loop: SQLite) a handler is stepped at once in the adapter's callback
+  and a reply that needs no waiting is encoded and sent before `receive` returns; a handler
+  that waits goes on in a task. With `step=False` (PostgreSQL: asyncpg needs a task) every
+  handler runs in a task.
+- **reply order**: a reply may be a future (a write, answered after its commit); replies are
+  sent in request order as they resolve.
+- **backpressure**: no further message is taken up while `limits.max_pipelined` replies, or
+  `limits.max_unsent_bytes` of encoded replies, or `limits.max_request_bytes_in_flight` of
+  requests (read and not answered) are owed, or the adapter's writing is paused; the adapter is
+  told to stop reading meanwhile, so a client that sends without reading fills its own TCP
+  buffers instead of the host's memory.
+- **fair turns**: one pipeline takes up messages for at most `TURN_BUDGET` seconds a turn of
+  the event loop; the rest wait for the next turn (`loop.call_soon`), after the other clients'
+  reads, so one connection's pipelined heavy reads interleave with everyone else's.
+- **deadlines**: `expire(now, timeout)` answers a request older than `limits.request_timeout`
+  with `internal_error`, retryable, `detail.reason` "deadline" (a write it started may still
+  commit; stores and forgets are idempotent, so a retry is safe).
+
+Server-initiated messages (the watch capability's `memory/changed/event`):
+
+    ok = ctx.push(message, key=watch_id, limit=n)   # in a handler or a commit callback
+
+`ctx.push` is this pipeline's `push`, set on the connection's `ConnectionContext`. The message
+(a protocol struct, or bytes already encoded) is sent after every reply owed when it is pushed,
+so an event never overtakes the reply of a request that came before it. `key` (any hashable:
+a watch id) and `limit` bound the events queued unsent under that key: `push` returns False,
+and queues nothing, when `limit` of them are already waiting (the client does not read); the
+caller decides what an overflow means (e.g. end the watch with a notice). `push` returns
+False too once the pipeline is closed. Pushed messages count in `max_unsent_bytes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Generator, Hashable
+from functools import partial
+from typing import Any, Protocol
+
+from host.config import LimitsConfig
+from host.core.context import ConnectionContext
+from host.core.router import Router
+from host.net.limits import RequestRate
+from protocol.codec import decode_request, encode, error_reply
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import Error, Request
+
+__all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Served", "Sink", "binary_refused",
+           "error_for", "past_deadline", "rate_limited"]
+
+log = logging.getLogger("a2e_host.pipeline")
+
+# Called once per answered request: (conn_id, req_id, message type, "ok" or the error code,
+# seconds from reading the message to sending the reply). Must be cheap: it is on the hot path.
+RequestHook = Callable[[str, str, str, str, float], None]
+
+TYPE_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore[attr-defined]
+TURN_BUDGET = 0.005  # seconds of handlers one pipeline may run in one turn of the event loop
+_perf = time.perf_counter
+_EVENT = ""  # the message type of a pushed message in the reply queue (not a request)
+
+
+class Sink(Protocol):
+    """What a pipeline needs of its transport adapter."""
+
+    def send(self, data: bytes) -> None:
+        """Send one encoded message to the client (the adapter frames it)."""
+
+    def set_reading(self, reading: bool) -> None:
+        """Go on reading the client's messages (True) or hold off (False)."""
+
+
+def error_for(exc: BaseException, req_id: str) -> Any:
+    """The `error` reply for an exception a request raised (internal ones are logged)."""
+    if isinstance(exc, ProtocolError):
+        detail = {"field": exc.field} if exc.field else {}
+        return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
+    if isinstance(exc, RecursionError):  # hostile nesting that got past the frame decoder
+        log.warning("request %s: value nested too deeply", req_id)
+        return error_reply(ErrorCode.INVALID_MESSAGE, "JSON nested too deeply", req_id)
+    log.error("internal error on request %s", req_id, exc_info=exc)
+    return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
+
+
+def rate_limited(req_id: str) -> ProtocolError:
+    """The error of a request past the connection's `limits.requests_per_second`."""
+    return ProtocolError(ErrorCode.RATE_LIMITED,
+                         "too many requests on this connection; retry later", req_id=req_id)
+
+
+def binary_refused() -> Any:
+    """The `parse_error` reply to a binary message (the protocol is JSON text)."""
+    return error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
+
+
+def past_deadline(req_id: str, timeout: float | None) -> Any:
+    """The `error` reply for a request answered at its deadline (retryable)."""
+    log.warning("request %s exceeded the deadline of %s s", req_id, timeout)
+    return error_reply(ErrorCode.INTERNAL_ERROR,
+                       f"request deadline of {timeout} s exceeded; it may still take effect;"
+                       " retry", req_id, {"reason": "deadline"})
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # an abandoned write's error is not "never retrieved"
+
+
+@types.coroutine
+def _resume(coro: Any, waiting: Any) -> Generator[Any, Any, Any]:
+    """Go on with `coro`, already stepped once and now waiting on `waiting`, as a task would."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:  # a cancel (the deadline), thrown into the handler
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+class Pipeline:
+    """One client's request core (see the module docstring)."""
+
+    def __init__(
+        self, router: Router, ctx: ConnectionContext, limits: LimitsConfig, sink: Sink, *,
+        on_request: RequestHook | None = None, step: bool = False,
+    ) -> None:
+        self.router = router
+        self.ctx = ctx
+        self.limits = limits
+        self.sink = sink
+        self.on_request = on_request
+        self._step = step
+        self._rate = RequestRate(limits)
+        ctx.push = self.push
+        # owed replies in request order: [req_id, reply or future, type, started, data,
+        # request bytes, push key]; data is None while the reply is a future
+        self._replies: deque[list[Any]] = deque()
+        self._unsent = 0  # bytes encoded and not yet sent (behind a pending reply, or paused)
+        self._frames: deque[str | bytes] = deque()  # received, not yet taken up
+        self._queued_bytes = 0  # bytes of `_frames`
+        self._taken_bytes = 0  # bytes of requests taken up and not yet answered
+        self._pushed: dict[Hashable, int] = {}  # events queued unsent, by push key
+        self._task: asyncio.Task[Any] | None = None  # the handler that waits
+        self._task_bytes = 0
+        self._dispatch_since = 0.0
+        self._expired = False
+        self._writing_paused = False
+        self._reading = True
+        self._closed = False
+        self._turn_start = 0.0
+        self._later: asyncio.Handle | None = None  # the next turn's `_pump`
+        self._idle: asyncio.Event | None = None
+        self._flush_cb = self._flush_done
+
+    # -- what the adapter calls ---------------------------------------------------------------
+
+    def receive(self, data: str | bytes) -> None:
+        """One whole message from the client: text (JSON) or bytes (a binary message)."""
+        if self._closed:
+            return
+        if self._task is not None or self._frames or self._later is not None:
+            self._frames.append(data)  # taken up in turn by `_pump`
+            self._queued_bytes += len(data)
+            self._pressure()
+            return
+        if self._over(len(data)):
+            self._frames.append(data)
+            self._queued_bytes += len(data)
+            self._pressure()
+            return
+        if not self._turn_left():
+            self._frames.append(data)
+            self._queued_bytes += len(data)
+            self._later = asyncio.get_running_loop().call_soon(self._next_turn)
+            self._pressure()
+            return
+        self._answer(data)
+        if self._replies:
+            self._pressure()
+        if self._idle is not None:
+            self._maybe_idle()
+
+    def pause_writing(self) -> None:
+        """The adapter cannot send for now: owed replies wait here (and count)."""
+        self._writing_paused = True
+        self._pressure()
+
+    def resume_writing(self) -> None:
+        """The adapter can send again: send what is ready, take up waiting messages."""
+        self._writing_paused = False
+        self._flush()
+
+    def push(self, message: Any, key: Hashable = None, limit: int = 0) -> bool:
+        """Queue a server-initiated message after every reply owed now (see the module
+        docstring); False (nothing queued) when closed or `limit` messages of `key` wait."""
+        if self._closed:
+            return False
+        if key is not None and limit > 0 and self._pushed.get(key, 0) >= limit:
+            return False
+        data = message if isinstance(message, bytes) else encode(message)
+        if not self._replies and not self._writing_paused:
+            self.sink.send(data)
+            return True
+        self._replies.append(["", None, _EVENT, 0.0, data, 0, key])
+        self._unsent += len(data)
+        if key is not None:
+            self._pushed[key] = self._pushed.get(key, 0) + 1
+        self._pressure()
+        return True
+
+    def close(self) -> None:
+        """The client is gone: nothing more is sent; the context's sessions are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+        for item in self._replies:
+            if item[4] is None:
+                item[1].add_done_callback(_consume)
+        self._replies.clear()
+        self._frames.clear()
+        self._pushed.clear()
+        self._unsent = self._queued_bytes = self._taken_bytes = 0
+        self.ctx.close()
+        self._maybe_idle()
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called."""
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests taken up and not yet answered (messages received and not yet taken up
+        are not counted)."""
+        return len(self._replies) + (self._task is not None)
+
+    @property
+    def request_bytes(self) -> int:
+        """Bytes of the requests received and not yet answered (taken up or waiting)."""
+        return self._queued_bytes + self._taken_bytes
+
+    @property
+    def owes(self) -> bool:
+        """True while a request received from the client is not answered yet."""
+        return bool(self._replies or self._frames) or self._task is not None
+
+    @property
+    def reading(self) -> bool:
+        """What the pipeline last told the adapter: read on (True) or hold off."""
+        return self._reading
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests that arrived more than `timeout` s before `now`
+        (`time.perf_counter` seconds) with the deadline error; a write they started may still
+        commit."""
+        if self._dispatch_since and now - self._dispatch_since > timeout and self._task:
+            self._dispatch_since = 0.0
+            self._expired = True
+            self._task.cancel()
+        late = False
+        for item in self._replies:
+            if item[2] is _EVENT:
+                continue
+            if now - item[3] <= timeout:
+                break
+            if item[4] is None and not item[1].done():
+                item[1].add_done_callback(_consume)
+                item[1] = past_deadline(item[0], timeout)
+                data = encode(item[1])
+                item[4] = data
+                self._unsent += len(data)
+                late = True
+        if late:
+            self._flush()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s until every request received is answered (messages that
+        arrive meanwhile are answered too: the client sent them before it knew)."""
+        if self._closed or not self.owes:
+            return
+        self._idle = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _turn_left(self) -> bool:
+        """True while this turn of the loop has budget left for this pipeline."""
+        now = _perf()
+        if self._turn_start == 0.0:
+            self._turn_start = now
+            asyncio.get_running_loop().call_soon(self._end_turn)
+            return True
+        return now - self._turn_start < TURN_BUDGET
+
+    def _end_turn(self) -> None:
+        self._turn_start = 0.0
+
+    def _next_turn(self) -> None:
+        self._later = None
+        self._pump()
+
+    def _pump(self) -> None:
+        """Take up the messages that waited (a handler, the limits, or the turn's budget)."""
+        frames = self._frames
+        while frames and self._task is None and not self._closed and self._later is None:
+            if self._over(len(frames[0])):
+                break
+            if not self._turn_left():
+                self._later = asyncio.get_running_loop().call_soon(self._next_turn)
+                break
+            data = frames.popleft()
+            self._queued_bytes -= len(data)
+            self._answer(data)
+        self._pressure()
+        self._maybe_idle()
+
+    def _answer(self, data: str | bytes) -> None:
+        started = _perf()
+        size = len(data)
+        self._taken_bytes += size
+        req_id = ""
+        msg_type = "invalid"
+        allowed = self._rate.allow()
+        reply: Any
+        if type(data) is bytes:
+            reply = binary_refused()
+        else:
+            try:
+                msg = decode_request(data)
+                req_id, msg_type = msg.id, TYPE_OF.get(type(msg), "invalid")
+                if not allowed:
+                    raise rate_limited(req_id)
+                coro = self.router.dispatch(msg, self.ctx)
+                if not self._step:
+                    self._wait(coro, None, req_id, msg_type, started, size)
+                    return
+                try:
+                    waiting = coro.send(None)
+                except StopIteration as done:
+                    reply = done.value
+                else:
+                    self._wait(coro, waiting, req_id, msg_type, started, size)
+                    return
+            except Exception as exc:
+                reply = error_for(exc, req_id)
+        self._reply(req_id, msg_type, started, reply, size)
+
+    def _wait(self, coro: Any, waiting: Any, req_id: str, msg_type: str, started: float,
+              size: int) -> None:
+        """Run the handler in a task (`waiting`: what it awaits after its first step, None
+        when not stepped yet); later messages wait for it."""
+        run = coro if waiting is None else _resume(coro, waiting)
+        task = asyncio.get_running_loop().create_task(run)
+        self._task = task
+        self._dispatch_since = started
+        task.add_done_callback(partial(self._handled, req_id, msg_type, started, size))
+
+    def _handled(self, req_id: str, msg_type: str, started: float, size: int,
+                 task: asyncio.Task[Any]) -> None:
+        self._task = None
+        self._dispatch_since = 0.0
+        if self._closed:
+            return
+        if task.cancelled():
+            expired, self._expired = self._expired, False
+            reply = past_deadline(req_id, self.limits.request_timeout) if expired else \
+                error_for(RuntimeError("request cancelled"), req_id)
+        else:
+            exc = task.exception()
+            reply = error_for(exc, req_id) if exc is not None else task.result()
+        self._reply(req_id, msg_type, started, reply, size)
+        self._pump()
+
+    def _reply(self, req_id: str, msg_type: str, started: float, reply: Any, size: int) -> None:
+        if isinstance(reply, asyncio.Future):
+            self._replies.append([req_id, reply, msg_type, started, None, size, None])
+            reply.add_done_callback(self._flush_cb)
+            return
+        data = encode(reply)
+        if not self._replies and not self._writing_paused:
+            self._taken_bytes -= size
+            if not self._closed:
+                self.sink.send(data)
+            self._done(req_id, msg_type, reply, started)
+            return
+        self._replies.append([req_id, reply, msg_type, started, data, size, None])
+        self._unsent += len(data)
+
+    def _flush_done(self, _: object) -> None:
+        if not self._closed:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send the owed replies that are ready, in request order."""
+        replies = self._replies
+        while replies and not self._writing_paused and not self._closed:
+            item = replies[0]
+            data = item[4]
+            if data is None:
+                fut = item[1]
+                if not fut.done():
+                    break
+                if fut.cancelled():
+                    reply = error_for(RuntimeError("write cancelled"), item[0])
+                else:
+                    exc = fut.exception()
+                    reply = error_for(exc, item[0]) if exc is not None else fut.result()
+                item[1] = reply
+                data = encode(reply)
+            else:
+                self._unsent -= len(data)
+            replies.popleft()
+            self._taken_bytes -= item[5]
+            self.sink.send(data)
+            if item[2] is _EVENT:
+                key = item[6]
+                if key is not None:
+                    left = self._pushed[key] - 1
+                    if left:
+                        self._pushed[key] = left
+                    else:
+                        del self._pushed[key]
+            else:
+                self._done(item[0], item[2], item[1], item[3])
+        self._pump()
+
+    def _done(self, req_id: str, msg_type: str, reply: Any, started: float) -> None:
+        if self.on_request is not None:
+            code = reply.code if type(reply) is Error else "ok"
+            self.on_request(self.ctx.conn_id, req_id, msg_type, code, _perf() - started)
+
+    def _over(self, size: int = 0) -> bool:
+        """Too much owed to the client: take up no further message (of `size` bytes)."""
+        limits = self.limits
+        if self._writing_paused or len(self._replies) >= limits.max_pipelined or \
+                self._unsent >= limits.max_unsent_bytes:
+            return True
+        taken = self._taken_bytes
+        return taken > 0 and taken + size > limits.max_request_bytes_in_flight
+
+    def _pressure(self) -> None:
+        """Tell the adapter to read only while nothing holds back the messages received."""
+        if self._closed:
+            return
+        reading = not (self._frames or self._over())
+        if reading != self._reading:
+            self._reading = reading
+            self.sink.set_reading(reading)
+
+    def _maybe_idle(self) -> None:
+        if self._idle is not None and (self._closed or not self.owes):
+            self._idle.set()
+
+
+class Served:
+    """What every transport's connection (or session) shows the server: its `pipeline`'s
+    counters, deadline and drain. An adapter sets `self.pipeline` and `self.ctx`."""
+
+    pipeline: Pipeline
+    ctx: ConnectionContext
+
+    @property
+    def in_flight(self) -> int:
+        """Requests taken up and not yet answered."""
+        return self.pipeline.in_flight
+
+    @property
+    def owes(self) -> bool:
+        """True while a request read from the client is not answered yet."""
+        return self.pipeline.owes
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests waiting longer than `timeout` s with the deadline error."""
+        self.pipeline.expire(now, timeout)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s until every request read is answered."""
+        await self.pipeline.drain(timeout)

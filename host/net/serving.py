@@ -1,0 +1,81 @@
+"""What the server and its transports know of each other, as interfaces: a transport's
+connection (`ServedConnection`) and the server a transport serves for (`Server`). The server
+module imports the transports by name (`host.net.server.TRANSPORTS`); they type against these
+interfaces, so neither imports the other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from host.config import Config
+from host.core.context import ConnectionContext
+from host.core.router import Router
+from host.net.http import HttpReply, HttpRequest, HttpStream, Route
+from host.net.pipeline import Pipeline, RequestHook
+
+__all__ = ["ServedConnection", "Server"]
+
+
+class ServedConnection(Protocol):
+    """What the server needs of a connection (or HTTP session), whichever transport."""
+
+    ctx: ConnectionContext
+    upgrade: HttpRequest
+    pipeline: Pipeline
+
+    @property
+    def in_flight(self) -> int:
+        """Requests taken up and not yet answered."""
+
+    @property
+    def owes(self) -> bool:
+        """True while a request read from the client is not answered yet."""
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests waiting longer than `timeout` s with the deadline error."""
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s until every request read is answered."""
+
+    async def close(self, code: int, reason: str, wait: float = ...) -> None:
+        """Close with `code` and `reason`; drop the socket if the peer has not closed within
+        `wait` s."""
+
+    def abort(self) -> None:
+        """Drop the connection now."""
+
+
+class Server(Protocol):
+    """What a transport needs of the server (`host.net.server.HostServer`)."""
+
+    config: Config
+    router: Router
+    on_request: RequestHook | None
+    step_in_callback: bool
+    stopping: bool
+    fronts: set[Any]
+
+    def next_conn_id(self, kind: str = ...) -> str:
+        """A new connection id."""
+
+    def opened(self, conn: ServedConnection) -> None:
+        """A connection was upgraded (or a session opened)."""
+
+    def closed(self, conn: ServedConnection) -> None:
+        """A connection ended."""
+
+    def admit(self, remote: tuple[str, int] | None) -> tuple[HttpReply | None, Callable[[], None]]:
+        """The connection caps at a TCP accept."""
+
+    def add_route(self, path: str, route: Route, prefix: bool = ...) -> None:
+        """Answer HTTP requests on `path`."""
+
+    def route(self, path: str) -> Route | None:
+        """The HTTP route serving `path`, or None."""
+
+    async def answer(self, route: Route, request: HttpRequest) -> HttpReply | HttpStream:
+        """Run an HTTP route."""
+
+    def refusal(self, request: HttpRequest) -> HttpReply | None:
+        """Run the gates over a request."""

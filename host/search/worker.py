@@ -1,0 +1,324 @@
+"""The background embedding worker: vectors for the entries stores have queued.
+
+Stores are acknowledged after their commit; the store's triggers queue each new or changed
+entry (`embed_queue`), and the worker embeds the queue in batches and writes the vectors. So an
+entry is findable by keywords at once and by meaning as soon as its vector is written.
+
+- **Newest first.** A batch takes the most recently queued entries: what an agent just wrote is
+  what it is about to ask for; a bulk import behind it waits.
+- **Short calls, both cores while nobody waits.** A batch is embedded in calls of at most
+  `embed_call_chars` (its texts sorted by length, so a call pads little), two calls at a time
+  on two threads when the host has no request in flight and no query waiting for its vector
+  (`busy()` says so), one at a time otherwise: the other core stays with the requests. The
+  worker's threads run at niceness 10, so when the machine is short of CPU the requests (and
+  the query thread) get it first.
+- **Read-your-writes for queries.** Every committed write takes a ticket (`wrote()`, a counter);
+  a similarity query waits (`caught_up`, bounded by `search.vector_wait`) until the worker has
+  embedded everything its namespace had queued when the query's connection last wrote: the
+  worker then serves the waiting namespaces first, a batch of their newest entries at a time.
+- **Abandoned at shutdown.** `stop()` does not finish a batch in progress: its vectors are never
+  written and its entries stay queued for the next start. It only lets the one embedder call
+  running return (at most `_SETTLE` seconds; a batch is well under that), because a process
+  leaving while onnxruntime computes is aborted; the rest of the batch is never started.
+
+Two kinds: `LocalWorker` keeps every vector in the process's `VectorIndexes` too (SQLite);
+`SharedWorker` claims queued entries from a store that keeps and searches the vectors itself
+(`host.store.base.VectorSearch`: PostgreSQL shared by several hosts) and writes them back
+through it; there, a waiting query is satisfied when the whole queue is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from host.search.embed import Embedder
+from host.search.lanes import Lane
+from host.search.vectors import Pending, VectorIndexes, digest, group_of
+
+__all__ = ["EmbeddingWorker", "LocalWorker", "SharedWorker"]
+
+log = logging.getLogger("a2e_host.search")
+
+# Seconds `stop()` lets an abandoned embedder call return (one batch: ~0.1-1 s); a process that
+# exits while onnxruntime computes is aborted
+_SETTLE = 5.0
+
+
+class EmbeddingWorker:
+    """What both workers share: tickets, waiters, the loop, the two threads, the figures."""
+
+    def __init__(
+        self, store: Any, embedder: Embedder, cfg: Any,
+        busy: Callable[[], bool] | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.cfg = cfg
+        self.busy = busy or (lambda: False)
+        self.on_batch = on_batch  # (entries embedded, seconds) after each batch
+        self.backlog = 0  # entries waiting for a vector, as last counted
+        self.embedded_total = 0
+        self._ticket = 0
+        self._through_all = 0  # every write up to this ticket has its vector
+        self._through: dict[str, int] = {}  # the same, per namespace
+        self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
+        # niceness 10: on a busy machine the requests' threads get the CPU before the backlog
+        self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.parallel = bool(getattr(embedder, "parallel", False))
+
+    # -- tickets and waiting ---------------------------------------------------------------
+
+    def wrote(self) -> int:
+        """A write committed (or entries were deleted): wake the worker; the write's ticket."""
+        self._ticket += 1
+        if self._wake is not None:
+            self._wake.set()
+        return self._ticket
+
+    def through(self, namespace: str) -> int:
+        """The newest ticket whose writes in `namespace` all have vectors."""
+        return max(self._through_all, self._through.get(namespace, 0))
+
+    async def caught_up(self, namespace: str, ticket: int, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) until the writes up to `ticket` in `namespace`
+        have their vectors; True when they have."""
+        if ticket <= self.through(namespace):
+            return True
+        if timeout <= 0 or self._task is None:
+            return False
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(namespace, []).append((ticket, fut))
+        assert self._wake is not None
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiting = self._waiters.get(namespace)
+            if waiting is not None:
+                waiting[:] = [(t, f) for t, f in waiting if f is not fut]
+                if not waiting:
+                    del self._waiters[namespace]
+
+    def _caught_up(self, namespace: str | None, snapshot: int) -> None:
+        """Everything queued in `namespace` (None: everywhere) up to ticket `snapshot` has its
+        vector: wake the queries that waited for that."""
+        if namespace is None:
+            self._through_all = max(self._through_all, snapshot)
+            self._through.clear()
+        else:
+            self._through[namespace] = max(self._through.get(namespace, 0), snapshot)
+        for ns in list(self._waiters) if namespace is None else [namespace]:
+            done = self.through(ns)
+            left = []
+            for t, f in self._waiters.get(ns, []):
+                if t <= done:
+                    if not f.done():
+                        f.set_result(None)
+                else:
+                    left.append((t, f))
+            if left:
+                self._waiters[ns] = left
+            else:
+                self._waiters.pop(ns, None)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background loop."""
+        self._wake = asyncio.Event()
+        self._wake.set()  # look at the queue once at start
+        self._task = asyncio.create_task(self._run(), name="a2e-embed-worker")
+
+    async def stop(self) -> None:
+        """Stop at once: a batch in progress is abandoned, its entries stay queued."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for lane in self._lanes:
+            lane.close()
+        for lane in self._lanes:  # its result is dropped; only the native call is let finish
+            await lane.settle(_SETTLE)
+        for waiting in self._waiters.values():
+            for _t, f in waiting:
+                if not f.done():
+                    f.set_result(None)  # let them answer with what there is
+        self._waiters.clear()
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=5.0)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                while await self.step():
+                    await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failing endpoint or model: retry on the next wake-up
+                log.exception("background embedding failed; retrying in 5 s")
+                await asyncio.sleep(5.0)
+
+    async def step(self) -> int:
+        """One batch: of the namespace a query waits for (oldest waiter first), else of the
+        newest queued entries; marks what is caught up. The number of entries handled."""
+        ns = next(iter(self._waiters), None)
+        snapshot = self._ticket
+        n, complete = await self.embed_pending(ns)
+        if complete:
+            self._caught_up(ns, snapshot)
+        elif not n:  # what is left is claimed by other hosts' workers: give them time
+            await asyncio.sleep(0.05)
+        if ns is not None and ns in self._waiters:
+            self._waiters[ns] = self._waiters.pop(ns)  # the next waiting namespace goes first
+        return n or (1 if ns is not None and self._waiters else 0)
+
+    async def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed until the queue is empty, calling `progress(done, remaining)` after each
+        batch; the number of entries handled (the `a2e-host reindex` command)."""
+        done = 0
+        while True:
+            snapshot = self._ticket
+            n, complete = await self.embed_pending(None)
+            done += n
+            if n and progress is not None:
+                progress(done, await self.store.vector_queue())
+            if complete:
+                self._caught_up(None, snapshot)
+                if await self._drained():
+                    return done
+            elif not n:
+                await asyncio.sleep(0.05)  # the rest is claimed by other hosts' workers
+
+    async def _drained(self) -> bool:
+        return True
+
+    async def count_backlog(self) -> int:
+        """Count the entries waiting for a vector now (`backlog`)."""
+        self.backlog = int(await self.store.vector_queue())
+        return self.backlog
+
+    # -- one batch -------------------------------------------------------------------------
+
+    async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
+        """Embed one batch; (entries handled, True when the queue (of `namespace`) held no
+        more than that batch)."""
+        raise NotImplementedError
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of stored `texts`, in calls of at most `embed_call_chars` (texts x the
+        longest: sorted by length, so little is padding); two calls at a time on two threads
+        when the embedder allows it and the host has nothing else to do, else one."""
+        t0 = time.perf_counter()
+        out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+        if not texts:
+            return out
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        calls: list[list[int]] = [[]]
+        for i in order:
+            call = calls[-1]
+            if call and (len(call) + 1) * len(texts[i]) > self.cfg.embed_call_chars:
+                calls.append(call := [])
+            call.append(i)
+        j = 0
+        while j < len(calls):
+            two = self.parallel and j + 1 < len(calls) and not self.busy()
+            now = calls[j:j + 2] if two else calls[j:j + 1]
+            got = await asyncio.gather(*(
+                self._lanes[k].run(self.embedder.embed, [texts[i] for i in c])
+                for k, c in enumerate(now)))
+            for c, v in zip(now, got, strict=True):
+                out[c] = v
+            j += len(now)
+        self.embedded_total += len(texts)
+        if self.on_batch is not None:
+            self.on_batch(len(texts), time.perf_counter() - t0)
+        return out
+
+    def _bound(self, text: str) -> str:
+        return text[: self.cfg.max_embed_chars]
+
+
+class LocalWorker(EmbeddingWorker):
+    """Writes vectors to the store and into the in-memory `index` (SQLite)."""
+
+    def __init__(self, store: Any, embedder: Embedder, cfg: Any, index: VectorIndexes,
+                 **kw: Any) -> None:
+        super().__init__(store, embedder, cfg, **kw)
+        self.index = index
+
+    def load(self) -> None:
+        """Read every stored vector into the index (blocking: run it in a thread)."""
+        n = 0
+        for rows, vecs in self.store.load_vectors(self.embedder.dim):
+            by_ns: dict[str, list[int]] = {}
+            for j, p in enumerate(rows):
+                by_ns.setdefault(p.namespace, []).append(j)
+            for ns, js in by_ns.items():
+                self.index.add(ns, [rows[j].id for j in js], vecs[js],
+                               [group_of(rows[j].tier, rows[j].owner) for j in js],
+                               [rows[j].expires_at for j in js])
+            n += len(rows)
+        if n:
+            log.info("loaded %d vectors", n)
+
+    async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
+        """Embed one batch of queued entries (of `namespace`, newest first) and store their
+        vectors; also drops from memory the vectors deletes removed."""
+        gone = await self.store.vectors_gone()
+        if gone:
+            self.index.remove(gone)
+            await self.store.clear_vectors_gone(gone)
+        limit = self.cfg.batch_size
+        batch: list[tuple[Pending, bytes | None]] = (
+            await self.store.pending_vectors(limit) if namespace is None
+            else await self.store.pending_vectors(limit, namespace=namespace))
+        if not batch:
+            self.backlog = 0 if namespace is None else self.backlog
+            return 0, True
+        fresh = [p for p, d in batch if d is None or d != digest(p.text)
+                 or not self.index.set_meta(p.id, group_of(p.tier, p.owner), p.expires_at)]
+        vecs = await self._embed([self._bound(p.text) for p in fresh])
+        blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
+        done = set(await self.store.write_vectors(
+            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
+        for j, p in enumerate(fresh):
+            if p.id in done:
+                self.index.add(p.namespace, [p.id], vecs[j:j + 1],
+                               [group_of(p.tier, p.owner)], [p.expires_at])
+        await self.count_backlog()
+        return len(batch), len(batch) < limit
+
+
+class SharedWorker(EmbeddingWorker):
+    """Claims queued entries from a `VectorSearch` store (other hosts skip them), embeds them
+    and writes the vectors through the store (PostgreSQL)."""
+
+    async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
+        """Claim and embed one batch (of any namespace: claims are global)."""
+        limit = self.cfg.batch_size
+        batch = await self.store.claim_vectors(limit, self.cfg.embed_lease)
+        if not batch:
+            return 0, await self.count_backlog() == 0
+        vecs = await self._embed([self._bound(p.text) for p, _seq in batch])
+        await self.store.put_vectors(
+            self.embedder.name, [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch)])
+        return len(batch), await self.count_backlog() == 0
+
+    async def _drained(self) -> bool:
+        return await self.count_backlog() == 0

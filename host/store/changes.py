@@ -1,0 +1,133 @@
+"""The change log: one record a committed write, for `memory/watch` (docs/protocol.md).
+
+Every backend writes its log in the same transaction as the write it records, so a change is
+in the log exactly when it is committed: one `Change` a committed request (a store of 20 entries
+is one change of 20 entries), one a collection of expired entries per namespace. Changes of one
+namespace carry strictly increasing sequence numbers in commit order (`seq`): on SQLite the
+log's rowid (one writer), on PostgreSQL a counter per namespace bumped under the namespace's
+lock. A watcher's cursor is such a number.
+
+A change's entries travel as one JSON array, written once by the writer and read back as is:
+each element `[tier, owner, key, tags, entry]`, where `owner` decides visibility (the episodic
+owner, "" for semantic; never sent), `key` is the canonical key and `entry` the JSON object an
+event carries (for `stored` the entry as a retrieve returns it; for `forgotten` and `expired`
+its key, tier and tags).
+
+The log is kept for `watch.retention_seconds` and at most `watch.retention_rows` changes a
+namespace (`ChangeLog.prune_changes`); the highest sequence pruned from a namespace is its
+*floor*: a cursor below it may have missed changes and is refused (`cursor_expired`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = [
+    "Change",
+    "ChangeLog",
+    "ChangedEntry",
+    "decode_entries",
+    "encode_records",
+    "removed_record",
+    "stored_record",
+]
+
+_Record = tuple[str, str, msgspec.Raw, list[str], msgspec.Raw]
+_records_decoder = msgspec.json.Decoder(list[tuple[str, str, msgspec.Raw, list[str], msgspec.Raw]])
+_encode = msgspec.json.Encoder().encode
+
+
+class _Stored(msgspec.Struct):
+    """The wire form of a stored entry in an event (the fields of a retrieve's entry)."""
+
+    key: msgspec.Raw
+    content: msgspec.Raw
+    tier: str
+    tags: list[str]
+    source: str
+    score: float
+    ttl: int
+    created_at: float
+    updated_at: float
+
+
+class _Removed(msgspec.Struct):
+    """The wire form of a forgotten or expired entry in an event."""
+
+    key: msgspec.Raw
+    tier: str
+    tags: list[str]
+
+
+def stored_record(
+    tier: str, owner: str, key: bytes, content: bytes, tags: list[str], source: str,
+    score: float, ttl: int, created_at: float, updated_at: float,
+) -> _Record:
+    """The log record of an entry as stored (`key` canonical JSON, `content` raw JSON)."""
+    k = msgspec.Raw(key)
+    wire = _Stored(k, msgspec.Raw(content), tier, tags, source, score, ttl, created_at,
+                   updated_at)
+    return (tier, owner, k, tags, msgspec.Raw(_encode(wire)))
+
+
+def removed_record(tier: str, owner: str, key: bytes, tags: list[str]) -> _Record:
+    """The log record of a forgotten or expired entry."""
+    k = msgspec.Raw(key)
+    return (tier, owner, k, tags, msgspec.Raw(_encode(_Removed(k, tier, tags))))
+
+
+def encode_records(records: Sequence[_Record]) -> bytes:
+    """The JSON array a change holds."""
+    return _encode(records)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedEntry:
+    """One entry of a change, as the watch filters read it."""
+
+    tier: str
+    owner: str
+    key: bytes  # canonical key JSON
+    tags: frozenset[str]
+    wire: msgspec.Raw  # the JSON object an event carries
+
+
+def decode_entries(data: bytes | str) -> list[ChangedEntry]:
+    """The entries of a change's JSON array (`encode_records`)."""
+    return [ChangedEntry(t, o, bytes(k), frozenset(g), w) for t, o, k, g, w in
+            _records_decoder.decode(data)]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One committed request's changes in one namespace."""
+
+    seq: int
+    op: str  # "stored", "forgotten" or "expired"
+    entries: bytes  # the JSON array of records (`decode_entries`)
+
+
+@runtime_checkable
+class ChangeLog(Protocol):
+    """Optional capability of an `EntryStore`: its writes keep a change log (see above)."""
+
+    async def change_head(self, namespace: str) -> int:
+        """The sequence a watch of `namespace` starting now starts after (at least the floor)."""
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of several namespaces at once (the poll of changes other processes
+        or hosts committed)."""
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest sequence pruned from `namespace`'s log (0: none)."""
+
+    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
+        """Up to `limit` changes of `namespace` with `seq` > `after`, in order."""
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete the changes committed before `before` (seconds since the epoch) and those
+        past the newest `max_rows` of their namespace, raising the floors; the number deleted."""
