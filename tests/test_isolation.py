@@ -238,15 +238,11 @@ async def test_another_agents_private_entries_neither_hide_yours_nor_count(
 
 
 async def test_another_agents_private_entries_do_not_drop_your_query_terms(
-    store_db: str, request: pytest.FixtureRequest
+    store_db: str
 ) -> None:
     """A word another agent made common with private entries is still searched for you: with
     a second, rarer word in the query ("zebra giraffe"), your "zebra" entry is found (the
     `search.max_term_docs` count is of the entries you may read)."""
-    if store_db.startswith("postgresql"):
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="PostgreSQL counts a term's entries namespace-wide (see"
-            " the postgres helper's note)"))
     async with running(store_db, **KEYWORDS_ONLY) as host:
         carol, dave = await _crowded(host)
         got = await carol.retrieve(query="zebra giraffe", limit=10)
