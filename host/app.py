@@ -38,6 +38,7 @@ from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps
+from host.ui.mount import route as ui_route
 from protocol.clock import Clock, wall_clock
 
 __all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
@@ -131,6 +132,8 @@ class Host:
                 in_flight=lambda: sum(c.in_flight for c in self.server.connections),
                 working=self._working_by_namespace,
             ))
+            self.server.add_route("/ui", ui_route(self.ui, secure=bool(config.server.tls_cert)),
+                                  prefix=True)
         self._server_readyz = self.server.http_routes["/readyz"]
         self.server.http_routes["/readyz"] = self._readyz_route
 

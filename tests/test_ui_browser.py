@@ -1,0 +1,220 @@
+"""The memory browser in a real browser: headless Chromium (Debian's) driven by Selenium, one
+browser session for the module, against a host subprocess with authentication on. Entries are
+written and checked over real WebSocket connections ("through the wire")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from host.client import MemoryClient
+from scripts.support.browser import BrowsedHost, as_json, chromium, demo_entries
+
+NS = "demo"
+PHONE = (390, 844)  # CSS pixels of a common phone
+
+
+async def _wire(host: BrowsedHost, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    """Run memory calls as agent a1 (the writer token) in namespace NS; their replies."""
+    async with await MemoryClient.connect(
+            host.ws, additional_headers={"Authorization": f"Bearer {host.writer}"}) as c:
+        await c.init(NS, {"agent": "a1"})
+        return [await getattr(c, name)(**kwargs) for name, kwargs in calls]
+
+
+def wire(host: BrowsedHost, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    """`_wire` from a synchronous test."""
+    return asyncio.run(_wire(host, *calls))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowsedHost]:
+    """One host for the module, with the demo entries stored in NS."""
+    host = BrowsedHost(tmp_path_factory.mktemp("ui-browser"), "[ui]\nhealth_interval = 1.0")
+    try:
+        wire(host, ("store", {"entries": demo_entries()}))
+        yield host
+    finally:
+        host.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium session for the module."""
+    with chromium() as driver:
+        yield driver
+
+
+def _sign_out(browser: Any, served: BrowsedHost) -> None:
+    browser.get(served.base + "/ui/signin")
+    browser.delete_all_cookies()
+
+
+def _sign_in(browser: Any, served: BrowsedHost, token: str) -> None:
+    browser.get(served.base + "/ui/signin")
+    field = browser.find_element(By.NAME, "token")
+    field.clear()
+    field.send_keys(token)
+    field.submit()
+
+
+def _signed_in(browser: Any, served: BrowsedHost) -> None:
+    if browser.get_cookie("a2e_ui_token") is None:
+        _sign_in(browser, served, served.admin)
+    assert browser.get_cookie("a2e_ui_token") is not None
+
+
+def test_a_wrong_token_is_refused(browser: Any, served: BrowsedHost) -> None:
+    """A wrong token stays on the sign-in form with an error, and no sign-in cookie is set."""
+    _sign_out(browser, served)
+    browser.get(served.base + "/ui")
+    assert browser.current_url.endswith("/ui/signin")
+    _sign_in(browser, served, "a2e_this-is-not-a-token")
+    assert "not valid" in browser.find_element(By.CSS_SELECTOR, ".error").text
+    assert browser.get_cookie("a2e_ui_token") is None
+    assert "this-is-not-a-token" not in browser.current_url
+
+
+def test_a_non_admin_token_is_refused(browser: Any, served: BrowsedHost) -> None:
+    """A valid token without the admin right is refused, from loopback too."""
+    _sign_out(browser, served)
+    for token in (served.writer, served.reader):
+        _sign_in(browser, served, token)
+        assert "no admin right" in browser.find_element(By.CSS_SELECTOR, ".error").text
+        assert browser.get_cookie("a2e_ui_token") is None
+
+
+def test_sign_in_and_see_a_namespaces_entries(browser: Any, served: BrowsedHost) -> None:
+    """An admin token signs in (an HttpOnly cookie, not in the URL); the namespace is listed
+    and its entries page shows every demo entry, newest first."""
+    _sign_out(browser, served)
+    _sign_in(browser, served, served.admin)
+    cookie = browser.get_cookie("a2e_ui_token")
+    assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert served.admin not in browser.current_url
+    assert browser.current_url.endswith("/ui/namespaces")
+    browser.find_element(By.LINK_TEXT, NS).click()
+    keys = [k.text for k in browser.find_elements(By.CSS_SELECTOR, ".entry .key")]
+    assert keys == [as_json(e["key"]) for e in reversed(demo_entries())]
+    long = browser.find_element(By.CSS_SELECTOR, f"#{_entry_id(browser, 'plans')} details")
+    assert long.get_attribute("open") is None  # long content folded
+
+
+def _entry_id(browser: Any, topic: str) -> str:
+    for card in browser.find_elements(By.CSS_SELECTOR, ".entry"):
+        if card.find_element(By.CSS_SELECTOR, ".key").text == as_json({"topic": topic}):
+            return str(card.get_attribute("id"))
+    raise AssertionError(f"no entry {topic} on the page")
+
+
+def test_search_shows_the_expected_entry_first_with_its_score_parts(
+        browser: Any, served: BrowsedHost) -> None:
+    """Searching (field `q`) shows the entry the query is about first, with relevance,
+    combined, keyword, vector, importance and recency."""
+    _signed_in(browser, served)
+    # wait for the embedding worker: the backlog column reaches 0
+    def embedded(driver: Any) -> bool:
+        driver.get(served.base + "/ui/namespaces")
+        row = driver.find_element(By.XPATH, f"//tr[td/a[text()='{NS}']]")
+        return bool(row.find_elements(By.CSS_SELECTOR, "td")[6].text == "0")
+
+    WebDriverWait(browser, 30, poll_frequency=0.5).until(embedded)
+    browser.get(f"{served.base}/ui/search?ns={NS}")
+    box = browser.find_element(By.NAME, "q")
+    box.send_keys("peanut allergy")
+    box.submit()
+    first = browser.find_elements(By.CSS_SELECTOR, "#hits .entry")[0]
+    assert first.find_element(By.CSS_SELECTOR, ".key").text == as_json({"topic": "allergy"})
+    parts = {p.get_attribute("data-part"): p.find_element(By.TAG_NAME, "strong").text
+             for p in first.find_elements(By.CSS_SELECTOR, ".part")}
+    assert set(parts) == {"combined", "relevance", "fused", "keyword", "vector", "importance", "recency"}
+    assert parts["keyword"].startswith("BM25 ") and parts["vector"].startswith("cosine ")
+    assert parts["vector"] != "cosine —" and parts["importance"] == "1.000"
+
+
+def test_forget_an_entry_and_see_it_gone_through_the_wire(
+        browser: Any, served: BrowsedHost) -> None:
+    """Forget asks for a confirmation, then the entry is gone for a wire client too."""
+    _signed_in(browser, served)
+    key = {"topic": "travel"}
+    assert wire(served, ("retrieve", {"keys": [key]}))[0].total == 1
+    browser.get(f"{served.base}/ui/entries?ns={NS}")
+    card = browser.find_element(By.ID, _entry_id(browser, "travel"))
+    card.find_element(By.LINK_TEXT, "Forget…").click()
+    assert "cannot be brought back" in browser.find_element(By.CSS_SELECTOR, ".confirm").text
+    browser.find_element(By.XPATH, "//button[text()='Forget this entry']").click()
+    assert "forgotten" in browser.find_element(By.CSS_SELECTOR, ".notice").text
+    assert as_json(key) not in [k.text for k in browser.find_elements(By.CSS_SELECTOR, ".key")]
+    assert wire(served, ("retrieve", {"keys": [key]}))[0].total == 0
+
+
+def test_live_page_follows_new_writes(browser: Any, served: BrowsedHost) -> None:
+    """With the Live page open, an entry stored over the wire appears on top by itself."""
+    _signed_in(browser, served)
+    browser.get(f"{served.base}/ui/live?ns={NS}")
+    wire(served, ("store", {"entries": [
+        {"key": {"topic": "fresh"}, "content": "written while watching", "tier": "semantic"}]}))
+    want = as_json({"topic": "fresh"})
+    WebDriverWait(browser, 20, poll_frequency=0.25).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#live-list .entry .key")[0].text == want)
+
+
+def test_read_only_views_work_without_javascript(browser: Any, served: BrowsedHost) -> None:
+    """With scripts disabled, every read-only page still shows its content."""
+    _signed_in(browser, served)
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        checks = {
+            "/ui/namespaces": "td",
+            f"/ui/entries?ns={NS}": ".entry .key",
+            f"/ui/search?ns={NS}&q=tomatoes": "#hits .entry",
+            f"/ui/live?ns={NS}": "#live-list .entry",
+            "/ui/health": ".chart svg",
+        }
+        for path, selector in checks.items():
+            browser.get(served.base + path)
+            assert browser.find_elements(By.CSS_SELECTOR, selector), path
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+def test_pages_are_readable_at_a_phones_width(browser: Any, served: BrowsedHost) -> None:
+    """At a phone's width no page scrolls sideways and the text stays at a readable size."""
+    _signed_in(browser, served)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 2, "mobile": True})
+    try:
+        for path in ("/ui/namespaces", f"/ui/entries?ns={NS}", f"/ui/search?ns={NS}&q=garden",
+                     f"/ui/live?ns={NS}", "/ui/health"):
+            browser.get(served.base + path)
+            wide = browser.execute_script(
+                "return [document.documentElement.scrollWidth, window.innerWidth,"
+                " parseFloat(getComputedStyle(document.body).fontSize)]")
+            assert wide[0] <= wide[1] and wide[2] >= 14, (path, wide)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_ui_logged_no_entry_content(served: BrowsedHost) -> None:
+    """After every page and action above, the host's log (at DEBUG) holds no entry content
+    and no token."""
+    text = served.logged()
+    assert "ui: agent ops signed in" in text
+    for secret in ("peanuts", "platform 4", "tomatoes and basil", "written while watching",
+                   served.admin, served.writer):
+        assert secret not in text, secret
+
+
+def test_screenshots_dir_is_documented() -> None:
+    """docs/ui.md shows a screenshot of each page, and each file is in docs/img/."""
+    root = Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "ui.md").read_text()
+    for name in ("namespaces", "entries", "search", "live", "health", "signin", "phone"):
+        assert f"img/ui-{name}.png" in doc, name
+        assert (root / "docs" / "img" / f"ui-{name}.png").is_file(), name
