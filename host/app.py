@@ -25,7 +25,7 @@ from host.core.router import Router
 from host.memory.access import Access
 from host.memory.plugin import MemoryPlugin
 from host.memory.session import sessions_of, working_entries
-from host.net.gates import bearer_gate
+from host.net.gates import bearer_gate, session_gate
 from host.net.http import HttpReply, HttpRequest, get_only
 from host.net.server import HostServer
 from host.ops.gc import GarbageCollector
@@ -110,12 +110,13 @@ class Host:
         self.server.gates.append(bearer_gate(self.auth))
         self.server.on_open.append(
             lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
+        self.server.session_checks.append(session_gate(self.auth))
         self.gc = GarbageCollector(self.store, config.gc.interval, clock)
         self.gc.after.append(self.memory.watches.collected)
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(
-            connections_open=lambda: len(self.server.connections),
+            connections_open=self._connections_by_transport,
             connections_total=lambda: self.server.accepted,
             in_flight=lambda: sum(c.in_flight for c in self.server.connections),
             gc_deleted=lambda: self.gc.deleted_total,
@@ -148,6 +149,12 @@ class Host:
     async def _count_entries(self, now: float) -> dict[str, int]:
         count = getattr(self.store, "count_by_tier", None)  # optional in a backend
         return await count(now) if count is not None else {}
+
+    def _connections_by_transport(self) -> dict[str, int]:
+        counts = dict.fromkeys(("websocket", "http", "stdio"), 0)
+        for c in self.server.connections:
+            counts[c.kind] = counts.get(c.kind, 0) + 1
+        return counts
 
     def _entries_by_tier(self) -> dict[str, int]:
         counts = self._entry_counts()
@@ -214,21 +221,26 @@ class Host:
         """The port the server is bound to."""
         return self.server.port
 
-    async def start(self) -> None:
+    async def start(self, listen: bool = True) -> None:
         """Open the store, start the server and the GC. Raises `ValueError` for a non-loopback
-        address without authentication (see `Authenticator.check_exposure`)."""
+        address without authentication (see `Authenticator.check_exposure`). With `listen`
+        False no port is bound (`a2e-host stdio` gives the server its one connection)."""
         srv = self.config.server
-        self.auth.check_exposure(srv.host, self.config.auth.allow_anonymous_remote)
+        if listen:
+            self.auth.check_exposure(srv.host, self.config.auth.allow_anonymous_remote)
         await self.store.open()
         await self.search.start()
-        await self.server.start()
+        await self.server.start(listen)
         self.gc.start()
         if self.ui is not None:
             await self.ui.start()
         await self.memory.watches.start()
+        if not listen:
+            return
         scheme = "wss" if srv.tls_cert else "ws"
-        log.info("a2e-host listening on %s://%s:%d (%s transport, authentication %s)", scheme,
-                 srv.host, self.port, srv.transport, "on" if self.auth.enabled else "off")
+        log.info("a2e-host listening on %s://%s:%d (%s transport, HTTP + SSE on the same port,"
+                 " authentication %s)", scheme, srv.host, self.port, srv.transport,
+                 "on" if self.auth.enabled else "off")
 
     async def stop(self) -> None:
         """End the watches (each told its last cursor), stop accepting, drain in-flight

@@ -5,8 +5,10 @@
         await c.store([{"key": {"k": 1}, "content": "hello", "tier": "episodic"}])
         reply = await c.retrieve(query="hello")
 
-Requests may be pipelined (call several methods concurrently); replies are matched to requests
-by `req_id`. An `error` reply raises `RemoteError`. Events of a watch (`watch()`) go to the
+The same client speaks HTTP + SSE (`MemoryClient.connect_http("http://127.0.0.1:8765")`) and
+stdio (`MemoryClient.spawn(["a2e-host", "stdio", "--db", path])`), as the A2E SDK's transports
+do. Requests may be pipelined (call several methods concurrently); replies are matched to
+requests by `req_id`. An `error` reply raises `RemoteError`. Events of a watch (`watch()`) go to the
 `events` queue (`next_event()`), in the order the host sent them.
 """
 
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -41,7 +44,7 @@ from protocol.messages import (
     Pong,
 )
 
-__all__ = ["MemoryClient", "RemoteError"]
+__all__ = ["Channel", "MemoryClient", "RemoteError"]
 
 
 class RemoteError(Exception):
@@ -55,11 +58,41 @@ class RemoteError(Exception):
         self.retryable = reply.retryable
 
 
-class MemoryClient:
-    """One connection to a host. Create with `await MemoryClient.connect(url)`."""
+class Channel(Protocol):
+    """One transport's way to carry a client's messages: text out, text in, in order."""
 
+    async def send(self, text: str) -> None:
+        """Send one message."""
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        """The messages from the host until the channel ends."""
+
+    async def close(self) -> None:
+        """End the channel (the host ends the session)."""
+
+
+class _WebSocket:
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
+
+    async def send(self, text: str) -> None:
+        await self.ws.send(text, text=True)
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for frame in self.ws:
+            yield frame if isinstance(frame, str) else frame.decode()
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+class MemoryClient:
+    """One connection (or session) to a host. Create with `await MemoryClient.connect(url)`
+    (WebSocket), `connect_http(base_url)` (HTTP + SSE) or `spawn(argv)` (stdio)."""
+
+    def __init__(self, channel: Channel | ClientConnection) -> None:
+        self.channel: Channel = _WebSocket(channel) if isinstance(channel, ClientConnection) \
+            else channel
         self.memory_id: str | None = None
         self._pending: OrderedDict[str, asyncio.Future[Any]] = OrderedDict()
         self.events: asyncio.Queue[MemoryChangedEvent | MemoryWatchEndedEvent] = asyncio.Queue()
@@ -67,10 +100,26 @@ class MemoryClient:
 
     @classmethod
     async def connect(cls, url: str, **kwargs: Any) -> MemoryClient:
-        """Open a connection (`kwargs` go to `websockets.connect`, e.g. `additional_headers`)."""
+        """Open a WebSocket (`kwargs` go to `websockets.connect`, e.g. `additional_headers`)."""
         kwargs.setdefault("compression", None)
         kwargs.setdefault("max_size", None)
         return cls(await connect(url, **kwargs))
+
+    @classmethod
+    async def connect_http(cls, base_url: str, headers: dict[str, str] | None = None) -> MemoryClient:
+        """Open an HTTP + SSE session at `base_url` (`http://host:port`), as the A2E SDK's
+        `HTTPTransport` does; `headers` go with every request (e.g. `Authorization`)."""
+        from host.net.clients import HttpChannel
+
+        return cls(await HttpChannel.open(base_url, headers))
+
+    @classmethod
+    async def spawn(cls, argv: list[str], **kwargs: Any) -> MemoryClient:
+        """Start `argv` (e.g. `["a2e-host", "stdio", "--db", path]`) and speak NDJSON over its
+        stdin and stdout, as the SDK's `SubprocessTransport` does (`kwargs`: `env`, `stderr`)."""
+        from host.net.clients import StdioChannel
+
+        return cls(await StdioChannel.spawn(argv, **kwargs))
 
     async def __aenter__(self) -> MemoryClient:
         return self
@@ -79,13 +128,14 @@ class MemoryClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection; pending requests fail with `ConnectionClosed`."""
-        await self.ws.close()
+        """Close the connection; pending requests fail with `ConnectionClosed` (WebSocket) or
+        `ConnectionError`."""
+        await self.channel.close()
         await asyncio.gather(self._reader, return_exceptions=True)
 
     async def _read(self) -> None:
         try:
-            async for frame in self.ws:
+            async for frame in self.channel:
                 msg = decode_message(frame)
                 if isinstance(msg, (MemoryChangedEvent, MemoryWatchEndedEvent)):
                     self.events.put_nowait(msg)
@@ -111,7 +161,7 @@ class MemoryClient:
         """Send a request struct and wait for its reply; raises `RemoteError` on `error`."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg.id] = fut
-        await self.ws.send(encode(msg), text=True)
+        await self.channel.send(encode(msg).decode())
         reply = await fut
         if isinstance(reply, Error):
             raise RemoteError(reply)

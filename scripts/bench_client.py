@@ -1,4 +1,5 @@
-"""The load client of `bench_host.py`: one process driving many WebSocket connections.
+"""The load client of `bench_host.py`: one process driving many WebSocket connections (or
+HTTP + SSE sessions, for a `http://` URL).
 
 It is built on picows (a Cython WebSocket library) so that it costs less per message than the
 server it measures. The orchestrator talks to it with one JSON object a line on stdin, and it
@@ -14,6 +15,10 @@ answers each command with one JSON object a line on stdout:
 
 Cases (the frames are built from templates here, the same for the host and the echo server):
 store1, store20, get_key, get_tags, get_query, forget.
+
+An HTTP + SSE session (`_HttpConn`) sends each frame as one `POST /send` on a kept-alive
+connection (HTTP/1.1 pipelining: it does not wait for the 202 before the next) and reads the
+replies from its `GET /stream`, as the A2E SDK's `HTTPTransport` does but without a thread.
 """
 
 from __future__ import annotations
@@ -122,9 +127,20 @@ class _Conn(WSListener):
         self.t = transport
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
-        if frame.msg_type is not WSMsgType.TEXT:
-            return
-        payload = frame.get_payload_as_bytes()
+        if frame.msg_type is WSMsgType.TEXT:
+            self.reply(frame.get_payload_as_bytes())
+
+    def _write(self, frame: bytes) -> None:
+        assert self.t is not None
+        self.t.send(WSMsgType.TEXT, frame)
+
+    def close(self) -> None:
+        assert self.t is not None
+        self.t.send_close()
+        self.t.disconnect()
+
+    def reply(self, payload: bytes) -> None:
+        """One message from the host."""
         if self.waiting:
             self.waiting.popleft().set_result(payload)
             return
@@ -155,18 +171,119 @@ class _Conn(WSListener):
         assert self.t is not None and self.make is not None
         self.n += 1
         self.sent.append(time.perf_counter())
-        self.t.send(WSMsgType.TEXT, self.make(self.n))
+        self._write(self.make(self.n))
 
     async def call(self, frame: bytes) -> dict[str, Any]:
         """Send one frame and wait for its reply (set-up only, never during a run)."""
         assert self.t is not None
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
-        self.t.send(WSMsgType.TEXT, frame)
+        self._write(frame)
         reply: dict[str, Any] = msgspec.json.decode(await fut)
         if reply.get("type") == "error":
             raise RuntimeError(f"set-up request failed: {reply}")
         return reply
+
+
+class _Lines(asyncio.Protocol):
+    """A socket whose bytes go to `feed` (the session's POSTs or its stream)."""
+
+    def __init__(self, feed: Callable[[bytes], None], lost: Callable[[], None]) -> None:
+        self.feed = feed
+        self.lost = lost
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost()
+
+
+class _HttpConn(_Conn):
+    """One HTTP + SSE session with the same driving as a WebSocket connection."""
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__(driver)
+        self.post: Any = None
+        self.sid = b""
+        self._answers: deque[asyncio.Future[bytes]] = deque()  # replies to set-up POSTs
+        self._pbuf = b""
+        self._sbuf = b""
+        self._head = True
+
+    async def open(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.post, _ = await loop.create_connection(
+            lambda: _Lines(self._post_data, self._gone), host, port)
+        fut = loop.create_future()
+        self._answers.append(fut)
+        self.post.write(b"POST /session HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n")
+        self.sid = msgspec.json.decode(await fut)["session_id"].encode()
+        stream, _ = await loop.create_connection(
+            lambda: _Lines(self._stream_data, self._gone), host, port)
+        stream.write(b"GET /stream HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n"
+                     b"X-Session-Id: " + self.sid + b"\r\n\r\n")
+        self.t = stream  # a truthy transport, as the WebSocket's
+
+    def _post_data(self, data: bytes) -> None:
+        buf = self._pbuf + data
+        while True:  # whole responses: head, then Content-Length bytes
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                break
+            head = buf[:end].lower()
+            i = head.find(b"content-length:")
+            n = int(head[i + 15:].split(b"\r\n", 1)[0]) if i >= 0 else 0
+            if len(buf) < end + 4 + n:
+                break
+            body, buf = buf[end + 4:end + 4 + n], buf[end + 4 + n:]
+            if self._answers:
+                self._answers.popleft().set_result(body)
+            elif not head.startswith(b"http/1.1 2"):
+                d = self.driver
+                d.errors += 1
+                if d.first_error is None:
+                    d.first_error = (head + body)[:300].decode(errors="replace")
+        self._pbuf = buf
+
+    def _stream_data(self, data: bytes) -> None:
+        buf = self._sbuf + data
+        if self._head:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self._sbuf = buf
+                return
+            buf = buf[end + 4:]
+            self._head = False
+        while True:  # chunks of "id: N\ndata: JSON\n\n" (or a comment)
+            end = buf.find(b"\r\n")
+            if end < 0:
+                break
+            size = int(buf[:end], 16)
+            if len(buf) < end + 2 + size + 2:
+                break
+            chunk, buf = buf[end + 2:end + 2 + size], buf[end + 4 + size:]
+            i = chunk.find(b"data: ")
+            if i >= 0:
+                self.reply(chunk[i + 6:].rstrip(b"\n"))
+        self._sbuf = buf
+
+    def _gone(self) -> None:
+        self.on_ws_disconnected(None)  # type: ignore[arg-type]
+
+    def _write(self, frame: bytes) -> None:
+        self.post.write(b"POST /send HTTP/1.1\r\nHost: b\r\nContent-Type: text/plain\r\n"
+                        b"X-Session-Id: " + self.sid + b"\r\nContent-Length: "
+                        + str(len(frame)).encode() + b"\r\n\r\n" + frame)
+
+    def close(self) -> None:
+        self.post.write(b"DELETE /session HTTP/1.1\r\nHost: b\r\nX-Session-Id: " + self.sid
+                        + b"\r\nContent-Length: 0\r\n\r\n")
+        self.t.close()
 
 
 class Driver:
@@ -190,6 +307,11 @@ class Driver:
 
         async def one() -> _Conn:
             async with gate:
+                if url.startswith("http://"):
+                    hc = _HttpConn(self)
+                    host, _, port = url[7:].rstrip("/").partition(":")
+                    await hc.open(host, int(port))
+                    return hc
                 _, conn = await ws_connect(lambda: _Conn(self), url,
                                            websocket_handshake_timeout=60,
                                            max_frame_size=64 * 1024 * 1024)
@@ -277,8 +399,7 @@ class Driver:
         """Close every connection."""
         for conn in self.conns:
             if conn.t is not None:
-                conn.t.send_close()
-                conn.t.disconnect()
+                conn.close()
         await asyncio.sleep(0.1)
 
 

@@ -2,11 +2,12 @@
 
     python scripts/bench_host.py [--quick] [--json] [--plot FILE.png] [--levels 1,100,1000]
                                  [--db postgresql://...|embedded]
-                                 [--transport websockets,picows] [--echo websockets,picows]
+                                 [--transport websockets,picows,http] [--echo websockets,picows]
 
 It starts, as separate processes, a `websockets` echo server (`bench_echo.py`: same loop kind,
 same settings) and the host (`a2e-host serve` on a fresh database in a temporary folder; one
-host a `--transport`, each with its own database), then
+host a `--transport`, each with its own database; `http`: HTTP + SSE sessions on a host of the
+default WebSocket library, the client's sessions posting each frame), then
 drives each from separate load-client processes (`bench_client.py`, picows: cheaper per
 message than either server) at each connection level, with sequential round trips (one request
 in flight a connection) and pipelined (`--depth` in flight a connection). Cases: memory/store
@@ -110,7 +111,8 @@ class Server:
         else:
             db = db or str(workdir / f"host-{self.port}.db")
             config = workdir / f"bench-host-{self.port}.toml"
-            config.write_text(HOST_CONFIG.format(embedder=embedder, transport=transport))
+            config.write_text(HOST_CONFIG.format(
+                embedder=embedder, transport="websockets" if transport == "http" else transport))
             serve = ["serve", "--port", str(self.port), "--db", str(db), "--config", str(config)]
             if loop_debug:
                 cmd = [sys.executable, str(HERE / "bench_serve_debug.py"), str(loop_debug), *serve]
@@ -124,7 +126,8 @@ class Server:
         if stderr is not None:
             stderr.close()
         wait_port(self.port, self.proc)
-        self.url = f"ws://127.0.0.1:{self.port}"
+        scheme = "http" if transport == "http" and kind == "host" else "ws"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -523,8 +526,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="rounds of each level (echo, then hosts, in turn); the medians, and the"
                         " median of the ratios taken within each round, are printed")
     p.add_argument("--transport", default="websockets,picows",
-                   help="the host's server.transport values to measure (comma-separated);"
-                        " each is its own host process and database")
+                   help="the host's server.transport values to measure (comma-separated), or http"
+                        " (HTTP + SSE sessions); each is its own host process and database")
     p.add_argument("--echo", default="websockets",
                    help="echo servers (comma-separated: websockets, picows); the ratio is"
                         " always to the websockets echo, the others are printed beside it")
@@ -537,9 +540,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.idle = min(args.idle, 2000)
     args.transport = [t for t in args.transport.split(",") if t]
     args.echo = ["websockets"] + [e for e in args.echo.split(",") if e and e != "websockets"]
-    for t in {*args.transport, *args.echo}:
+    for t in args.echo:
         if t not in ("websockets", "picows"):
-            p.error(f"unknown transport {t!r}: websockets or picows")
+            p.error(f"unknown echo transport {t!r}: websockets or picows")
+    for t in args.transport:
+        if t not in ("websockets", "picows", "http"):
+            p.error(f"unknown transport {t!r}: websockets, picows or http")
     args.levels = [int(x) for x in args.levels.split(",") if x]
     args.modes = [m for m in args.modes.split(",") if m]
     args.cases = [c for c in args.cases.split(",") if c]

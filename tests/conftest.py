@@ -5,9 +5,12 @@ PostgreSQL: `pg_server` starts one real server per session from the `embedded-po
 fresh database on it for one test. A module (or test) marked `all_backends` runs each test that
 uses the `host` fixture (or `store_db`) twice: on SQLite (id `sqlite`) and on PostgreSQL
 (id `postgres`); unmarked tests stay on SQLite only. Likewise a module marked `all_transports`
-runs each test that uses the `transport` fixture (through `host`, `host_process`, or
-`authkit.running(..., transport=transport)`) over both WebSocket transports, `websockets` and
-`picows`; unmarked tests use the default, `websockets`.
+runs each test that uses the `transport` fixture (through `host`, `connect`, `client`,
+`raw_ws`) over every transport: the two WebSocket libraries, `websockets` and `picows`, HTTP +
+SSE (`http`) and stdio (`stdio`), each through a client of our own with the same interface;
+`all_transports("websocket")` runs only the WebSocket ones (tests of frames, upgrades,
+`host_process`, `authkit.running(..., transport=transport)`); unmarked tests use the default,
+`websockets`.
 """
 
 from __future__ import annotations
@@ -34,17 +37,20 @@ from scripts.support.postgres import EmbeddedPostgres, EmbeddedPostgresError
 from scripts.support.procs import HostProcess
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
-TRANSPORTS: tuple[str, ...] = ("websockets", "picows")
+TRANSPORTS: tuple[str, ...] = ("websockets", "picows")  # the WebSocket ones (server.transport)
+ALL_TRANSPORTS: tuple[str, ...] = (*TRANSPORTS, "http", "stdio")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run tests marked `all_backends` that use `store_db` once per backend, and tests marked
-    `all_transports` that use `transport` once per WebSocket transport."""
+    `all_transports` that use `transport` once per transport."""
     marked = metafunc.definition.get_closest_marker
     if "store_db" in metafunc.fixturenames and marked("all_backends"):
         metafunc.parametrize("store_db", BACKENDS, indirect=True)
-    if "transport" in metafunc.fixturenames and marked("all_transports"):
-        metafunc.parametrize("transport", TRANSPORTS, indirect=True)
+    mark = marked("all_transports")
+    if "transport" in metafunc.fixturenames and mark:
+        kinds = TRANSPORTS if "websocket" in mark.args else ALL_TRANSPORTS
+        metafunc.parametrize("transport", kinds, indirect=True)
 
 
 def make_config(db: Path | str, **sections: dict[str, Any]) -> Config:
@@ -100,8 +106,47 @@ def store_db(request: pytest.FixtureRequest, db_path: Path) -> str:
 
 @pytest.fixture
 def transport(request: pytest.FixtureRequest) -> str:
-    """The `server.transport` of the hosts a test starts (see `all_transports`)."""
+    """The transport a test's clients speak (see `all_transports`)."""
     return str(getattr(request, "param", "websockets"))
+
+
+def server_transport(transport: str) -> str:
+    """The `server.transport` of a host serving `transport` (HTTP and stdio clients reach a
+    host on the default WebSocket library)."""
+    return transport if transport in TRANSPORTS else "websockets"
+
+
+async def client_of(host: Host, transport: str, **kwargs: Any) -> MemoryClient:
+    """A client of `host` over `transport`: a WebSocket (`kwargs` go to `websockets.connect`),
+    an HTTP + SSE session (`additional_headers` go with each request) or a stdio session over
+    a pair of real pipes served by the running host."""
+    if transport in TRANSPORTS:
+        return await MemoryClient.connect(url_of(host), **kwargs)
+    if transport == "http":
+        return await MemoryClient.connect_http(f"http://127.0.0.1:{host.port}",
+                                               kwargs.get("additional_headers"))
+    from host.net.clients import StdioChannel
+    from host.net.transport_stdio import serve_pipes
+
+    to_host, from_client = os.pipe()
+    to_client, from_host = os.pipe()
+    await serve_pipes(host.server, os.fdopen(to_host, "rb", buffering=0),
+                      os.fdopen(from_host, "wb", buffering=0))
+    return MemoryClient(await StdioChannel.over(to_client, from_client))
+
+
+class RawChannel:
+    """`send(text)` and `recv()` over a client's channel, as a raw WebSocket offers them."""
+
+    def __init__(self, client: MemoryClient) -> None:
+        self.client = client
+        self._reader = client.channel.__aiter__()
+
+    async def send(self, text: str) -> None:
+        await self.client.channel.send(text)
+
+    async def recv(self) -> str:
+        return await self._reader.__anext__()
 
 
 @asynccontextmanager
@@ -126,7 +171,7 @@ def url_of(host: Host) -> str:
 async def host(store_db: str, transport: str) -> AsyncIterator[Host]:
     """A started host on a free port, stopped (drained, committed) after the test. Its clock
     is a `ShiftedClock`: a test moves it on (`host.clock.advance(s)`) instead of sleeping."""
-    config = make_config(store_db, server={"transport": transport})
+    config = make_config(store_db, server={"transport": server_transport(transport)})
     async with running_host(config, clock=ShiftedClock()) as h:
         yield h
 
@@ -138,22 +183,31 @@ def url(host: Host) -> str:
 
 
 @pytest.fixture
-async def connect(url: str) -> AsyncIterator[Callable[..., Any]]:
+async def connect(host: Host, transport: str) -> AsyncIterator[Callable[..., Any]]:
     """A factory of connected clients to the `host` fixture; all closed after the test."""
     async with AsyncExitStack() as stack:
 
         async def _connect(**kwargs: Any) -> MemoryClient:
-            return await stack.enter_async_context(await MemoryClient.connect(url, **kwargs))
+            return await stack.enter_async_context(await client_of(host, transport, **kwargs))
 
         yield _connect
 
 
 @pytest.fixture
-async def raw_ws(url: str) -> AsyncIterator[Any]:
-    """A plain `websockets` connection to the `host` fixture, for raw frames."""
+async def raw_ws(host: Host, transport: str) -> AsyncIterator[Any]:
+    """A plain `websockets` connection to the `host` fixture, for raw frames (over HTTP and
+    stdio: raw messages, `send(text)` and `recv()`, on a session of our own client)."""
+    if transport not in TRANSPORTS:
+        c = await client_of(host, transport)
+        c._reader.cancel()  # the raw reader takes the channel's messages
+        try:
+            yield RawChannel(c)
+        finally:
+            await c.channel.close()
+        return
     from websockets.asyncio.client import connect as ws_connect
 
-    async with ws_connect(url, compression=None, max_size=None) as ws:
+    async with ws_connect(url_of(host), compression=None, max_size=None) as ws:
         yield ws
 
 
@@ -172,7 +226,7 @@ def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostP
     procs: list[HostProcess] = []
 
     def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
-        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=transport,
+        p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=server_transport(transport),
                         env={"PYTHONUNBUFFERED": "1"}, timeout=20.0)
         procs.append(p)
         return p

@@ -16,7 +16,7 @@ from host.client import MemoryClient, RemoteError
 from host.config import AuthConfig, TokenConfig
 from host.core.auth import Authenticator, hash_token, is_loopback
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 EPISODIC = {"key": {"k": 1}, "content": "mine", "tier": "episodic"}
 SEMANTIC = {"key": {"k": 2}, "content": "shared fact", "tier": "semantic"}

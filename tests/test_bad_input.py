@@ -12,7 +12,7 @@ from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 async def reply_to(ws: Any, frame: str | bytes) -> dict[str, Any]:

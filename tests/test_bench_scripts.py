@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -110,3 +111,16 @@ def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
     assert all(figures[k] > 0 for k in (
         "embedded_per_s", "text_ceiling", "query_ceiling", "queries_per_s", "stores_busy",
         "stores_plain"))
+
+
+def test_bench_host_drives_http_sessions_without_errors() -> None:
+    """bench_host.py --transport http runs a short case over HTTP + SSE sessions (POSTs and
+    the event stream of its own load client) and counts replies, none an error."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / "bench_host.py"), "--transport", "http", "--json",
+         "--levels", "2", "--cases", "get_key", "--modes", "seq,pipe", "--duration", "0.3",
+         "--warmup", "0.1", "--idle", "0", "--read-entries", "5", "--quiet"],
+        capture_output=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    rows = [r for r in json.loads(out.stdout)["cases"] if r["server"] == "host-http"]
+    assert len(rows) == 2 and all(r["msgs_per_s"] > 0 and r["errors"] == 0 for r in rows)

@@ -11,7 +11,7 @@ import pytest
 
 from host.client import MemoryClient
 
-pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
 
 
 async def _writer(url: str, agent: str, acked: list[tuple[str, int]], stop: asyncio.Event) -> None:

@@ -19,7 +19,7 @@ from authkit import connect, issue, running
 
 from host.client import MemoryClient, RemoteError
 
-pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
 
 TIERS = ("working", "episodic", "semantic")
 LAYOUT = (("s1", "a1", "n1"), ("s2", "a1", "n1"), ("s3", "a2", "n1"), ("s4", "a1", "n2"),

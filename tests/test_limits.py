@@ -20,7 +20,7 @@ from websockets.exceptions import InvalidStatus
 from host.client import RemoteError
 from host.net.limits import TokenBucket
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 def test_token_bucket_spends_and_refills() -> None:

@@ -15,7 +15,7 @@ from host.client import MemoryClient, RemoteError
 from host.ops.metrics import Metrics
 from host.store.base import NewEntry, Scope
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 def _get(port: int, path: str) -> tuple[int, str, str]:
@@ -86,7 +86,8 @@ async def test_metrics_count_requests_errors_commits_entries_gc(
     assert _value(text, "a2e_entries", tier="semantic") == 1
     assert _value(text, "a2e_entries", tier="working") == 1
     assert _value(text, "a2e_gc_deleted_entries_total") == 1
-    assert _value(text, "a2e_connections_open") == 1
+    assert _value(text, "a2e_connections_open", transport="websocket") == 1
+    assert _value(text, "a2e_connections_open", transport="http") == 0
     assert _value(text, "a2e_connections_total") == 1
     assert _value(text, "a2e_requests_in_flight") == 0
 

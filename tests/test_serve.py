@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 async def test_sigterm_answers_in_flight_requests_and_exits_0(host_process, tmp_path: Path) -> None:

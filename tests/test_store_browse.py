@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from host.store.base import Browse, BrowseFilter, EntryStore, NewEntry, Scope
+from host.store.base import Browse, BrowseFilter, EntryStore, NewEntry, Scope, stored_bytes
 from host.store.postgres.store import PostgresEntryStore
 from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
@@ -81,7 +81,10 @@ async def test_overview_entry_changes_and_export(store: EntryStore) -> None:
     ns = rows[0]
     assert ns.tiers == {"episodic": 2, "semantic": 1}
     assert ns.agents == {"alice": {"episodic": 1, "semantic": 1}, "bob": {"episodic": 1}}
-    assert ns.bytes == 9 and ns.backlog == 3  # no embedder ran: every entry waits
+    # the live entries' counted bytes: key, content and tags (a1, b1, s_1)
+    live = [({"k": "a1"}, ["x"]), ({"k": "b1"}, ["x", "y"]), ({"k": "s_1"}, ["y"])]
+    assert ns.bytes == sum(stored_bytes(canonical_key(k), b'"c"', t) for k, t in live)
+    assert ns.backlog == 3  # no embedder ran: every entry waits
     assert [r.namespace for r in await store.overview(["other"], now)] == ["other"]
     assert await store.overview([], now) == []
     page, _ = await store.browse("ns", BrowseFilter(), now)

@@ -13,7 +13,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from host.client import MemoryClient
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 def self_signed(folder: Path, name: str = "host") -> tuple[Path, Path]:

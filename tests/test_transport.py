@@ -14,7 +14,7 @@ from rawws import BINARY, CLOSE, CONTINUATION, TEXT, RawWebSocket, frame
 
 from host.app import Host
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 def _req(kind: str, req_id: str, **fields: Any) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 from authkit import issue, running
 from conftest import make_config, running_host
 
-pytestmark = pytest.mark.all_transports
+pytestmark = pytest.mark.all_transports("websocket")
 
 
 def _request(port: int, method: str, path: str, body: bytes = b"",

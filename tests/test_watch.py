@@ -16,7 +16,7 @@ from host.app import Host
 from host.client import MemoryClient, RemoteError
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
-pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
 
 
 def entry(key: Any, content: Any = "x", tier: str = "semantic", **kw: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from test_isolation import LAYOUT, TIERS, Session, key, visible
 from host.client import MemoryClient, RemoteError
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
-pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports]
+pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
 
 
 @pytest.fixture(params=["tokens", "open"])

@@ -1,6 +1,7 @@
 """The `a2e-host` command line. Sub-commands register in `build_parser()`.
 
     a2e-host serve [--host H] [--port P] [--db PATH] [--config FILE]
+    a2e-host stdio [--db PATH] [--config FILE]     one session over stdin/stdout (NDJSON)
     a2e-host rules load DIR --namespace NS [--db PATH] [--config FILE]
     a2e-host config check|show      a2e-host stats      a2e-host gc      a2e-host vacuum
     a2e-host export [--namespace NS] [--output FILE]    a2e-host import FILE|-
@@ -44,7 +45,7 @@ __all__ = [
 
 # Sub-command modules under host/cli/; each has `register(subparsers)`.
 COMMANDS: tuple[str, ...] = (
-    "serve", "rules", "mcp", "config", "stats", "gc", "export", "import_", "backup", "vacuum",
+    "serve", "stdio", "rules", "mcp", "config", "stats", "gc", "export", "import_", "backup", "vacuum",
     "token",
     "reindex",
 )

@@ -25,6 +25,7 @@ half-open upgrades count (see `host.net.limits.ConnectionLimiter`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from http import HTTPStatus
@@ -135,6 +136,8 @@ class HttpFront(asyncio.Protocol):
         self._buf += data
         if self._task is None:
             self._parse()
+        elif len(self._buf) > HEAD_MAX:  # sending while its stream is open: not HTTP/1.1
+            self.abort()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too (a request still being answered is dropped)
@@ -184,8 +187,7 @@ class HttpFront(asyncio.Protocol):
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            self.transport.pause_reading()
-            self._task = asyncio.get_running_loop().create_task(self._serve(request, self._route))
+            self._respond(request, self._route)
 
     def _head(self, head: bytes, size: int) -> bool:
         """Read one request head; False when the connection was refused or handed over."""
@@ -252,16 +254,31 @@ class HttpFront(asyncio.Protocol):
         assert release is not None
         self.attach(self.server, self.transport, request, data, release)
 
-    async def _serve(self, request: HttpRequest, route: Any) -> None:
+    def _respond(self, request: HttpRequest, route: Any) -> None:
+        """Answer one request: at once when its route answers at once (no task), else in a
+        task, reading no further request meanwhile."""
         try:
             if route is None:
                 if request.method == "GET":
-                    reply: HttpReply | HttpStream = _plain(
-                        HTTPStatus.UPGRADE_REQUIRED, "this path speaks WebSocket: send an upgrade\n")
+                    result: Any = _plain(HTTPStatus.UPGRADE_REQUIRED,
+                                         "this path speaks WebSocket: send an upgrade\n")
                 else:
-                    reply = _plain(HTTPStatus.NOT_FOUND, "not found\n")
+                    result = _plain(HTTPStatus.NOT_FOUND, "not found\n")
             else:
-                reply = await self.server.answer(route, request)
+                result = route(request)
+        except Exception:
+            log.exception("HTTP %s %s failed", request.method, request.path)
+            result = _plain(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error\n")
+        if isinstance(result, HttpReply):
+            self._reply(request, result)
+            return
+        self.transport.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._finish(request, result))
+
+    async def _finish(self, request: HttpRequest, result: Any) -> None:
+        try:
+            reply = await result if inspect.isawaitable(result) else result
+            assert isinstance(reply, HttpReply | HttpStream)
         except asyncio.CancelledError:
             request.close()
             raise
@@ -272,6 +289,7 @@ class HttpFront(asyncio.Protocol):
             request.close()
             return
         if isinstance(reply, HttpStream):
+            self.transport.resume_reading()  # to see the client go (its bytes are not read)
             try:
                 await self._stream(reply)
             finally:
@@ -279,17 +297,21 @@ class HttpFront(asyncio.Protocol):
                 if not self._closed:
                     self.transport.close()
             return
+        self._task = None
+        self.transport.resume_reading()
+        self._reply(request, reply)
+        if not self._closed:
+            self._parse()
+
+    def _reply(self, request: HttpRequest, reply: HttpReply) -> None:
         request.close()
         keep = self._keep and not self.server.stopping
         self.transport.write(reply_bytes(reply, keep, head_only=request.method == "HEAD"))
-        self._task = None
         if not keep:
             self._closed = True
             self.transport.close()
             return
         self._arm(KEEPALIVE)
-        self.transport.resume_reading()
-        self._parse()
 
     async def _stream(self, reply: HttpStream) -> None:
         write = self.transport.write

@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 
 from host.core.auth import Authenticator
+from host.core.context import ConnectionContext
 from host.net.http import Gate, HttpReply, Upgrade
 
-__all__ = ["bearer_gate"]
+__all__ = ["bearer_gate", "session_gate"]
 
 log = logging.getLogger("a2e_host.auth")
 
 
 def bearer_gate(auth: Authenticator) -> Gate:
-    """`process_request` gate: HTTP 401 for an `Authorization` header with a bad token.
+    """Upgrade gate: HTTP 401 for an `Authorization` header with a bad token.
 
     A request without the header passes (its token may come in the handshake).
     """
@@ -31,3 +33,24 @@ def bearer_gate(auth: Authenticator) -> Gate:
         return None
 
     return gate
+
+
+def session_gate(auth: Authenticator) -> Callable[[ConnectionContext, Upgrade], HttpReply | None]:
+    """A check of each request of an open HTTP + SSE session (after `bearer_gate`): a valid
+    bearer token binds the session's agent when it has none yet (as at a WebSocket upgrade);
+    a token of another agent than the session's is refused 403."""
+
+    def check(ctx: ConnectionContext, request: Upgrade) -> HttpReply | None:
+        if not auth.enabled:
+            return None
+        _, grant = auth.bearer(request.headers.get("Authorization"))
+        if grant is None:
+            return None
+        if ctx.identity is None:
+            auth.attach(ctx, request.headers.get("Authorization"))
+        elif grant.agent != ctx.identity:
+            log.warning("auth: a token of another agent on session %s", ctx.conn_id)
+            return HttpReply(HTTPStatus.FORBIDDEN, "this session belongs to another agent\n")
+        return None
+
+    return check

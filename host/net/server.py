@@ -30,6 +30,7 @@ from http import HTTPStatus
 from typing import Any
 
 from host.config import Config
+from host.core.context import ConnectionContext
 from host.core.router import Router
 from host.net.front import Attach, HttpFront
 from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only, origin_gate
@@ -37,6 +38,7 @@ from host.net.limits import ConnectionLimiter, DeadlineWatch
 from host.net.pipeline import RequestHook
 from host.net.serving import ServedConnection
 from host.net.tls import ssl_context
+from host.net.transport_http import HttpSessions
 
 __all__ = ["CLOSE_WAIT", "TRANSPORTS", "HostServer", "ServedConnection"]
 
@@ -68,6 +70,7 @@ class HostServer:
         self.on_request = on_request
         self.accepted = 0  # connections accepted since start
         self._server: asyncio.Server | None = None
+        self._running = False
         self._deadlines = DeadlineWatch(lambda: self.connections, config.limits)
         self._ids = itertools.count(1)
         self.connections: set[ServedConnection] = set()
@@ -84,6 +87,11 @@ class HostServer:
         if config.server.allowed_origins:
             self.gates.append(origin_gate(config.server.allowed_origins))
         self.on_open: list[Callable[[ServedConnection], None]] = []
+        # checks of each request of an open HTTP + SSE session after the gates: None lets it
+        # through (and may bind the session's identity), else the refusal
+        self.session_checks: list[Callable[[ConnectionContext, HttpRequest],
+                                           HttpReply | None]] = []
+        self.sessions = HttpSessions(self)  # POST /session, /send, GET /stream, DELETE
         # True when a handler may be stepped outside a task (the store reads on the loop and
         # nothing in a handler needs `asyncio.current_task()`): see host.net.pipeline
         self.step_in_callback = False
@@ -94,14 +102,18 @@ class HostServer:
         assert self._server is not None
         return int(self._server.sockets[0].getsockname()[1])
 
-    async def start(self) -> None:
-        """Bind and start accepting connections."""
+    async def start(self, listen: bool = True) -> None:
+        """Bind and start accepting connections (`listen=False`: serve no port, only the
+        connections given to the server, as `a2e-host stdio` does)."""
+        self._running = True
+        self._deadlines.start()
+        if not listen:
+            return
         module = TRANSPORTS.get(self.config.server.transport, TRANSPORTS["websockets"])
         attach: Attach = importlib.import_module(module).attach
         srv = self.config.server
         self._server = await asyncio.get_running_loop().create_server(
             lambda: HttpFront(self, attach), srv.host, srv.port, ssl=ssl_context(srv))
-        self._deadlines.start()
 
     # -- routes ---------------------------------------------------------------------------------
 
@@ -148,8 +160,8 @@ class HostServer:
         return self.limiter.admit(remote)
 
     def next_conn_id(self, kind: str = "c") -> str:
-        """A new connection id: `c1`, `c2`, ... for WebSocket connections (the logs' `conn`;
-        another transport's `kind` letter shows it there)."""
+        """A new connection id: `c1`, `c2`, ... for WebSocket connections, `h3` for an HTTP +
+        SSE session, `s4` for stdio (the logs' `conn` shows the transport)."""
         return f"{kind}{next(self._ids)}"
 
     def opened(self, conn: ServedConnection) -> None:
@@ -179,13 +191,14 @@ class HostServer:
     async def stop(self, drain_timeout: float | None = None) -> None:
         """Stop accepting; let in-flight requests finish, close every connection and drop the
         ones still open, all within the drain timeout."""
-        if self._server is None:
+        if not self._running:
             return
         timeout = self.config.server.drain_timeout if drain_timeout is None else drain_timeout
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self.stopping = True
-        self._server.close()
+        if self._server is not None:
+            self._server.close()
         conns = list(self.connections)
         closing = min(CLOSE_WAIT, timeout / 4)
         if conns:
@@ -198,6 +211,7 @@ class HostServer:
             front.abort()
         await self._deadlines.stop()
         self._server = None
+        self._running = False
         self.stopping = False
 
 

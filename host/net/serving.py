@@ -23,6 +23,7 @@ class ServedConnection(Protocol):
     ctx: ConnectionContext
     upgrade: HttpRequest
     pipeline: Pipeline
+    kind: str  # the transport: "websocket", "http" (an HTTP + SSE session) or "stdio"
 
     @property
     def in_flight(self) -> int:
@@ -55,6 +56,7 @@ class Server(Protocol):
     step_in_callback: bool
     stopping: bool
     fronts: set[Any]
+    session_checks: list[Callable[[ConnectionContext, HttpRequest], HttpReply | None]]
 
     def next_conn_id(self, kind: str = ...) -> str:
         """A new connection id."""

@@ -62,6 +62,8 @@ _LONG = struct.Struct("!BBQ")
 class PicowsConnection(WSListener, Served):  # type: ignore[misc]
     """Serves one WebSocket from picows' frame callbacks."""
 
+    kind = "websocket"
+
     def __init__(self, server: HostServer, upgrade: HttpRequest) -> None:
         super().__init__()
         self.server = server

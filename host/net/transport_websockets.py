@@ -47,6 +47,8 @@ _TEXT, _BINARY, _CONT, _CLOSE, _PONG = Opcode.TEXT, Opcode.BINARY, Opcode.CONT, 
 class WebsocketsConnection(asyncio.Protocol, Served):
     """Serves one WebSocket from the socket's callbacks."""
 
+    kind = "websocket"
+
     def __init__(self, server: HostServer, upgrade: HttpRequest,
                  release: Callable[[], None]) -> None:
         self.server = server

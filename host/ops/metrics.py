@@ -33,14 +33,15 @@ _EMBED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 class HostGauges:
     """What the collector reads at scrape time; each callable is cheap or cached by its owner.
 
-    `connections_open`, `connections_total`, `in_flight`, `gc_deleted` return numbers;
-    `entries` returns {tier: count} (may be cached: counting a big table is not free);
-    `embed_backlog` the entries waiting for a vector (as last counted; None: no embedder).
+    `connections_total`, `in_flight`, `gc_deleted` return numbers; `connections_open` returns
+    {transport: count} (`websocket`, `http`, `stdio`); `entries` returns {tier: count} (may be
+    cached: counting a big table is not free); `embed_backlog` the entries waiting for a vector
+    (as last counted; None: no embedder).
     """
 
     def __init__(
         self,
-        connections_open: Callable[[], int],
+        connections_open: Callable[[], dict[str, int]],
         connections_total: Callable[[], int],
         in_flight: Callable[[], int],
         gc_deleted: Callable[[], int],
@@ -61,11 +62,14 @@ class _ScrapeCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         g = self.gauges
-        yield GaugeMetricFamily(
-            "a2e_connections_open", "WebSocket connections open now.", value=g.connections_open()
-        )
+        conns = GaugeMetricFamily("a2e_connections_open",
+                                  "Connections (HTTP + SSE: sessions) open now, by transport.",
+                                  labels=["transport"])
+        for transport, n in sorted(g.connections_open().items()):
+            conns.add_metric([transport], n)
+        yield conns
         yield CounterMetricFamily(
-            "a2e_connections", "WebSocket connections accepted since start.",
+            "a2e_connections", "Connections (and sessions) accepted since start.",
             value=g.connections_total(),
         )
         yield GaugeMetricFamily(

@@ -1,0 +1,91 @@
+"""`a2e-host stdio` as a real subprocess, as the A2E SDK's `SubprocessTransport` spawns it:
+NDJSON on stdin and stdout, logs on stderr only, a clean exit that commits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from host.client import MemoryClient
+from host.net.clients import StdioChannel
+
+
+def argv(db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "host.cli", "stdio", "--db", str(db), *extra]
+
+
+async def test_eof_on_stdin_commits_and_exits_0(tmp_path: Path) -> None:
+    """Stores answered over stdio are durable once stdin closes: the process exits 0 and a new
+    process reads them back; stdout carries only protocol messages."""
+    db = tmp_path / "s.db"
+    errors = (tmp_path / "err.txt").open("wb")
+    c = await MemoryClient.spawn(argv(db), stderr=errors)
+    await c.init("ns", {"agent": "a"})
+    stored = await asyncio.gather(*(c.store([{"key": {"i": i}, "content": "x" * 100,
+                                              "tier": "episodic"}]) for i in range(50)))
+    assert all(s.stored for s in stored)
+    ch = c.channel
+    assert isinstance(ch, StdioChannel) and ch.proc is not None
+    await c.close()  # closes stdin, waits for the exit
+    assert ch.proc.returncode == 0
+    errors.close()
+    log = (tmp_path / "err.txt").read_text()
+    assert "a2e-host stopped" in log
+
+    again = await MemoryClient.spawn(argv(db))
+    await again.init("ns", {"agent": "a"})
+    assert (await again.retrieve(keys=[{"i": i} for i in range(50)], limit=100)).total == 50
+    await again.close()
+
+
+async def test_sigterm_answers_what_was_read_commits_and_exits_0(tmp_path: Path) -> None:
+    """SIGTERM while requests are in flight: what was read is answered, the process exits 0,
+    and every answered store is durable."""
+    db = tmp_path / "t.db"
+    proc = await asyncio.create_subprocess_exec(
+        *argv(db), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = [json.dumps({"type": "memory/init/req", "id": "i", "version": "1.0",
+                         "namespace": "ns", "scope": {"agent": "a"}})]
+    proc.stdin.write((lines[0] + "\n").encode())
+    mid = json.loads(await proc.stdout.readline())["memory_id"]
+    for i in range(20):
+        proc.stdin.write((json.dumps({"type": "memory/store/req", "id": f"s{i}",
+                                      "version": "1.0", "memory_id": mid, "entries": [
+            {"key": {"i": i}, "content": i, "tier": "episodic"}]}) + "\n").encode())
+    await proc.stdin.drain()
+    first = json.loads(await proc.stdout.readline())
+    proc.send_signal(signal.SIGTERM)
+    replies = [first] + [json.loads(line) for line in (await proc.stdout.read()).splitlines()]
+    assert await proc.wait() == 0
+    answered = [r["req_id"] for r in replies if r.get("type") == "memory/store/resp"]
+    assert answered and answered == [f"s{i}" for i in range(len(answered))]
+    again = await MemoryClient.spawn(argv(db))
+    await again.init("ns", {"agent": "a"})
+    got = await again.retrieve(keys=[{"i": i} for i in range(len(answered))], limit=100)
+    assert got.total == len(answered)
+    await again.close()
+
+
+async def test_a_line_that_is_not_json_or_too_long_gets_an_error(tmp_path: Path) -> None:
+    """A line that is not JSON is answered parse_error and a line over the frame limit
+    invalid_message; the session goes on."""
+    cfg = tmp_path / "a2e.toml"
+    cfg.write_text("[limits]\nmax_frame_bytes = 2048\n")
+    c = await MemoryClient.spawn(argv(tmp_path / "l.db", "--config", str(cfg)))
+    ch = c.channel
+    assert isinstance(ch, StdioChannel)
+    c._reader.cancel()
+    await ch.send("{not json")
+    await ch.send(json.dumps({"type": "ping", "id": "big", "version": "1.0",
+                              "metadata": "x" * 5000}))
+    await ch.send(json.dumps({"type": "ping", "id": "p", "version": "1.0"}))
+    it = ch.__aiter__()
+    got = [json.loads(await it.__anext__()) for _ in range(3)]
+    assert [g.get("code") for g in got[:2]] == ["parse_error", "invalid_message"]
+    assert got[2]["type"] == "pong" and got[2]["req_id"] == "p"
+    await ch.close()
