@@ -36,13 +36,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from host.app import Host  # noqa: E402
-from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.fusion import FEATURES, features  # noqa: E402
 from host.store.base import Query, Scope  # noqa: E402
 from scripts.bench_retrieval import DATA, load  # noqa: E402
-from scripts.tune_retrieval import CachedEmbedder  # noqa: E402
+from scripts.tune_retrieval import cached_host, stored_conversation  # noqa: E402
 
 # Questions about things the LoCoMo conversations never mention: the first set is fitted on,
 # the second checks.
@@ -104,21 +102,10 @@ async def collect(cfg_over: dict[str, Any], convs: dict[str, Any], off: list[str
     with tempfile.TemporaryDirectory(prefix="a2e-fit-") as tmp:
         cfg = load_config(None, {**cfg_over, "server": {"port": 0},
                                  "store": {"db": f"{tmp}/f.db"}})
-        host = Host(cfg)
-        emb = None
-        if host.search.embedder is not None:
-            emb = CachedEmbedder(host.search.embedder, cache)
-            host.search.use_embedder(emb)  # type: ignore[arg-type]
-        await host.start()
-        try:
+        async with cached_host(cfg, cache) as (host, emb):
             for name, (turns, qs) in convs.items():
                 ns = f"locomo-{name}"
-                c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
-                await c.init(ns, {"agent": "bench"})
-                entries = [{"key": {"turn": d}, "content": t, "tier": "episodic"}
-                           for d, t in turns]
-                for i in range(0, len(entries), 100):
-                    await c.store(entries[i:i + 100])
+                c = await stored_conversation(host, ns, turns)
                 await c.close()
                 await host.search.drain()
                 scope = Scope(ns, "bench")
@@ -145,10 +132,6 @@ async def collect(cfg_over: dict[str, Any], convs: dict[str, Any], off: list[str
                                 "y": np.array([near(t, ev, span) for t in turn], dtype=np.float64),
                                 "strict": np.array([t in ev for t in turn], dtype=np.float64),
                                 "turn": turn})
-        finally:
-            await host.stop()
-            if emb is not None:
-                emb.save()
     return out
 
 

@@ -24,6 +24,8 @@ import asyncio
 import statistics
 import sys
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,32 +93,46 @@ def overrides(pairs: list[str], db: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+@asynccontextmanager
+async def cached_host(cfg: Any, cache: Path) -> AsyncIterator[tuple[Host, CachedEmbedder | None]]:
+    """A started in-process Host whose embedder reads and fills the vector cache `cache`;
+    on exit the host stops and the cache is saved."""
+    host = Host(cfg)
+    emb = None
+    if host.search.embedder is not None:
+        emb = CachedEmbedder(host.search.embedder, cache)
+        host.search.use_embedder(emb)  # type: ignore[arg-type]
+    await host.start()
+    try:
+        yield host, emb
+    finally:
+        await host.stop()
+        if emb is not None:
+            emb.save()
+
+
+async def stored_conversation(host: Host, ns: str, turns: list[tuple[Any, str]]) -> MemoryClient:
+    """A client of `host` in namespace `ns` (agent "bench") that has stored every turn as an
+    episodic entry keyed by its dialogue id, 100 a request."""
+    c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
+    await c.init(ns, {"agent": "bench"})
+    entries = [{"key": {"turn": d}, "content": t, "tier": "episodic"} for d, t in turns]
+    for i in range(0, len(entries), 100):
+        await c.store(entries[i:i + 100])
+    return c
+
+
 async def one(settings: list[str], convs: dict[str, Any], cache: Path) -> dict[str, Any]:
     rows: list[tuple[int, float, float]] = []
     lat: list[float] = []
     with tempfile.TemporaryDirectory(prefix="a2e-tune-") as tmp:
         cfg = load_config(None, overrides(settings, f"{tmp}/t.db"))
-        host = Host(cfg)
-        emb = None
-        if host.search.embedder is not None:
-            emb = CachedEmbedder(host.search.embedder, cache)
-            host.search.use_embedder(emb)  # type: ignore[arg-type]
-        await host.start()
-        try:
+        async with cached_host(cfg, cache) as (host, _emb):
             for name, (turns, qs) in convs.items():
-                c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
-                await c.init(f"locomo-{name}", {"agent": "bench"})
-                entries = [{"key": {"turn": d}, "content": t, "tier": "episodic"}
-                           for d, t in turns]
-                for i in range(0, len(entries), 100):
-                    await c.store(entries[i:i + 100])
+                c = await stored_conversation(host, f"locomo-{name}", turns)
                 await host.search.drain()
                 await ask(c, qs, lat, rows)
                 await c.close()
-        finally:
-            await host.stop()
-            if emb is not None:
-                emb.save()
     res = {"r5": statistics.fmean(r[1] for r in rows), "r10": statistics.fmean(r[2] for r in rows),
            "p50": float(np.percentile(lat, 50))}
     for c, label in CATEGORIES.items():
