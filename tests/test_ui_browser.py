@@ -70,6 +70,14 @@ def _signed_in(browser: Any, served: BrowsedHost) -> None:
     assert browser.get_cookie("a2e_ui_token") is not None
 
 
+def _shown(browser: Any, selector: str) -> Any:
+    """The first element matching `selector` once the page a click led to shows it (a click
+    that submits a form returns before the next page is loaded)."""
+    WebDriverWait(browser, 20, poll_frequency=0.1).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, selector))
+    return browser.find_element(By.CSS_SELECTOR, selector)
+
+
 def test_a_wrong_token_is_refused(browser: Any, served: BrowsedHost) -> None:
     """A wrong token stays on the sign-in form with an error, and no sign-in cookie is set."""
     _sign_out(browser, served)
@@ -100,6 +108,7 @@ def test_sign_in_and_see_a_namespaces_entries(browser: Any, served: BrowsedHost)
     assert served.admin not in browser.current_url
     assert browser.current_url.endswith("/ui/namespaces")
     browser.find_element(By.LINK_TEXT, NS).click()
+    _shown(browser, ".entry .key")
     keys = [k.text for k in browser.find_elements(By.CSS_SELECTOR, ".entry .key")]
     assert keys == [as_json(e["key"]) for e in reversed(demo_entries())]
     long = browser.find_element(By.CSS_SELECTOR, f"#{_entry_id(browser, 'plans')} details")
@@ -147,9 +156,9 @@ def test_forget_an_entry_and_see_it_gone_through_the_wire(
     browser.get(f"{served.base}/ui/entries?ns={NS}")
     card = browser.find_element(By.ID, _entry_id(browser, "travel"))
     card.find_element(By.LINK_TEXT, "Forget…").click()
-    assert "cannot be brought back" in browser.find_element(By.CSS_SELECTOR, ".confirm").text
+    assert "cannot be brought back" in _shown(browser, ".confirm").text
     browser.find_element(By.XPATH, "//button[text()='Forget this entry']").click()
-    assert "forgotten" in browser.find_element(By.CSS_SELECTOR, ".notice").text
+    assert "forgotten" in _shown(browser, ".notice").text
     assert as_json(key) not in [k.text for k in browser.find_elements(By.CSS_SELECTOR, ".key")]
     assert wire(served, ("retrieve", {"keys": [key]}))[0].total == 0
 
