@@ -40,6 +40,8 @@ BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 TRANSPORTS: tuple[str, ...] = ("websockets", "picows")  # the WebSocket ones (server.transport)
 ALL_TRANSPORTS: tuple[str, ...] = (*TRANSPORTS, "http", "stdio")
 
+pytest_plugins = ["hang_watchdog"]  # a hung test fails with its stacks (tests/hang_watchdog.py)
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run tests marked `all_backends` that use `store_db` once per backend, and tests marked
