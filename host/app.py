@@ -78,7 +78,8 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
     return SQLiteEntryStore(config.store.db, quotas=quotas_of(config),
                             batch_max=config.store.batch_max, observer=observer,
                             max_term_docs=config.search.max_term_docs,
-                            max_matches=config.search.max_keyword_matches)
+                            max_matches=config.search.max_keyword_matches,
+                            disk_reserve_bytes=config.store.disk_reserve_bytes)
 
 
 def _changed(old: BaseModel, new: BaseModel, section: str) -> list[str]:
@@ -174,6 +175,9 @@ class Host:
         """The server's readiness answer, with the embedding backlog when ready."""
         reply = await self.server.answer(self._server_readyz, request)
         assert isinstance(reply, HttpReply)
+        reason = getattr(self.store, "not_ready_reason", None)
+        if reply.status != HTTPStatus.OK and reason is not None and reason():
+            return HttpReply(reply.status, f"store not ready: {reason()}\n", reply.headers)
         if reply.status == HTTPStatus.OK and self.search.enabled:
             backlog = await self.search.count_backlog()
             body = reply.payload().decode()

@@ -104,6 +104,10 @@ class StoreConfig(_Section):
     pool_size: int = Field(
         10, ge=1, description="PostgreSQL: most connections in each host's pool."
     )
+    disk_reserve_bytes: int = Field(
+        16 * MIB, ge=0, description="SQLite: bytes kept free beside the database"
+        " (`<db>-reserve`) so forgets run when the disk is full; 0: none (docs/durability.md).",
+    )
 
 
 class LimitsConfig(_Section):

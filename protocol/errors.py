@@ -28,14 +28,17 @@ class ProtocolError(Exception):
     """A request that cannot be served; becomes one `error` reply.
 
     `req_id` is the request's `id` when it could be read ("" otherwise); `field` names the
-    offending field for `invalid_message` (it goes to `detail.field`).
+    offending field for `invalid_message` (it goes to `detail.field`); `detail` is more of the
+    reply's `detail` (e.g. `{"reason": "disk_full"}`).
     """
 
     def __init__(
-        self, code: ErrorCode, message: str, *, req_id: str = "", field: str | None = None
+        self, code: ErrorCode, message: str, *, req_id: str = "", field: str | None = None,
+        detail: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.req_id = req_id
         self.field = field
+        self.detail = detail

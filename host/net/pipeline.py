@@ -100,6 +100,8 @@ def error_for(exc: BaseException, req_id: str) -> Any:
     """The `error` reply for an exception a request raised (internal ones are logged)."""
     if isinstance(exc, ProtocolError):
         detail = {"field": exc.field} if exc.field else {}
+        if exc.detail:
+            detail.update(exc.detail)
         return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
     if isinstance(exc, RecursionError):  # hostile nesting that got past the frame decoder
         log.warning("request %s: value nested too deeply", req_id)

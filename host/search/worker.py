@@ -40,6 +40,7 @@ import numpy as np
 from host.search.embed import Embedder
 from host.search.lanes import Lane
 from host.search.vectors import Pending, VectorIndexes, digest, group_of
+from host.store.base import StorageFull
 
 __all__ = ["EmbeddingWorker", "LocalWorker", "SharedWorker"]
 
@@ -170,6 +171,9 @@ class EmbeddingWorker:
                     await asyncio.sleep(0)
             except asyncio.CancelledError:
                 raise
+            except StorageFull:  # the vectors wait for room (host.store.sqlite.space)
+                log.warning("background embedding paused: the disk is full; retrying in 5 s")
+                await asyncio.sleep(5.0)
             except Exception:  # a failing endpoint or model: retry on the next wake-up
                 log.exception("background embedding failed; retrying in 5 s")
                 await asyncio.sleep(5.0)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from protocol.errors import ErrorCode, ProtocolError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -38,6 +40,7 @@ __all__ = [
     "Query",
     "Quotas",
     "Refusal",
+    "StorageFull",
     "Scope",
     "StoredEntry",
     "StoreAdmin",
@@ -134,6 +137,17 @@ class Refusal(StrEnum):
     """Why a put refused one entry (its value is the protocol's error code)."""
 
     MEMORY_FULL = "memory_full"  # a storage quota (`Quotas`) would be passed
+
+
+class StorageFull(ProtocolError):
+    """The disk under the store is full: nothing of the write was stored (`memory_full` on
+    the wire, `detail.reason` "disk_full"). Forgets still run (docs/durability.md, "A full
+    disk"); writes resume by themselves once the disk has room again."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(ErrorCode.MEMORY_FULL, message or (
+            "the disk under the store is full; nothing was stored. Forget entries or free"
+            " disk space: writes resume once there is room"), detail={"reason": "disk_full"})
 
 
 # Outcome of one entry of a put: None when stored, else why not.

@@ -49,6 +49,7 @@ from host.store.base import (
     Quotas,
     Refusal,
     Scope,
+    StorageFull,
     StoredEntry,
     StoreOutcome,
     owner_for,
@@ -74,6 +75,7 @@ from host.text.searchable import stored_text
 __all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
 
 log = logging.getLogger("a2e_host.store")
+DISK_FULL = "53100"  # PostgreSQL's SQLSTATE disk_full
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
@@ -303,7 +305,13 @@ class PostgresEntryStore(Opens):
             ))
         if self._puts is None:
             raise RuntimeError("store is not open")
-        return await self._puts.submit(scope, now, rows, len(entries))  # type: ignore[no-any-return]
+        try:
+            return await self._puts.submit(scope, now, rows, len(entries))  # type: ignore[no-any-return]
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != DISK_FULL:
+                raise
+            # the server's disk: the same answer as SQLite's
+            raise StorageFull(f"the PostgreSQL server's disk is full: {exc}") from exc
 
     async def _put_batch(self, batch: list[PendingWrite]) -> list[list[StoreOutcome] | BatchError]:
         """Run queued puts (sorted by namespace) as one `a2e_put_group` statement: entry by

@@ -37,6 +37,7 @@ from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
+from host.store.sqlite.space import DiskSpace
 from host.store.sqlite.writer import CommitObserver, Writer
 from host.text.bm25 import Analysis, Bm25Stats
 from host.text.keyword import query_terms
@@ -59,8 +60,11 @@ class SQLiteEntryStore(Opens):
         observer: CommitObserver | None = None,
         max_term_docs: int = 0,
         max_matches: int = 0,
+        disk_reserve_bytes: int = 0,
     ) -> None:
         self.path = str(path)
+        memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        self.space = DiskSpace(self.path, 0 if memory else disk_reserve_bytes)
         self.quotas = quotas or ops.Quotas()
         self.max_term_docs = max_term_docs  # see sqlite.ops.search_entries
         self.max_matches = max_matches
@@ -77,8 +81,9 @@ class SQLiteEntryStore(Opens):
                 migrate(conn)
 
         await asyncio.to_thread(_open)
+        await asyncio.to_thread(self.space.claim)  # a full disk at start: stores refused
         self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer,
-                              self._deferred)
+                              self._deferred, self.space)
         await asyncio.to_thread(self._writer.start)
         self._read = connect(self.path)
 
@@ -96,10 +101,10 @@ class SQLiteEntryStore(Opens):
             raise RuntimeError("store is not open")
         return self._read
 
-    def _submit(self, fn, *args):  # type: ignore[no-untyped-def]
+    def _submit(self, fn, *args, grows=True):  # type: ignore[no-untyped-def]
         if self._writer is None:
             raise RuntimeError("store is not open")
-        return self._writer.submit(fn, *args)
+        return self._writer.submit(fn, *args, grows=grows)
 
     def put(
         self, scope: Scope, entries: Sequence[NewEntry], now: float
@@ -142,20 +147,22 @@ class SQLiteEntryStore(Opens):
     ) -> asyncio.Future[int]:
         """Delete matching live entries: the writer's future, resolved after the commit."""
         return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now,
-                            self._deferred)
+                            self._deferred, grows=False)
 
     def touch(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
     ) -> asyncio.Future[int]:
         """Record a read (`EntryStore.touch`: `updated_at` moves forward to `when`, nothing
         else, expiry included): the writer's future, resolved after the group's commit."""
-        return self._submit(ops.touch_entries, scope, list(tiers), [(k, when) for k in keys])
+        return self._submit(ops.touch_entries, scope, list(tiers), [(k, when) for k in keys],
+                            grows=False)
 
     async def collect_garbage(self, now: float) -> int:
         """Delete every expired entry, in batches so other writes interleave."""
         total = 0
         while True:
-            n = await self._submit(ops.collect_expired, now, ops.GC_BATCH, self._deferred)
+            n = await self._submit(ops.collect_expired, now, ops.GC_BATCH, self._deferred,
+                                   grows=False)
             total += n
             if n < ops.GC_BATCH:
                 return total
@@ -218,7 +225,8 @@ class SQLiteEntryStore(Opens):
 
     async def prune_changes(self, before: float, max_rows: int) -> int:
         """Delete changes older than `before` or past `max_rows` a namespace (writer thread)."""
-        return await self._submit(changes.prune, before, max_rows)  # type: ignore[no-any-return]
+        return await self._submit(  # type: ignore[no-any-return]
+            changes.prune, before, max_rows, grows=False)
 
     # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
@@ -260,7 +268,7 @@ class SQLiteEntryStore(Opens):
 
     async def clear_vectors_gone(self, ids: Sequence[int]) -> None:
         """Acknowledge `vectors_gone` ids."""
-        await self._submit(vec.clear_gone, list(ids))
+        await self._submit(vec.clear_gone, list(ids), grows=False)
 
     def load_vectors(self, dim: int) -> Iterator[tuple[list[vec.Pending], np.ndarray]]:
         """Every stored vector in batches, on a connection of its own (run it in a thread)."""
@@ -268,9 +276,16 @@ class SQLiteEntryStore(Opens):
             yield from vec.load_vectors(conn, dim)
 
     async def ready(self) -> bool:
-        """True when the database answers."""
+        """True when the database answers and its disk has room for writes."""
         try:
             self._conn().execute("SELECT 1").fetchone()
         except Exception:
             return False
-        return self._writer is not None
+        return self._writer is not None and self.space.recover()
+
+    def not_ready_reason(self) -> str:
+        """Why `ready()` is False, for `/readyz` ("" when it is not the disk)."""
+        if not self.space.full:
+            return ""
+        return (f"disk full since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.space.since))}"
+                f" ({self.space.free_bytes()} bytes free; stores refused, forgets run)")

@@ -13,6 +13,11 @@ Operations may hold writes back in a `GroupWrites` given to the writer (and to t
 argument): the writer flushes it after the group's last operation, before COMMIT, clears it
 when the group rolls back, and restores it to its mark when one operation rolls back to its
 savepoint.
+
+A full disk (`host.store.sqlite.space`): a group that fails for want of room releases the
+store's disk reserve and is run again without the operations that grow the database (those
+fail with `StorageFull`); while the disk stays full such operations are refused without being
+tried, and the ones submitted with `grows=False` (deletes, in-place updates) still run.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from host.store.base import StorageFull
+from host.store.sqlite.space import DiskSpace, is_disk_full
 
 __all__ = ["Writer", "CommitObserver", "GroupWrites"]
 
@@ -68,9 +76,11 @@ class Writer:
         batch_max: int = 512,
         observer: CommitObserver | None = None,
         held: GroupWrites | None = None,
+        space: DiskSpace | None = None,
     ) -> None:
         self._connect = connect
         self._held = held
+        self._space = space
         self._batch_max = batch_max
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="a2e-sqlite-writer", daemon=True)
@@ -85,11 +95,13 @@ class Writer:
         if self._error is not None:
             raise self._error
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
-        """Queue `fn(conn, *args)`; the future resolves after the group holding it committed."""
+    def submit(self, fn: Callable[..., Any], *args: Any, grows: bool = True) -> asyncio.Future:
+        """Queue `fn(conn, *args)`; the future resolves after the group holding it committed.
+        `grows=False` marks an operation that does not grow the database (a delete, an update
+        in place): it still runs while the disk is full."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put((fn, args, fut, loop))
+        self._queue.put((fn, args, fut, loop, grows))
         return fut
 
     def stop(self) -> None:
@@ -128,12 +140,32 @@ class Writer:
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         started = time.perf_counter()
+        space = self._space
+        refused: list[tuple[Any, Any, Any, BaseException | None]] = []
+        if space is not None and space.full and not space.recover():
+            refused = [(fut, loop, None, StorageFull()) for _f, _a, fut, loop, grows in batch
+                       if grows]
+            batch = [item for item in batch if not item[4]]
+        results = self._run_group(conn, batch)
+        if space is not None and any(e is not None and is_disk_full(e) for *_, e in results):
+            space.release()  # room for the deletes; what grows fails
+            refused += [(fut, loop, None, StorageFull()) for _f, _a, fut, loop, grows in batch
+                        if grows]
+            batch = [item for item in batch if not item[4]]
+            results = self._run_group(conn, batch)
+        if self.observer is not None:
+            self.observer(len(batch) + len(refused), time.perf_counter() - started)
+        self._resolve(refused + results)
+
+    def _run_group(
+        self, conn: sqlite3.Connection, batch: list[Any]
+    ) -> list[tuple[Any, Any, Any, BaseException | None]]:
+        if not batch:
+            return []
         results = self._apply(conn, batch, isolate=False, held=self._held)
         if results is None:  # an operation raised: run again, each in its own savepoint
             results = self._apply(conn, batch, isolate=True, held=self._held)
-        if self.observer is not None:
-            self.observer(len(batch), time.perf_counter() - started)
-        self._resolve(results or [])
+        return results or []
 
     @staticmethod
     def _apply(
@@ -146,7 +178,7 @@ class Writer:
         in_op = False
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, args, fut, loop in batch:
+            for fn, args, fut, loop, _grows in batch:
                 if not isolate:
                     in_op = True
                     results.append((fut, loop, fn(conn, *args), None))
@@ -157,6 +189,8 @@ class Writer:
                 try:
                     value = fn(conn, *args)
                 except Exception as exc:
+                    if not conn.in_transaction:  # SQLite rolled it all back (a full disk)
+                        raise
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     if held is not None:
@@ -175,7 +209,7 @@ class Writer:
                 conn.execute("ROLLBACK")
             if in_op and len(batch) > 1:
                 return None
-            results = [(fut, loop, None, group_error) for _fn, _args, fut, loop in batch]
+            results = [(fut, loop, None, group_error) for _fn, _args, fut, loop, _g in batch]
         return results
 
     @staticmethod
