@@ -11,6 +11,7 @@ The CLI's `serve` and the tests use this same object. It also serves `GET /metri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from http import HTTPStatus
@@ -232,13 +233,18 @@ class Host:
         srv = self.config.server
         if listen:
             self.auth.check_exposure(srv.host, self.config.auth.allow_anonymous_remote)
-        await self.store.open()
-        await self.search.start()
-        await self.server.start(listen)
-        self.gc.start()
-        if self.ui is not None:
-            await self.ui.start()
-        await self.memory.watches.start()
+        try:
+            await self.store.open()
+            await self.search.start()
+            await self.server.start(listen)
+            self.gc.start()
+            if self.ui is not None:
+                await self.ui.start()
+            await self.memory.watches.start()
+        except BaseException:  # e.g. a TLS key that does not match: undo what started
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
         if not listen:
             return
         scheme = "wss" if srv.tls_cert else "ws"

@@ -232,7 +232,8 @@ class MemoryClient:
 
     async def next_event(self, timeout: float = 10.0) -> MemoryChangedEvent | MemoryWatchEndedEvent:
         """The next event of any watch of this connection; `TimeoutError` after `timeout` s."""
-        return await asyncio.wait_for(self.events.get(), timeout)
+        async with asyncio.timeout(timeout):
+            return await self.events.get()
 
     async def ping(self) -> Pong:
         """Liveness check."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import gc
 import os
 import sys
 import threading
@@ -52,9 +53,11 @@ def _on_hang(nodeid: str, done: threading.Event) -> None:
     print(f"\n=== watchdog: {nodeid} still running after {HANG_S:.0f} s; stacks follow",
           file=sys.stderr)
     faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    loop = _loop
-    if loop is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(_dump_tasks, loop)
+    loops = [_loop] if _loop is not None else [  # past the fixture: the runner's own close
+        o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]
+    for loop in loops:
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(_dump_tasks, loop)
     if not done.wait(KILL_AFTER_S):
         print(f"\n=== watchdog: {nodeid} did not end once cancelled; exiting", file=sys.stderr)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)

@@ -320,7 +320,8 @@ class Pipeline:
             return
         self._idle = asyncio.Event()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
         except TimeoutError:
             return
 

@@ -205,7 +205,8 @@ class HttpSession(Served):
 
     async def _receive_later(self, lines: list[str]) -> HttpReply:
         try:  # wait for room, as a WebSocket's reads wait
-            await asyncio.wait_for(self._readable.wait(), self.limits.request_timeout)
+            async with asyncio.timeout(self.limits.request_timeout):
+                await self._readable.wait()
         except TimeoutError:
             return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE,
                              "the session owes too many replies; read the stream\n",
@@ -247,7 +248,8 @@ class HttpSession(Served):
         what it has."""
         self.end()
         try:
-            await asyncio.wait_for(self._gone.wait(), wait)
+            async with asyncio.timeout(wait):
+                await self._gone.wait()
         except TimeoutError:
             pass
 

@@ -218,7 +218,8 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
         if not transport.is_close_frame_sent:
             transport.send_close(WSCloseCode(code), reason.encode())
         try:
-            await asyncio.wait_for(transport.wait_disconnected(), wait)
+            async with asyncio.timeout(wait):
+                await transport.wait_disconnected()
         except TimeoutError:
             self.abort()
 

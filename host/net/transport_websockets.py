@@ -205,7 +205,8 @@ class WebsocketsConnection(asyncio.Protocol, Served):
             self.proto.send_close(code, reason)
             self._write()
         try:
-            await asyncio.wait_for(self._lost.wait(), wait)
+            async with asyncio.timeout(wait):
+                await self._lost.wait()
         except TimeoutError:
             self.abort()
 

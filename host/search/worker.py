@@ -74,6 +74,7 @@ class EmbeddingWorker:
         self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.parallel = bool(getattr(embedder, "parallel", False))
 
     # -- tickets and waiting ---------------------------------------------------------------
@@ -101,7 +102,8 @@ class EmbeddingWorker:
         assert self._wake is not None
         self._wake.set()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(fut)
             return True
         except TimeoutError:
             return False
@@ -139,12 +141,14 @@ class EmbeddingWorker:
     def start(self) -> None:
         """Start the background loop."""
         self._wake = asyncio.Event()
+        self._stopping = False
         self._wake.set()  # look at the queue once at start
         self._task = asyncio.create_task(self._run(), name="a2e-embed-worker")
 
     async def stop(self) -> None:
         """Stop at once: a batch in progress is abandoned, its entries stay queued."""
         task, self._task = self._task, None
+        self._stopping = True  # the loop ends even if a cancellation were swallowed
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -160,9 +164,10 @@ class EmbeddingWorker:
 
     async def _run(self) -> None:
         assert self._wake is not None
-        while True:
+        while not self._stopping:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=5.0)
+                async with asyncio.timeout(5.0):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

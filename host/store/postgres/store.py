@@ -560,7 +560,8 @@ class PostgresEntryStore(Opens):
     async def ready(self) -> bool:
         """True when the database answers."""
         try:
-            return bool(await asyncio.wait_for(self.pool.fetchval("SELECT 1"), 5.0) == 1)
+            async with asyncio.timeout(5.0):
+                return bool(await self.pool.fetchval("SELECT 1") == 1)
         except Exception:  # unreachable, timed out, closed: not ready
             return False
 
