@@ -4,7 +4,8 @@ Each test (setup, call and teardown) gets `A2E_TEST_HANG_S` seconds (default 300
 test takes well under a minute on two loaded cores). Past that, the watchdog thread prints
 every thread's stack and every task of the test's event loop, then cancels those tasks, so the
 test errors and the session goes on. If the test is still not done 60 s later (a thread, not
-a task, is stuck), it prints the stacks again and ends the process with status 1.
+a task, is stuck; `A2E_TEST_KILL_S`), it prints the stacks again, to the real stderr, and ends
+the process with status 1.
 
 Registered by conftest.py (`pytest_plugins`); `loop_of_test` is the autouse fixture that
 tells the watchdog which loop a test runs on.
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 HANG_S = float(os.environ.get("A2E_TEST_HANG_S", "300"))
-KILL_AFTER_S = 60.0
+KILL_AFTER_S = float(os.environ.get("A2E_TEST_KILL_S", "60"))
 
 _loop: asyncio.AbstractEventLoop | None = None
 
@@ -49,7 +50,7 @@ def _dump_tasks(loop: asyncio.AbstractEventLoop) -> None:
     sys.stderr.flush()
 
 
-def _on_hang(nodeid: str, done: threading.Event) -> None:
+def _on_hang(nodeid: str, done: threading.Event, capture: Any) -> None:
     print(f"\n=== watchdog: {nodeid} still running after {HANG_S:.0f} s; stacks follow",
           file=sys.stderr)
     faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
@@ -59,6 +60,8 @@ def _on_hang(nodeid: str, done: threading.Event) -> None:
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(_dump_tasks, loop)
     if not done.wait(KILL_AFTER_S):
+        if capture is not None:  # to the real stderr, not the test's captured output
+            capture.suspend_global_capture(in_=True)
         print(f"\n=== watchdog: {nodeid} did not end once cancelled; exiting", file=sys.stderr)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         sys.stderr.flush()
@@ -68,7 +71,8 @@ def _on_hang(nodeid: str, done: threading.Event) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     done = threading.Event()
-    timer = threading.Timer(HANG_S, _on_hang, (item.nodeid, done))
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    timer = threading.Timer(HANG_S, _on_hang, (item.nodeid, done, capture))
     timer.daemon = True
     timer.start()
     try:
