@@ -51,6 +51,11 @@ log = logging.getLogger("a2e_host.search")
 _SETTLE = 5.0
 
 
+def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
 class EmbeddingWorker:
     """What both workers share: tickets, waiters, the loop, the two threads, the figures."""
 
@@ -69,7 +74,7 @@ class EmbeddingWorker:
         self._ticket = 0
         self._through_all = 0  # every write up to this ticket has its vector
         self._through: dict[str, int] = {}  # the same, per namespace
-        self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._waiters: dict[str, list[tuple[int, asyncio.Future[bool | None]]]] = {}
         # niceness 10: on a busy machine the requests' threads get the CPU before the backlog
         self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
         self._wake: asyncio.Event | None = None
@@ -97,17 +102,18 @@ class EmbeddingWorker:
             return True
         if timeout <= 0 or self._task is None:
             return False
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # a future of its own, resolved by `_caught_up` (None) or by the timer (False): requests
+        # run as bare coroutines in the request core (no task), so no asyncio.timeout here
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool | None] = loop.create_future()
         self._waiters.setdefault(namespace, []).append((ticket, fut))
+        timer = loop.call_later(timeout, _resolve, fut, False)
         assert self._wake is not None
         self._wake.set()
         try:
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(fut)
-            return True
-        except TimeoutError:
-            return False
+            return await fut is not False
         finally:
+            timer.cancel()
             waiting = self._waiters.get(namespace)
             if waiting is not None:
                 waiting[:] = [(t, f) for t, f in waiting if f is not fut]
