@@ -56,8 +56,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def make_config(db: Path | str, **sections: dict[str, Any]) -> Config:
-    """A config on port 0 with `db` (a SQLite path or a postgresql:// URL), plus overrides."""
-    overrides: dict[str, dict[str, Any]] = {"server": {"port": 0}, "store": {"db": str(db)}}
+    """A config on port 0 with `db` (a SQLite path or a postgresql:// URL), plus overrides.
+    The disk reserve is 256 KiB, not 16 MiB: a suite starts a thousand hosts."""
+    overrides: dict[str, dict[str, Any]] = {
+        "server": {"port": 0}, "store": {"db": str(db), "disk_reserve_bytes": 256 * 1024}}
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)
     return load_config(None, overrides)
