@@ -44,6 +44,7 @@ __all__ = [
     "HandshakeRequest",
     "HandshakeResponse",
     "Ping",
+    "Shutdown",
     "Pong",
     "Error",
     "Message",
@@ -226,6 +227,14 @@ class Ping(Envelope, tag="ping"):
     pass
 
 
+class Shutdown(Envelope, tag="shutdown"):
+    """The A2E SDK's graceful teardown (agent -> host, no reply): the host answers what it
+    read before it, then ends the connection or session. `timeout` is the SDK's; the host
+    bounds in-flight requests by its own `limits.request_timeout`."""
+
+    timeout: float = 10.0
+
+
 class Pong(Envelope, tag="pong"):
     req_id: str = ""
     uptime_seconds: float = 0.0
@@ -249,6 +258,7 @@ Request = (
     | MemoryUnwatchRequest
     | HandshakeRequest
     | Ping
+    | Shutdown
 )
 
 Message = (
@@ -277,5 +287,6 @@ REQUEST_TYPES: frozenset[str] = frozenset(
         MemoryUnwatchRequest,
         HandshakeRequest,
         Ping,
+        Shutdown,
     )
 )

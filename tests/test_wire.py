@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError
 
@@ -220,6 +221,32 @@ async def test_pipelined_requests_answered_in_order(raw_ws: Any) -> None:
     assert [r["req_id"] for r in replies] == [f["id"] for f in frames]
     for i in range(30):
         assert replies[2 * i + 1]["entries"][0]["content"] == f"v{i}"
+
+
+async def test_sdk_shutdown_answers_what_came_before_then_ends(
+        raw_ws: Any, connect: Callable[..., Any]) -> None:
+    """The A2E SDK's `shutdown` (sent at disconnect): no reply, the requests before it are
+    answered and committed, what follows it is dropped, then the connection or session ends
+    (a WebSocket closes with 1000), and nothing is an error."""
+    ws = raw_ws
+    mid = (await exchange(ws, INIT))["memory_id"]
+    for f in ({"type": "memory/store/req", "id": "s1", "version": "1.0", "memory_id": mid,
+               "entries": [entry({"z": 1}, "kept")]},
+              {"type": "shutdown", "id": "bye", "version": "1.0", "timeout": 10},
+              {"type": "memory/store/req", "id": "s2", "version": "1.0", "memory_id": mid,
+               "entries": [entry({"z": 2}, "after")]}):
+        await ws.send(json.dumps(f))
+    reply = json.loads(await ws.recv())
+    assert (reply["type"], reply["req_id"]) == ("memory/store/resp", "s1")
+    with pytest.raises((ConnectionClosed, ConnectionError, StopAsyncIteration)) as ended:
+        async with asyncio.timeout(10):
+            await ws.recv()
+    if isinstance(ended.value, ConnectionClosed):
+        assert ended.value.rcvd is not None and ended.value.rcvd.code == 1000
+    c: MemoryClient = await connect()
+    await c.init("agent-session-1", {"agent": "assistant"})
+    assert (await c.retrieve(keys=[{"z": 1}])).total == 1
+    assert (await c.retrieve(keys=[{"z": 2}])).total == 0
 
 
 async def test_working_tier_gone_after_disconnect(connect: Callable[..., Any]) -> None:

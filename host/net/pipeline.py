@@ -35,6 +35,9 @@ What it owns:
 - **fair turns**: one pipeline takes up messages for at most `TURN_BUDGET` seconds a turn of
   the event loop; the rest wait for the next turn (`loop.call_soon`), after the other clients'
   reads, so one connection's pipelined heavy reads interleave with everyone else's.
+- **shutdown**: the A2E SDK's `shutdown` message gets no reply; what the client sent after it
+  is dropped, and once every reply owed is sent the pipeline calls the sink's `end()` (the
+  adapter closes a WebSocket with 1000, ends an HTTP session, ends stdio's input).
 - **deadlines**: `expire(now, timeout)` answers a request older than `limits.request_timeout`
   with `internal_error`, retryable, `detail.reason` "deadline" (a write it started may still
   commit; stores and forgets are idempotent, so a retry is safe).
@@ -69,7 +72,7 @@ from host.core.router import Router
 from host.net.limits import RequestRate
 from protocol.codec import decode_request, encode, error_reply
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import Error, Request
+from protocol.messages import Error, Request, Shutdown
 
 __all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Served", "Sink", "binary_refused",
            "error_for", "past_deadline", "rate_limited"]
@@ -94,6 +97,10 @@ class Sink(Protocol):
 
     def set_reading(self, reading: bool) -> None:
         """Go on reading the client's messages (True) or hold off (False)."""
+
+    def end(self) -> None:
+        """The client sent `shutdown` and every reply owed is sent: end the connection or
+        session gracefully (a WebSocket closes with 1000)."""
 
 
 def error_for(exc: BaseException, req_id: str) -> Any:
@@ -182,6 +189,8 @@ class Pipeline:
         self._writing_paused = False
         self._reading = True
         self._closed = False
+        self._ending = False  # `shutdown` read: end after the replies owed
+        self._end_due = False  # ... and the sink's `end()` is scheduled
         self._turn_start = 0.0
         self._later: asyncio.Handle | None = None  # the next turn's `_pump`
         self._idle: asyncio.Event | None = None
@@ -191,7 +200,7 @@ class Pipeline:
 
     def receive(self, data: str | bytes) -> None:
         """One whole message from the client: text (JSON) or bytes (a binary message)."""
-        if self._closed:
+        if self._closed or self._ending:
             return
         if self._task is not None or self._frames or self._later is not None:
             self._frames.append(data)  # taken up in turn by `_pump`
@@ -372,6 +381,10 @@ class Pipeline:
             try:
                 msg = decode_request(data)
                 req_id, msg_type = msg.id, TYPE_OF.get(type(msg), "invalid")
+                if type(msg) is Shutdown:  # no reply: end once what came before is answered
+                    self._taken_bytes -= size
+                    self._shutdown()
+                    return
                 if not allowed:
                     raise rate_limited(req_id)
                 coro = self.router.dispatch(msg, self.ctx)
@@ -494,6 +507,23 @@ class Pipeline:
     def _maybe_idle(self) -> None:
         if self._idle is not None and (self._closed or not self.owes):
             self._idle.set()
+        if self._ending and not self._end_due and not self._closed and not self.owes:
+            self._end_due = True
+            asyncio.get_running_loop().call_soon(self._end_sink)
+
+    def _shutdown(self) -> None:
+        """`shutdown` taken up: what the client sent after it is dropped; the sink's `end()`
+        follows the last reply owed."""
+        log.info("connection %s: shutdown by the client", self.ctx.conn_id)
+        self._ending = True
+        self._frames.clear()
+        self._queued_bytes = 0
+        self._maybe_idle()
+
+    def _end_sink(self) -> None:
+        end = getattr(self.sink, "end", None)
+        if end is not None and not self._closed:
+            end()
 
 
 class Served:
@@ -520,3 +550,17 @@ class Served:
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s until every request read is answered."""
         await self.pipeline.drain(timeout)
+
+    async def close(self, code: int, reason: str, wait: float = 1.0) -> None:
+        """Close the connection (the adapter's)."""
+        raise NotImplementedError
+
+    def end(self) -> None:
+        """The pipeline's `Sink.end()` after a `shutdown`: close with 1000 (an adapter whose
+        session ends otherwise, HTTP + SSE, has its own)."""
+        task = asyncio.get_running_loop().create_task(self.close(1000, "shutdown"))
+        _ending.add(task)
+        task.add_done_callback(_ending.discard)
+
+
+_ending: set[asyncio.Task[None]] = set()  # the closes `Served.end()` started (kept referenced)
