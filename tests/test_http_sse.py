@@ -125,6 +125,38 @@ async def test_an_idle_session_expires_and_its_working_tier_is_gone(db_path: Pat
         await ch.close()
 
 
+async def test_replies_nobody_reads_are_bounded_then_the_session_ends(db_path: Path) -> None:
+    """With no stream open, replies wait in the session's buffer up to limits.max_unsent_bytes;
+    the reply that passes it ends the session (its id is then 404), so a client that never opens its stream
+    cannot grow the host's memory. Another session is untouched."""
+    limit = 64 * 1024
+    async with running(db_path, search={"embedder": "none"},
+                       limits={"max_unsent_bytes": limit}) as host:
+        other = await MemoryClient.connect_http(f"http://127.0.0.1:{host.port}")
+        await other.init("ns", {"agent": "b"})
+        c = await MemoryClient.connect_http(f"http://127.0.0.1:{host.port}")
+        ch = c.channel
+        assert isinstance(ch, HttpChannel)
+        await c.init("ns", {"agent": "a"})
+        await c.store([{"key": {"big": 1}, "content": "x" * 8000, "tier": "episodic"}])
+        (session,) = [s for s in host.server.sessions.open.values()
+                      if s.session_id == ch.session_id]
+        await ch.drop_stream()
+        c._reader.cancel()
+        kept = []
+        with pytest.raises(HttpStatusError) as err:
+            for i in range(100):  # ~8 KB a reply: the buffer is full after about eight
+                await ch.send(msg("memory/retrieve/req", f"r{i}", memory_id=c.memory_id,
+                                  keys=[{"big": 1}]))
+                kept.append(session._kept)
+        assert err.value.status == 404
+        assert 5 <= len(kept) < 20 and max(kept) <= limit + 9000  # the limit and one reply
+        assert ch.session_id not in host.server.sessions.open
+        assert (await other.retrieve()).total == 0  # the other session still answers
+        await ch.close()
+        await other.close()
+
+
 async def test_a_bad_token_is_401_on_every_endpoint(db_path: Path) -> None:
     """With authentication on, a bad bearer token is refused 401 on POST /session, POST
     /send, GET /stream and DELETE /session; a valid one opens a session that stores."""
