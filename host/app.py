@@ -124,6 +124,8 @@ class Host:
             gc_deleted=lambda: self.gc.deleted_total,
             entries=self._entries_by_tier,
             embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
+            watches=lambda: (self.memory.watches.count, self.memory.watches.events_sent,
+                             self.memory.watches.ended),
         ))
         self.server.add_route("/metrics", get_only(self._metrics_route))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)

@@ -185,6 +185,7 @@ class WatchHub:
         self._by_conn: dict[str, dict[str, Watch]] = {}
         self._poller: asyncio.Task[None] | None = None
         self.ended: dict[str, int] = {}  # watches ended by the host, by reason (metrics)
+        self.events_sent = 0  # memory/changed/event messages queued to clients (metrics)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -411,7 +412,10 @@ class WatchHub:
         event = MemoryChangedEvent(id=new_id(), version=VERSION, ts=now(), watch_id=w.id,
                                    cursor=w.cursor, op=op, entries=seen)  # type: ignore[arg-type]
         push = w.ctx.push
-        return push is not None and push(event, key=w.id, limit=self.config.max_pending_events)
+        if push is None or not push(event, key=w.id, limit=self.config.max_pending_events):
+            return False
+        self.events_sent += 1
+        return True
 
     def _replay(self, w: Watch) -> None:
         if w.task is None:

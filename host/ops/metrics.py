@@ -36,7 +36,8 @@ class HostGauges:
     `connections_total`, `in_flight`, `gc_deleted` return numbers; `connections_open` returns
     {transport: count} (`websocket`, `http`, `stdio`); `entries` returns {tier: count} (may be
     cached: counting a big table is not free); `embed_backlog` the entries waiting for a vector
-    (as last counted; None: no embedder).
+    (as last counted; None: no embedder); `watches` (open, events sent, {reason: ended}) of
+    the change streams (None: not shown).
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class HostGauges:
         gc_deleted: Callable[[], int],
         entries: Callable[[], dict[str, int]],
         embed_backlog: Callable[[], int] | None = None,
+        watches: Callable[[], tuple[int, int, dict[str, int]]] | None = None,
     ) -> None:
         self.connections_open = connections_open
         self.connections_total = connections_total
@@ -54,6 +56,7 @@ class HostGauges:
         self.gc_deleted = gc_deleted
         self.entries = entries
         self.embed_backlog = embed_backlog
+        self.watches = watches
 
 
 class _ScrapeCollector(Collector):
@@ -88,6 +91,20 @@ class _ScrapeCollector(Collector):
                 "a2e_embed_backlog", "Stored entries waiting for their vector.",
                 value=g.embed_backlog(),
             )
+
+        if g.watches is not None:
+            open_, events, ended = g.watches()
+            yield GaugeMetricFamily("a2e_watches_open", "Change-stream watches open now.",
+                                    value=open_)
+            yield CounterMetricFamily(
+                "a2e_watch_events", "memory/changed/event messages queued to watchers since start.",
+                value=events)
+            by_reason = CounterMetricFamily(
+                "a2e_watches_ended", "Watches the host ended, by reason (lagging, shutdown, ...).",
+                labels=["reason"])
+            for reason, n in sorted(ended.items()):
+                by_reason.add_metric([reason], n)
+            yield by_reason
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # no describe: the registry must not collect at registration time
