@@ -135,7 +135,7 @@ class Host:
                 metrics=self.metrics, gc=self.gc,
                 connections=lambda: len(self.server.connections),
                 in_flight=lambda: sum(c.in_flight for c in self.server.connections),
-                working=self._working_by_namespace,
+                working=self._working_by_namespace, clock=clock,
             ))
             self.server.add_route("/ui", ui_route(self.ui, secure=bool(config.server.tls_cert)),
                                   prefix=True)

@@ -195,6 +195,19 @@ async def test_entries_page_lists_newest_first_with_every_field(host: Host) -> N
         assert "1–4 of 4" in page
 
 
+async def test_the_browser_keeps_the_hosts_time(host: Host) -> None:
+    """The browser lists what the wire would return at the host's clock: an entry past its TTL
+    is gone from both (the `host` fixture's clock is moved on, not slept)."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await _fill(c, "proj")
+        ui = UiClient(_app(host))
+        assert "&quot;new&quot;" in text(await ui.get("/ui/entries?ns=proj"))
+        host.clock.advance(3601)  # type: ignore[attr-defined]
+        assert (await c.retrieve(keys=[{"k": "new"}])).total == 0
+        page = text(await ui.get("/ui/entries?ns=proj"))
+        assert "&quot;new&quot;" not in page and "1–2 of 2" in page
+
+
 async def test_entries_filters_and_paging(tmp_path: Path) -> None:
     """Tier, agent, tags and key-text filters narrow the list; pages hold `ui.page_size`."""
     config = make_config(tmp_path / "a2e.db", ui={"page_size": 2}, search={"embedder": "none"})

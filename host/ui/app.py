@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -48,6 +47,7 @@ from host.ui.health import HealthSampler
 from host.ui.html import layout
 from host.ui.signin import Gatekeeper, Viewer
 from host.ui.web import MAX_BODY, Request, Response, html_response, redirect, refusal, typed
+from protocol.clock import Clock, wall_clock
 
 __all__ = ["PREFIX", "UiApp", "UiDeps", "export_line"]
 
@@ -76,6 +76,7 @@ class UiDeps:
     connections: Callable[[], int]  # WebSocket connections open
     in_flight: Callable[[], int]  # requests read and not answered yet
     working: Callable[[], dict[str, int]]  # namespace -> working entries in open sessions
+    clock: Clock = wall_clock  # the host's clock: what is live, what expired (tests move it)
 
 
 class _Refused(Exception):
@@ -293,7 +294,7 @@ class UiApp:
     # -- pages -------------------------------------------------------------------------------
 
     async def _namespaces(self, req: Request, viewer: Viewer) -> Response:
-        now = time.time()
+        now = self.deps.clock()
         rows = await self._browse().overview(viewer.namespaces, now) if self.browsable else []
         working = {ns: n for ns, n in self.deps.working().items() if viewer.allows(ns) and n}
         limits = self.deps.config.limits
@@ -319,7 +320,7 @@ class UiApp:
         page = _int(req.arg("page"), 1, 1, 1_000_000, "page")
         f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=_tags(tags),
                          key_text=key, limit=size, offset=(page - 1) * size)
-        now = time.time()
+        now = self.deps.clock()
         entries, total = await store.browse(ns, f, now)
         notice = {"forgot": "The entry was forgotten.",
                   "gone": "That entry was already gone."}.get(req.arg("done"), "")
@@ -337,7 +338,7 @@ class UiApp:
         error = ""
         hits: list = []
         total = 0
-        now = time.time()
+        now = self.deps.clock()
         try:
             limit = _int(limit_text, 10, 1, self.deps.config.limits.max_limit, "limit")
             min_score = float(min_text) if min_text else 0.0
@@ -370,7 +371,7 @@ class UiApp:
     async def _live(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
-        now = time.time()
+        now = self.deps.clock()
         log = self._log()
         # the cursor first: a change committed between the two reads shows twice, none is lost
         after = str(await log.change_head(ns)) if log is not None else ""
@@ -411,7 +412,7 @@ class UiApp:
     async def _entry(self, viewer: Viewer, ns: str, id_text: str):  # type: ignore[no-untyped-def]
         store = self._browse()
         ident = _int(id_text, 0, 0, 2**63 - 1, "id")
-        e = await store.browse_entry(ns, ident, time.time()) if ident else None
+        e = await store.browse_entry(ns, ident, self.deps.clock()) if ident else None
         if e is not None and e.tier not in viewer.tiers:
             e = None
         return e
@@ -424,7 +425,7 @@ class UiApp:
             return redirect(_with_done(back, "gone"))
         if not viewer.may_forget(e.tier):
             return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
-        body = views.confirm_forget(e, ns, time.time(), viewer.csrf, back)
+        body = views.confirm_forget(e, ns, self.deps.clock(), viewer.csrf, back)
         return self._page("Forget an entry", body, viewer, "entries", ns)
 
     async def _forget(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
@@ -436,7 +437,7 @@ class UiApp:
         if not viewer.may_forget(e.tier):
             return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
         agent = e.owner or e.agent  # the owner of an episodic entry; any agent for semantic
-        n = await self.deps.store.forget(Scope(ns, agent), [e.tier], [e.key], [], time.time())
+        n = await self.deps.store.forget(Scope(ns, agent), [e.tier], [e.key], [], self.deps.clock())
         self.deps.memory.search.notify()  # drop its vector from memory
         log.info("ui: %s forgot entry %d (%s tier) of namespace %r: %d deleted", viewer.label,
                  e.id, e.tier, ns, n)
@@ -444,7 +445,7 @@ class UiApp:
 
     async def _confirm_export(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
-        rows = await self._browse().overview([ns], time.time())
+        rows = await self._browse().overview([ns], self.deps.clock())
         count = sum(rows[0].tiers.values()) if rows else 0
         body = views.confirm_export(ns, count, viewer.csrf)
         return self._page(f"Export {ns}", body, viewer, "namespaces", ns)
@@ -454,7 +455,7 @@ class UiApp:
         store = self._browse()
         if set(viewer.tiers) != set(PERSISTENT_TIERS):
             return refusal(HTTPStatus.FORBIDDEN, "exporting needs the right to read every tier")
-        entries = await store.export_namespace(ns, time.time())
+        entries = await store.export_namespace(ns, self.deps.clock())
         body = b"".join(export_line(ns, e) for e in entries)
         log.info("ui: %s exported namespace %r: %d entries", viewer.label, ns, len(entries))
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", ns)[:80] or "namespace"
