@@ -142,3 +142,24 @@ async def test_full_disk_at_start_is_not_ready_until_there_is_room(small_disk: P
             ballast.unlink()
             assert len((await c.store([big(2)])).stored) == 1
         assert (await get(host.port, "/readyz"))[0] == 200
+
+
+async def test_without_a_reserve_a_full_disk_is_still_a_clear_answer(small_disk: Path) -> None:
+    """With `store.disk_reserve_bytes = 0` a full disk is still `memory_full` / `disk_full`
+    (never `internal_error`), and stores resume once the disk has room again."""
+    db = small_disk / "a2e.db"
+    config = make_config(db, store={"disk_reserve_bytes": 0}, search={"embedder": "none"})
+    async with running_host(config) as host:
+        assert not (small_disk / "a2e.db-reserve").exists()
+        ballast = fill(small_disk, 1 * MIB)
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            await c.init("ns", {"agent": "a"})
+            with pytest.raises(RemoteError) as err:
+                for r in range(200):
+                    await c.store([big(4 * r + j) for j in range(4)])
+            assert err.value.code == "memory_full"
+            assert err.value.detail.get("reason") == "disk_full"
+            assert (await get(host.port, "/readyz"))[0] == 503
+            ballast.unlink()
+            assert len((await c.store([big(20_000)])).stored) == 1
+            assert (await get(host.port, "/readyz"))[0] == 200

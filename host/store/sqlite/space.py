@@ -8,7 +8,8 @@ writes that grow the database are refused (`StorageFull`, `memory_full` with
 `detail.reason` "disk_full") without being tried, deletes and in-place updates still run, and
 `/readyz` answers 503. `recover()` (from the writer, each group while full, and from `/readyz`:
 one `statvfs`, ~2 us) claims the reserve again once the filesystem has room for twice the
-reserve; that ends the full state, so writes resume with no restart.
+reserve (with no reserve: 1 MiB free); that ends the full state, so writes resume with no
+restart.
 
 Used on the writer's thread (`release`, `recover` in a commit) and on the loop (`recover` from
 `/readyz`); the one lock keeps the two from claiming at once.
@@ -28,6 +29,7 @@ __all__ = ["DiskSpace", "is_disk_full"]
 log = logging.getLogger("a2e_host.store")
 
 _SQLITE_FULL = 13
+NO_RESERVE_ROOM = 1 << 20  # with no reserve: free bytes that end the full state
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -95,14 +97,17 @@ class DiskSpace:
         """True when not full, or the disk has room again (the reserve is claimed back)."""
         if not self.full:
             return True
-        try:
-            st = os.statvfs(self.folder)
-        except OSError:
-            return False
-        if st.f_bavail * st.f_frsize < 2 * self.reserve_bytes:
+        free = self.free_bytes()
+        if free < (2 * self.reserve_bytes if self.enabled else NO_RESERVE_ROOM):
             return False
         with self._lock:
-            return self._claim() if self.full else True
+            if not self.full:
+                return True
+            if self.enabled:
+                return self._claim()
+            self.full = False
+            log.warning("the disk has room again: writes resume (%d bytes free)", free)
+            return True
 
     def free_bytes(self) -> int:
         """Bytes free on the database's filesystem for this user (-1 when unknown)."""

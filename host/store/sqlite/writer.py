@@ -153,6 +153,9 @@ class Writer:
                         if grows]
             batch = [item for item in batch if not item[4]]
             results = self._run_group(conn, batch)
+        if space is not None:  # still no room (a delete bigger than the reserve): say so
+            results = [(fut, loop, value, StorageFull() if e is not None and is_disk_full(e)
+                        else e) for fut, loop, value, e in results]
         if self.observer is not None:
             self.observer(len(batch) + len(refused), time.perf_counter() - started)
         self._resolve(refused + results)
