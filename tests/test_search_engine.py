@@ -62,6 +62,20 @@ async def test_paraphrase_finds_entry_without_shared_keyword(
     assert 0 < got.entries[0]["relevance"] < 1 and got.entries[0]["score"] == 1.0
 
 
+async def test_a_paraphrase_is_found_in_a_memory_of_three_entries(
+    client: MemoryClient, host: Host
+) -> None:
+    """In a memory too small to have statistics of its own (three entries) a clear paraphrase
+    still finds its fact by meaning, while a question about none of them finds nothing."""
+    await client.store([
+        entry({"n": 1}, "Maria adopted a beagle named Toby last week", "semantic"),
+        entry({"n": 2}, "The quarterly report is due on Friday", "semantic"),
+        entry({"n": 3}, "Paris is the capital of France", "semantic")])  # keys say nothing
+    await host.search.drain()
+    assert keys_of(await client.retrieve(query=PARAPHRASE, limit=3)) == [{"n": 1}]
+    assert (await client.retrieve(query="How do I reset my password?", limit=3)).total == 0
+
+
 async def test_importance_breaks_ties(client: MemoryClient, host: Host) -> None:
     """Of two entries equally relevant (same text), the more important one ranks first."""
     for high, low in (("episodic", "semantic"), ("semantic", "episodic")):

@@ -61,7 +61,7 @@ _CALIBRATION_DOCS = (
     "The train to Lyon leaves from platform 4.", "He is allergic to peanuts.",
     "The database backup runs every night at 2 am.", "They hiked up the mountain on Sunday.",
     "The recipe needs two cups of flour.", "My sister plays the violin.",
-    "The server returned a 500 error.", "We watched a documentary about whales.",
+    "The river flooded the old bridge.", "We watched a documentary about whales.",
     "The lease ends in September.", "Paint the fence before the rain.",
     "The user prefers dark mode.", "Grandpa told stories about the war.",
 )
