@@ -16,6 +16,7 @@ from test_metrics import get
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
+from protocol.clock import ShiftedClock
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
@@ -76,6 +77,36 @@ async def test_forgotten_and_expired_events(host: Host, connect: Callable[..., A
     assert ev.op == "expired"
     assert sorted(e["key"]["k"] for e in ev.entries) == [2, 3]
     assert all(e["tier"] == "semantic" for e in ev.entries)
+
+
+async def test_expired_entries_a_store_removes_are_expired_events(store_db: str) -> None:
+    """An expired entry that a store replaces, and the expired entries a store collects to fit
+    a quota, are `expired` events before that store's `stored` one, on both backends: a
+    watcher's copy of the memory never keeps an entry the host deleted."""
+    clock = ShiftedClock()
+    config = make_config(store_db, limits={"max_entries_per_namespace": 3},
+                         search={"embedder": "none"})
+    async with running_host(config, clock=clock) as host:
+        url = url_of(host)
+        async with await MemoryClient.connect(url) as watcher, \
+                await MemoryClient.connect(url) as writer:
+            await watcher.init("ns", {"agent": "w"})
+            await writer.init("ns", {"agent": "a"})
+            await watcher.watch()
+            await writer.store([entry({"k": 1}, ttl=10), entry({"k": 2}, ttl=10),
+                                entry({"k": 3})])
+            assert (await changed(watcher)).op == "stored"
+            clock.advance(60)  # k1 and k2 expired, not yet collected
+            await writer.store([entry({"k": 1}, "again")])  # replaces the expired k1
+            ev = await changed(watcher)
+            assert (ev.op, [e["key"] for e in ev.entries]) == ("expired", [{"k": 1}])
+            ev = await changed(watcher)
+            assert (ev.op, [e["key"] for e in ev.entries]) == ("stored", [{"k": 1}])
+            await writer.store([entry({"k": 4})])  # over the quota of 3: k2 is collected
+            ev = await changed(watcher)
+            assert (ev.op, [e["key"] for e in ev.entries]) == ("expired", [{"k": 2}])
+            ev = await changed(watcher)
+            assert (ev.op, [e["key"] for e in ev.entries]) == ("stored", [{"k": 4}])
 
 
 async def test_filters_narrow_the_stream(connect: Callable[..., Any]) -> None:

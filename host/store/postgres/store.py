@@ -327,10 +327,14 @@ class PostgresEntryStore(Opens):
                 for col, v in zip(cols, (j, k, ns, agent, put.now, *row), strict=True):
                     col.append(v)
         q = self.quotas
+        # The only rows a put deletes are expired ones (an expired entry it replaces, the
+        # expired entries it collects to fit a quota): the change log records them as
+        # `expired`, before the put's `stored` change, as on SQLite. The CTE (volatile, so
+        # evaluated first) names the op for the statement's transaction.
         outcomes = await self.pool.fetchval(
-            "SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-            " $14,"
-            " $15, $16, $17, $18, $19)",
+            "WITH op AS (SELECT set_config('a2e.change_op', 'expired', true))"
+            " SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+            " $13, $14, $15, $16, $17, $18, $19) FROM op",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent],
             *cols,
