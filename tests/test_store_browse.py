@@ -91,5 +91,9 @@ async def test_overview_entry_changes_and_export(store: EntryStore) -> None:
     one = await store.browse_entry("ns", page[0].id, now)
     assert one is not None and one.key == page[0].key and one.vector == "queued"
     assert await store.browse_entry("other", page[0].id, now) is None
-    assert sorted(_keys(await store.export_namespace("ns", now))) == [
-        '{"k":"a1"}', '{"k":"b1"}', '{"k":"s_1"}']
+    every = await store.export_namespace("ns", now)
+    assert sorted(_keys(every)) == ['{"k":"a1"}', '{"k":"b1"}', '{"k":"s_1"}']
+    assert [e.id for e in every] == sorted(e.id for e in every)  # row order: pages follow on
+    first = await store.export_namespace("ns", now, 0, 2)
+    rest = await store.export_namespace("ns", now, first[-1].id, 2)
+    assert _keys(first + rest) == _keys(every) and len(first) == 2

@@ -4,6 +4,8 @@ real WebSocket connections, on a real SQLite file."""
 
 from __future__ import annotations
 
+import asyncio
+import http.client
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -22,6 +24,7 @@ from host.app import Host
 from host.cli.transfer import decode_line
 from host.client import MemoryClient
 from host.ui import Request, UiApp
+from host.ui.app import EXPORT_PAGE
 from host.ui.health import p99_of
 
 SECRET = "the-launch-code-is-7429"
@@ -292,6 +295,41 @@ async def test_export_downloads_the_namespace_as_json_lines(host: Host) -> None:
         assert {x["namespace"] for x in lines} == {"proj"}
         read = [decode_line(x) for x in r.body.splitlines()]  # what `a2e-host import` reads
         assert sorted(e.tier for e in read) == ["episodic", "episodic", "semantic"]
+
+
+async def test_a_big_export_streams_page_after_page_over_http(tmp_path: Path) -> None:
+    """An export of more entries than a page (EXPORT_PAGE) comes over real HTTP as a chunked
+    stream holding every entry once, in row order, and readable by `a2e-host import`."""
+    n = EXPORT_PAGE * 2 + 7
+    config = make_config(tmp_path / "a2e.db", search={"embedder": "none"})
+    async with running_host(config) as host:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            await c.init("big", {"agent": "a1"})
+            for start in range(0, n, 1000):
+                await c.store([{"key": {"i": i}, "content": i, "tier": "episodic"}
+                               for i in range(start, min(n, start + 1000))])
+        ui = UiClient(_app(host), host=f"127.0.0.1:{host.port}")
+        await ui.get("/ui/export?ns=big")  # its CSRF token and cookie
+        cookie = "; ".join(f"{k}={v}" for k, v in ui.cookies.items())
+        status, headers, body = await asyncio.to_thread(
+            _post_raw, host.port, "/ui/export", {"ns": "big", "csrf": ui.csrf}, cookie)
+        assert status == 200 and headers.get("transfer-encoding") == "chunked"
+        keys = [bytes(decode_line(x).key) for x in body.splitlines()]
+        assert keys == [json.dumps({"i": i}, separators=(",", ":")).encode() for i in range(n)]
+
+
+def _post_raw(port: int, path: str, form: dict[str, str], cookie: str
+              ) -> tuple[int, dict[str, str], bytes]:
+    """One form POST over a real socket, as a browser on the page sends it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, urlencode(form), {
+            "Content-Type": "application/x-www-form-urlencoded", "Host": f"127.0.0.1:{port}",
+            "Origin": f"http://127.0.0.1:{port}", "Cookie": cookie})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
 
 
 async def test_live_json_returns_the_change_log_after_the_cursor(host: Host) -> None:

@@ -22,6 +22,13 @@ class UiClient:
         self.cookies: dict[str, str] = {}
         self.csrf = ""
 
+    async def _read(self, r: Response) -> Response:
+        """`r` with a streamed body read whole (a download, as a browser saves it)."""
+        if r.stream is not None:
+            r.body = b"".join([chunk async for chunk in r.stream])
+            r.stream = None
+        return self._take(r)
+
     def _take(self, r: Response) -> Response:
         for name, value in r.headers:
             if name.lower() == "set-cookie":
@@ -44,7 +51,7 @@ class UiClient:
 
     async def get(self, target: str, **headers: str) -> Response:
         """GET `target` (path and query)."""
-        return self._take(await self.app.handle(Request.build(
+        return await self._read(await self.app.handle(Request.build(
             "GET", target, self._headers(headers), remote=self.remote)))
 
     async def post(self, path: str, form: dict[str, str], csrf: bool = True,
@@ -53,7 +60,7 @@ class UiClient:
         fields = {"csrf": self.csrf, **form} if csrf else dict(form)
         hdrs = {"Content-Type": "application/x-www-form-urlencoded",
                 "Origin": f"http://{self.host}", **headers}
-        return self._take(await self.app.handle(Request.build(
+        return await self._read(await self.app.handle(Request.build(
             "POST", path, self._headers(hdrs), urlencode(fields).encode(), remote=self.remote)))
 
     async def sign_in(self, token: str) -> Response:

@@ -392,9 +392,11 @@ class Browse(Protocol):
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
         """The live entry with row id `id` in `namespace`, or None."""
 
-    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
-        """Every live entry of `namespace`, in row order, one snapshot (the browser writes
-        them in the format of `a2e-host export`)."""
+    async def export_namespace(self, namespace: str, now: float, after: int = 0,
+                               limit: int = 1000) -> list[BrowsedEntry]:
+        """The live entries of `namespace` with a row id above `after`, in row order, at most
+        `limit`: a page of the browser's export (written in the format of `a2e-host export`;
+        the browser streams page after page, so a download holds one page in memory)."""
 
 
 # -- the operator tasks of the CLI, the same on every backend --------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from importlib import resources
@@ -61,6 +61,7 @@ _LIVE_EVERY_MS = 2000
 _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 _MAX_TAGS = 32  # tags in one filter
 _MAX_TEXT = 1024  # characters of one filter's text (a tag, the key text, an agent)
+EXPORT_PAGE = 1000  # entries an export reads (and holds) at a time
 
 
 @dataclass
@@ -455,11 +456,21 @@ class UiApp:
         store = self._browse()
         if set(viewer.tiers) != set(PERSISTENT_TIERS):
             return refusal(HTTPStatus.FORBIDDEN, "exporting needs the right to read every tier")
-        entries = await store.export_namespace(ns, self.deps.clock())
-        body = b"".join(export_line(ns, e) for e in entries)
-        log.info("ui: %s exported namespace %r: %d entries", viewer.label, ns, len(entries))
+        now = self.deps.clock()
+
+        async def lines() -> AsyncIterator[bytes]:  # a page of entries in memory at a time
+            after, sent = 0, 0
+            while True:
+                page = await store.export_namespace(ns, now, after, EXPORT_PAGE)
+                if page:
+                    yield b"".join(export_line(ns, e) for e in page)
+                    after, sent = page[-1].id, sent + len(page)
+                if len(page) < EXPORT_PAGE:
+                    break
+            log.info("ui: %s exported namespace %r: %d entries", viewer.label, ns, sent)
+
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", ns)[:80] or "namespace"
-        return typed(body, "application/x-ndjson",
+        return typed(lines(), "application/x-ndjson",
                      [("Content-Disposition", f'attachment; filename="{name}.jsonl"')])
 
 

@@ -3,14 +3,15 @@
     server.add_route("/ui", route(app, secure=tls), prefix=True)
 
 It turns the transport's `HttpRequest` into the app's `Request` and the app's `Response` into
-an `HttpReply` (`Set-Cookie` headers as the reply's cookies); nothing else.
+an `HttpReply` (`Set-Cookie` headers as the reply's cookies), or an `HttpStream` for a
+streamed download; nothing else.
 """
 
 from __future__ import annotations
 
 from urllib.parse import parse_qs
 
-from host.net.http import HttpReply, HttpRequest, Route
+from host.net.http import HttpReply, HttpRequest, HttpStream, Route
 from host.ui.app import UiApp
 from host.ui.web import Request
 
@@ -20,7 +21,7 @@ __all__ = ["route"]
 def route(app: UiApp, secure: bool = False) -> Route:
     """The `host.net` route serving `app` (`secure`: the port speaks TLS)."""
 
-    async def serve(request: HttpRequest) -> HttpReply:
+    async def serve(request: HttpRequest) -> HttpReply | HttpStream:
         req = Request(
             method=request.method.upper(), path=request.path, query=parse_qs(request.query),
             headers={n.lower(): v for n, v in reversed(request.headers.raw)},
@@ -35,6 +36,8 @@ def route(app: UiApp, secure: bool = False) -> Route:
                 cookies.append(value)
             else:
                 headers[name] = value
+        if response.stream is not None:  # a download: chunked, page by page
+            return HttpStream(response.status, response.stream, headers, cookies)
         return HttpReply(response.status, response.body, headers, cookies)
 
     return serve

@@ -9,7 +9,7 @@ security headers every answer of the browser carries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -95,11 +95,13 @@ class Request:
 
 @dataclass
 class Response:
-    """One answer: status, headers (a list: `Set-Cookie` may repeat), body bytes."""
+    """One answer: status, headers (a list: `Set-Cookie` may repeat), body bytes, or (a
+    download) `stream`, the body's chunks as they come."""
 
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (without case), or None."""
@@ -130,7 +132,11 @@ def refusal(status: int, text: str) -> Response:
         [("Content-Type", "text/plain; charset=utf-8")]), (text + "\n").encode())
 
 
-def typed(body: bytes, content_type: str, headers: Iterable[tuple[str, str]] = ()) -> Response:
-    """A 200 of `content_type` (JSON, CSS, JavaScript, a download) with the security headers."""
-    return Response(HTTPStatus.OK, _with_security([("Content-Type", content_type), *headers]),
-                    body)
+def typed(body: bytes | AsyncIterator[bytes], content_type: str,
+          headers: Iterable[tuple[str, str]] = ()) -> Response:
+    """A 200 of `content_type` (JSON, CSS, JavaScript, a download) with the security headers;
+    `body` may be an async iterator of chunks (streamed)."""
+    head = _with_security([("Content-Type", content_type), *headers])
+    if isinstance(body, bytes):
+        return Response(HTTPStatus.OK, head, body)
+    return Response(HTTPStatus.OK, head, stream=body)

@@ -93,9 +93,11 @@ async def browse_entry(pool: Any, namespace: str, id: int, now: float) -> Browse
     return _entry(row) if row is not None else None
 
 
-async def export_namespace(pool: Any, namespace: str, now: float) -> list[BrowsedEntry]:
-    """Every live entry of `namespace`, in row order (one statement: one snapshot)."""
+async def export_namespace(pool: Any, namespace: str, now: float, after: int = 0,
+                           limit: int = 1000) -> list[BrowsedEntry]:
+    """The live entries of `namespace` with a row id above `after`, in row order, at most
+    `limit` (a page of an export)."""
     rows = await pool.fetch(
-        f"SELECT {_COLUMNS} FROM a2e_entries e WHERE {_LIVE} AND e.namespace = $2 ORDER BY e.id",
-        now, namespace)
+        f"SELECT {_COLUMNS} FROM a2e_entries e WHERE {_LIVE} AND e.namespace = $2"
+        " AND e.id > $3 ORDER BY e.id LIMIT $4", now, namespace, after, limit)
     return [_entry(r) for r in rows]

@@ -557,9 +557,10 @@ class PostgresEntryStore(Opens):
         """The live entry `id` of `namespace`, or None."""
         return await pg_browse.browse_entry(self.pool, namespace, id, now)
 
-    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
-        """Every live entry of `namespace`, in row order, one snapshot."""
-        return await pg_browse.export_namespace(self.pool, namespace, now)
+    async def export_namespace(self, namespace: str, now: float, after: int = 0,
+                               limit: int = 1000) -> list[BrowsedEntry]:
+        """A page of the live entries of `namespace`: row ids above `after`, in order."""
+        return await pg_browse.export_namespace(self.pool, namespace, now, after, limit)
 
     async def ready(self) -> bool:
         """True when the database answers."""

@@ -110,11 +110,13 @@ def browse_entry(
     return _entry(row) if row is not None else None
 
 
-def export_namespace(conn: sqlite3.Connection, namespace: str, now: float
-                     ) -> list[BrowsedEntry]:
-    """Every live entry of `namespace`, in row order (one statement: one snapshot)."""
+def export_namespace(conn: sqlite3.Connection, namespace: str, now: float, after: int = 0,
+                     limit: int = 1000) -> list[BrowsedEntry]:
+    """The live entries of `namespace` with a row id above `after`, in row order, at most
+    `limit` (a page of an export)."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM entries e WHERE e.namespace = ? AND {_LIVE} ORDER BY e.id",
-        (namespace, now),
+        f"SELECT {_COLUMNS} FROM entries e WHERE e.namespace = ? AND {_LIVE} AND e.id > ?"
+        " ORDER BY e.id LIMIT ?",
+        (namespace, now, after, limit),
     ).fetchall()
     return [_entry(r) for r in rows]

@@ -201,9 +201,11 @@ class SQLiteEntryStore(Opens):
         """The live entry `id` of `namespace`, or None."""
         return await self._on_thread(sqlite_browse.browse_entry, namespace, id, now)
 
-    async def export_namespace(self, namespace: str, now: float) -> list[BrowsedEntry]:
-        """Every live entry of `namespace`, in row order, one snapshot."""
-        return await self._on_thread(sqlite_browse.export_namespace, namespace, now)
+    async def export_namespace(self, namespace: str, now: float, after: int = 0,
+                               limit: int = 1000) -> list[BrowsedEntry]:
+        """A page of the live entries of `namespace`: row ids above `after`, in order."""
+        return await self._on_thread(sqlite_browse.export_namespace, namespace, now, after,
+                                     limit)
 
     # -- the change log (host.store.changes.ChangeLog; the SQL is in sqlite/changes.py) -------
 
