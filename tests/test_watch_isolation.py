@@ -44,7 +44,7 @@ async def events_until(c: MemoryClient, sentinel: dict[str, Any]) -> list[Memory
     """The client's change events up to the one holding `sentinel` (excluded)."""
     out = []
     while True:
-        ev = await c.next_event()
+        ev = await c.next_event(timeout=60)  # a bound, not a speed: it failed once at load 13
         assert isinstance(ev, MemoryChangedEvent), ev
         if any(e["key"] == sentinel for e in ev.entries):
             return out
