@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from host.client import MemoryClient
@@ -61,7 +62,16 @@ def _sign_in(browser: Any, served: BrowsedHost, token: str) -> None:
     field = browser.find_element(By.NAME, "token")
     field.clear()
     field.send_keys(token)
+    _submit(browser, field)
+
+
+def _submit(browser: Any, field: Any) -> None:
+    """Submit `field`'s form and wait for the page it leads to: `submit()` returns before
+    the next page is loaded (WebDriver's submit is the page's own `form.submit()`)."""
     field.submit()
+    WebDriverWait(browser, 20, poll_frequency=0.1).until(staleness_of(field))
+    WebDriverWait(browser, 20, poll_frequency=0.1).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def _signed_in(browser: Any, served: BrowsedHost) -> None:
@@ -137,8 +147,8 @@ def test_search_shows_the_expected_entry_first_with_its_score_parts(
     browser.get(f"{served.base}/ui/search?ns={NS}")
     box = browser.find_element(By.NAME, "q")
     box.send_keys("peanut allergy")
-    box.submit()
-    first = browser.find_elements(By.CSS_SELECTOR, "#hits .entry")[0]
+    _submit(browser, box)
+    first = _shown(browser, "#hits .entry")
     assert first.find_element(By.CSS_SELECTOR, ".key").text == as_json({"topic": "allergy"})
     parts = {p.get_attribute("data-part"): p.find_element(By.TAG_NAME, "strong").text
              for p in first.find_elements(By.CSS_SELECTOR, ".part")}
