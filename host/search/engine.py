@@ -305,7 +305,7 @@ class SearchEngine:
             return await self._fused(scope, q, now, kw, np.full(len(kw), np.nan), own, None, None)
         qv = await qv_future
         if self.shared:  # the store ranks, within visibility, in its own query
-            index = await self._shared_vectors(scope, q, qv, now)
+            index = await self._shared_vectors(scope, q, qv, now, [e.id for e in kw])
         assert index is not None
         hits = await self._nearest(scope, q, qv, now, index)
         seen = {e.id for e in kw}
@@ -396,16 +396,21 @@ class SearchEngine:
         return index.search(qv, self.cfg.fusion_pool, groups, now, only)
 
     async def _shared_vectors(
-        self, scope: Scope, q: Query, qv: np.ndarray, now: float
+        self, scope: Scope, q: Query, qv: np.ndarray, now: float, candidates: Sequence[Any] = ()
     ) -> StoreVectors:
-        """For a `VectorSearch` store: its nearest rows to `qv` that `q` lets `scope` read, as a
+        """For a `VectorSearch` store: its nearest rows to `qv` that `q` lets `scope` read, and
+        the similarity of the keyword `candidates` (their ids) in the same round trip, as a
         `StoreVectors` answering like an index (`_similarity` asks the store for the rest)."""
         assert self.embedder is not None
         name = self.embedder.name
+        also = [int(i) for i in candidates if i is not None]
         hits = await self.store.nearest_vectors(
-            scope, q, name, qv, now, self.cfg.fusion_pool, self.cfg.vector_sample)
-        return StoreVectors(hits, dict(zip(
-            hits.ids.tolist(), hits.similarities.astype(np.float64).tolist(), strict=True)))
+            scope, q, name, qv, now, self.cfg.fusion_pool, self.cfg.vector_sample, also)
+        known = dict(zip(
+            hits.ids.tolist(), hits.similarities.astype(np.float64).tolist(), strict=True))
+        for i in also:  # a candidate without a vector is NaN, known: not asked again
+            known.setdefault(i, hits.also.get(i, np.nan))
+        return StoreVectors(hits, known)
 
     async def _similarity(
         self, index: VectorIndex | StoreVectors, qv: np.ndarray, ids: Sequence[int | None]

@@ -275,6 +275,7 @@ class Hits:
     mean: float
     std: float
     allowed: int
+    also: dict[int, float] = field(default_factory=dict)  # similarities of ids asked besides
 
 
 @runtime_checkable
@@ -309,10 +310,12 @@ class VectorSearch(Protocol):
 
     async def nearest_vectors(
         self, scope: Scope, q: Query, model: str, vector: np.ndarray, now: float, k: int,
-        sample: int,
+        sample: int, also: Sequence[int] = (),
     ) -> Hits:
         """The `k` entries `q` lets `scope` read nearest to `vector` (cosine), best first, and
-        the mean/std of the similarity over at most `sample` of those entries."""
+        the mean/std of the similarity over at most `sample` of those entries; in `also`, the
+        similarity of each of the ids `also` that has a vector (the query's keyword candidates,
+        read in the same round trip)."""
 
     async def vector_similarity(self, model: str, vector: np.ndarray, ids: Sequence[int]
                                 ) -> np.ndarray:

@@ -682,13 +682,15 @@ class PostgresEntryStore(Opens):
 
     async def nearest_vectors(
         self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float, k: int,
-        sample: int = 2000,
+        sample: int = 2000, also: Sequence[int] = (),
     ) -> Hits:
         """The `k` entries `q` lets `scope` read nearest to `vector` (cosine) among those
         embedded by `model`, best first (HNSW with pgvector's iterative scan, so the
         visibility filters, applied in the WHERE, do not starve the result), and the mean and
         deviation of the similarity over at most `sample` of the readable embedded entries
-        (all of them in a namespace that small). Needs `vectors_available`."""
+        (all of them in a namespace that small); and the similarity of each of `also` (ids the
+        caller may read: the keyword candidates) in the same statement. Needs
+        `vectors_available`."""
         if not self.vectors_available:
             raise RuntimeError("vector search needs the pgvector extension")
         dim = len(vector)
@@ -701,19 +703,26 @@ class PostgresEntryStore(Opens):
         # one statement, one round trip: the sample's statistics on every row (and alone on
         # one row when nothing is near); the pool's connections scan HNSW iteratively
         # (`hnsw.iterative_scan`, set when they connect)
+        # ... and the similarity of the `also` ids, rows of kind 1 after the nearest (kind 0)
+        asked = (f" UNION ALL SELECT 1, v.entry_id, 1 - ({dist}), NULL, NULL, NULL"
+                 f" FROM a2e_vectors v WHERE v.entry_id = ANY({p([int(i) for i in also])}"
+                 f"::bigint[]) AND v.dim = {dim} AND v.model = {p(model)}") if also else ""
         rows = await self.pool.fetch(
             f"WITH near AS (SELECT v.entry_id, 1 - ({dist}) AS s{base}"
             f" ORDER BY {dist} LIMIT {int(k)}),"
             f" st AS (SELECT count(*) AS n, coalesce(avg(x.s), 0) AS mean,"
             f" coalesce(stddev_pop(x.s), 0) AS std"
             f" FROM (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x)"
-            f" SELECT near.entry_id, near.s, st.n, st.mean, st.std FROM st"
-            f" LEFT JOIN near ON true ORDER BY near.s DESC NULLS LAST", *p.values)
-        hits = [r for r in rows if r[0] is not None]
+            f" SELECT * FROM (SELECT 0 AS kind, near.entry_id, near.s, st.n, st.mean, st.std"
+            f" FROM st LEFT JOIN near ON true{asked}) r"
+            f" ORDER BY r.kind, r.s DESC NULLS LAST", *p.values)
+        head = rows[0]
+        hits = [r for r in rows if r[0] == 0 and r[1] is not None]
         return Hits(
-            ids=np.array([r[0] for r in hits], dtype=np.int64),
-            similarities=np.array([r[1] for r in hits], dtype=np.float32),
-            mean=float(rows[0][3]), std=float(rows[0][4]), allowed=int(rows[0][2]))
+            ids=np.array([r[1] for r in hits], dtype=np.int64),
+            similarities=np.array([r[2] for r in hits], dtype=np.float32),
+            mean=float(head[4]), std=float(head[5]), allowed=int(head[3]),
+            also={int(r[1]): float(r[2]) for r in rows if r[0] == 1})
 
     async def vector_similarity(
         self, model: str, vector: Sequence[float], ids: Sequence[int]
