@@ -175,11 +175,14 @@ def test_every_frame_gets_a_reply_or_a_documented_close(
 ) -> None:
     """Pipelined generated frames are answered in order, one reply each; a frame that is not
     UTF-8 text or is oversized closes the connection with 1007/1009 (replies to the frames
-    pipelined before it may be cut off by the close). B keeps answering pings throughout."""
+    pipelined before it may be cut off by the close); a valid `shutdown` is answered by a close
+    with 1000 after the replies before it (an invalid one by its error). B keeps answering
+    pings throughout."""
     a, b = peers
     ws = a.open()
     expected: list[str] = []
     closing: int | None = None
+    shutdown: str | None = None  # the req_id of a `shutdown` sent last
     try:
         for kind, payload in frames:
             data, rid = _wire(kind, payload, a.memory_id)
@@ -188,6 +191,9 @@ def test_every_frame_gets_a_reply_or_a_documented_close(
             ws.send(data, text=True if kind == "bad_utf8" else None)
             if kind in ("bad_utf8", "big"):
                 closing = 1007 if kind == "bad_utf8" else 1009
+                break
+            if kind == "json" and isinstance(payload, dict) and payload.get("type") == "shutdown":
+                shutdown = rid  # nothing after it is read: send no more
                 break
             expected.append(rid)
         for rid in expected:
@@ -198,7 +204,13 @@ def test_every_frame_gets_a_reply_or_a_documented_close(
                     raise
                 break
             _check(reply, rid)
-        if closing is not None:
+        if shutdown is not None:
+            try:
+                _check(_next_reply(ws), shutdown)  # not a valid shutdown: its error reply
+            except ConnectionClosed as done:  # a valid one: the replies, then 1000
+                assert done.rcvd is not None and done.rcvd.code == 1000
+                closing = 1000
+        elif closing is not None:
             with pytest.raises(ConnectionClosed) as err:
                 while True:
                     _check(_next_reply(ws), expected.pop(0) if expected else "")
