@@ -178,9 +178,9 @@ class Host:
         """The server's readiness answer, with the embedding backlog when ready."""
         reply = await self.server.answer(self._server_readyz, request)
         assert isinstance(reply, HttpReply)
-        reason = getattr(self.store, "not_ready_reason", None)
-        if reply.status != HTTPStatus.OK and reason is not None and reason():
-            return HttpReply(reply.status, f"store not ready: {reason()}\n", reply.headers)
+        why = getattr(self.store, "not_ready_reason", lambda: "")  # SQLite: a full disk
+        if reply.status != HTTPStatus.OK and (text := why()):
+            return HttpReply(reply.status, f"store not ready: {text}\n", reply.headers)
         if reply.status == HTTPStatus.OK and self.search.enabled:
             backlog = await self.search.count_backlog()
             body = reply.payload().decode()

@@ -31,7 +31,7 @@ async def get(port: int, path: str) -> tuple[int, str, str]:
     return await asyncio.to_thread(_get, port, path)
 
 
-def _value(text: str, name: str, **labels: str) -> float:
+def metric_value(text: str, name: str, **labels: str) -> float:
     """The sample `name{labels}` of an exposition text (labels in any order); 0 if absent."""
     for line in text.splitlines():
         m = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
@@ -72,24 +72,24 @@ async def test_metrics_count_requests_errors_commits_entries_gc(
 
     status, ctype, text = await get(host.port, "/metrics")
     assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
-    assert _value(text, "a2e_requests_total", type="memory/store/req") == 2
-    assert _value(text, "a2e_requests_total", type="memory/retrieve/req") == 2
-    assert _value(text, "a2e_requests_total", type="memory/init/req") == 1
-    assert _value(text, "a2e_errors_total", type="memory/retrieve/req",
+    assert metric_value(text, "a2e_requests_total", type="memory/store/req") == 2
+    assert metric_value(text, "a2e_requests_total", type="memory/retrieve/req") == 2
+    assert metric_value(text, "a2e_requests_total", type="memory/init/req") == 1
+    assert metric_value(text, "a2e_errors_total", type="memory/retrieve/req",
                   code="memory_not_found") == 1
-    assert _value(text, "a2e_request_duration_seconds_count", type="memory/store/req") == 2
-    assert _value(text, "a2e_request_duration_seconds_bucket", type="memory/store/req",
+    assert metric_value(text, "a2e_request_duration_seconds_count", type="memory/store/req") == 2
+    assert metric_value(text, "a2e_request_duration_seconds_bucket", type="memory/store/req",
                   le="+Inf") == 2
-    assert _value(text, "a2e_store_commit_batch_size_count") >= 2
-    assert _value(text, "a2e_store_commit_duration_seconds_count") >= 2
-    assert _value(text, "a2e_entries", tier="episodic") == 3
-    assert _value(text, "a2e_entries", tier="semantic") == 1
-    assert _value(text, "a2e_entries", tier="working") == 1
-    assert _value(text, "a2e_gc_deleted_entries_total") == 1
-    assert _value(text, "a2e_connections_open", transport="websocket") == 1
-    assert _value(text, "a2e_connections_open", transport="http") == 0
-    assert _value(text, "a2e_connections_total") == 1
-    assert _value(text, "a2e_requests_in_flight") == 0
+    assert metric_value(text, "a2e_store_commit_batch_size_count") >= 2
+    assert metric_value(text, "a2e_store_commit_duration_seconds_count") >= 2
+    assert metric_value(text, "a2e_entries", tier="episodic") == 3
+    assert metric_value(text, "a2e_entries", tier="semantic") == 1
+    assert metric_value(text, "a2e_entries", tier="working") == 1
+    assert metric_value(text, "a2e_gc_deleted_entries_total") == 1
+    assert metric_value(text, "a2e_connections_open", transport="websocket") == 1
+    assert metric_value(text, "a2e_connections_open", transport="http") == 0
+    assert metric_value(text, "a2e_connections_total") == 1
+    assert metric_value(text, "a2e_requests_in_flight") == 0
 
 
 async def test_hosts_in_one_process_keep_their_own_metrics(host: Host) -> None:
@@ -97,4 +97,4 @@ async def test_hosts_in_one_process_keep_their_own_metrics(host: Host) -> None:
     other = Metrics()
     other.request("ping", "ok", 0.001)
     text = host.metrics.render().decode()
-    assert _value(text, "a2e_requests_total", type="ping") == 0
+    assert metric_value(text, "a2e_requests_total", type="ping") == 0

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import make_config, running_host, url_of
-from test_metrics import _value as value
-from test_metrics import get
+from test_metrics import get, metric_value
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
@@ -301,9 +300,9 @@ async def test_a_watcher_that_does_not_read_is_ended_and_a_bystander_is_not(
         assert keys == list(range(n + 3))
         status, _type, text = await get(host.port, "/metrics")  # what an operator sees
         assert status == 200
-        assert value(text, "a2e_watches_open") == 2  # the bystander's, the resumed one
-        assert value(text, "a2e_watches_ended_total", reason="lagging") == 1
-        assert value(text, "a2e_watch_events_total") >= 2 * (n + 3)  # both watchers had all
+        assert metric_value(text, "a2e_watches_open") == 2  # the bystander's, the resumed one
+        assert metric_value(text, "a2e_watches_ended_total", reason="lagging") == 1
+        assert metric_value(text, "a2e_watch_events_total") >= 2 * (n + 3)  # both watchers had all
         await stalled.close()
         await writer.close()
         await bystander.close()

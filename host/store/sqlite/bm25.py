@@ -28,7 +28,7 @@ from collections.abc import Iterable
 
 from host.text.bm25 import K1, Analysis, B, Bm25Stats
 
-__all__ = ["TOKENIZER", "analyse", "marked", "namespace_stats", "row_length", "score_rows", "stems",
+__all__ = ["TOKENIZER", "analyse", "namespace_stats", "row_length", "score_rows", "stems",
            "MARK_OPEN", "MARK_CLOSE"]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
@@ -93,15 +93,6 @@ def analyse(text: str) -> Analysis:
     body's tokens plus the scope column's one token, as `row_length` counts a row)."""
     terms = _index_terms(text)
     return Analysis(terms, sum(terms.values()) + 1)
-
-
-def marked(highlighted: str, docsize: bytes) -> Analysis:
-    """A row's counts of the query's terms, from its `highlight()` text (each span the query
-    matched between MARK_OPEN and MARK_CLOSE), and its length, from its docsize record."""
-    counts: Counter[str] = Counter()
-    for span in _MARKED.findall(highlighted):
-        counts.update(stems(span))
-    return Analysis(counts, row_length(docsize))
 
 
 def score_rows(

@@ -29,17 +29,15 @@ __all__ = ["DiskSpace", "is_disk_full"]
 log = logging.getLogger("a2e_host.store")
 
 _SQLITE_FULL = 13
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 NO_RESERVE_ROOM = 1 << 20  # with no reserve: free bytes that end the full state
 
 
 def is_disk_full(exc: BaseException) -> bool:
     """True for the errors of a write that found no room on the disk."""
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code is not None and code & 0xFF == _SQLITE_FULL:
-            return True
-        return "database or disk is full" in str(exc)
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error):  # the primary code, without the extended bits
+        return getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno in _NO_ROOM
 
 
 class DiskSpace:
@@ -75,7 +73,7 @@ class DiskSpace:
             finally:
                 os.close(fd)
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno not in _NO_ROOM:
                 log.warning("cannot allocate the disk reserve %s: %s", self.path, exc)
                 return not self.full  # no reserve on this filesystem: leave the state as it is
             self._unlink()

@@ -67,6 +67,15 @@ def _settle(results: list[tuple[asyncio.Future, Any, BaseException | None]]) -> 
             fut.set_result(value)
 
 
+def _without_growing(
+    batch: list[Any], refused: list[tuple[Any, Any, Any, BaseException | None]]
+) -> list[Any]:
+    """The operations of `batch` submitted with `grows=False`; the others are appended to
+    `refused` as failed with `StorageFull` (the disk is full)."""
+    refused += [(fut, loop, None, StorageFull()) for _f, _a, fut, loop, grows in batch if grows]
+    return [item for item in batch if not item[4]]
+
+
 class Writer:
     """The single writer of one SQLite file. Start with `start()`, stop with `stop()`."""
 
@@ -143,15 +152,11 @@ class Writer:
         space = self._space
         refused: list[tuple[Any, Any, Any, BaseException | None]] = []
         if space is not None and space.full and not space.recover():
-            refused = [(fut, loop, None, StorageFull()) for _f, _a, fut, loop, grows in batch
-                       if grows]
-            batch = [item for item in batch if not item[4]]
+            batch = _without_growing(batch, refused)
         results = self._run_group(conn, batch)
         if space is not None and any(e is not None and is_disk_full(e) for *_, e in results):
             space.release()  # room for the deletes; what grows fails
-            refused += [(fut, loop, None, StorageFull()) for _f, _a, fut, loop, grows in batch
-                        if grows]
-            batch = [item for item in batch if not item[4]]
+            batch = _without_growing(batch, refused)
             results = self._run_group(conn, batch)
         if space is not None:  # still no room (a delete bigger than the reserve): say so
             results = [(fut, loop, value, StorageFull() if e is not None and is_disk_full(e)
