@@ -89,3 +89,46 @@ async def test_a_line_that_is_not_json_or_too_long_gets_an_error(tmp_path: Path)
     assert [g.get("code") for g in got[:2]] == ["parse_error", "invalid_message"]
     assert got[2]["type"] == "pong" and got[2]["req_id"] == "p"
     await ch.close()
+
+
+async def test_a_last_line_without_a_newline_is_answered(tmp_path: Path) -> None:
+    """A last request not followed by a newline before the end of input is answered, not
+    dropped."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv(tmp_path / "n.db"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await proc.communicate(
+        json.dumps({"type": "ping", "id": "p1", "version": "1.0"}).encode() + b"\n"
+        + json.dumps({"type": "ping", "id": "last", "version": "1.0"}).encode())
+    assert proc.returncode == 0
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(g["type"], g["req_id"]) for g in got] == [("pong", "p1"), ("pong", "last")]
+
+
+async def test_a_line_that_is_not_utf8_is_a_parse_error_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A line with bytes that are not UTF-8 is answered parse_error and not taken up (no
+    replacement characters stored); the session goes on."""
+    db = tmp_path / "u.db"
+    init = {"type": "memory/init/req", "id": "i", "version": "1.0", "namespace": "ns",
+            "scope": {"agent": "a"}}
+    proc = await asyncio.create_subprocess_exec(
+        *argv(db), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(init).encode() + b"\n")
+    mid = json.loads(await proc.stdout.readline())["memory_id"]
+    bad = json.dumps({"type": "memory/store/req", "id": "s", "version": "1.0",
+                      "memory_id": mid, "entries": [{"key": {"k": "K"}, "content": "C",
+                                                     "tier": "semantic"}]}).encode()
+    proc.stdin.write(bad.replace(b'"C"', b'"\xff\xfe"') + b"\n")
+    proc.stdin.write(json.dumps({"type": "ping", "id": "p", "version": "1.0"}).encode() + b"\n")
+    proc.stdin.write(json.dumps({"type": "memory/retrieve/req", "id": "r", "version": "1.0",
+                                 "memory_id": mid, "keys": [{"k": "K"}]}).encode() + b"\n")
+    proc.stdin.close()
+    got = [json.loads(line) for line in (await proc.stdout.read()).splitlines()]
+    assert await proc.wait() == 0
+    assert got[0]["type"] == "error" and got[0]["code"] == "parse_error"
+    assert (got[1]["type"], got[1]["req_id"]) == ("pong", "p")
+    assert got[2]["type"] == "memory/retrieve/resp" and got[2]["entries"] == []

@@ -3,9 +3,12 @@ a line each way (NDJSON), what the A2E SDK's `SubprocessTransport` spawns. The s
 core as every other transport (`host.net.pipeline`); logs go to stderr only.
 
 A line longer than `limits.max_frame_bytes` is answered `invalid_message` and skipped (there is
-no frame to close); a line that is not JSON gets `parse_error`, as a WebSocket frame would.
-End of input means the client is done: the requests read are answered, then the session ends
-(`finished()` returns) and the command commits and exits 0.
+no frame to close); a line that is not JSON gets `parse_error`, as a WebSocket frame would, and
+so does a line that is not valid UTF-8 (a WebSocket closes such a frame with 1007 and HTTP
+answers 400; a pipe has no frame to close, so the line is refused and the session goes on).
+End of input means the client is done: a last line without its newline is still a line, the
+requests read are answered, then the session ends (`finished()` returns) and the command
+commits and exits 0.
 """
 
 from __future__ import annotations
@@ -87,8 +90,19 @@ class StdioConnection(asyncio.Protocol, Served):
                 self._too_long()
                 self._skipping = False
                 continue
-            if line.strip():
-                self.pipeline.receive(line.decode("utf-8", errors="replace"))
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        """One whole line: a message, or `parse_error` when it is not UTF-8 (nothing else)."""
+        if not line.strip():
+            return
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            self.pipeline.push(error_reply(
+                ErrorCode.PARSE_ERROR, f"line is not valid UTF-8 (byte {err.start}); skipped"))
+            return
+        self.pipeline.receive(text)
 
     def _too_long(self) -> None:
         self._skipping = True
@@ -97,6 +111,13 @@ class StdioConnection(asyncio.Protocol, Served):
             f"line over the limit of {self.limits.max_frame_bytes} bytes; skipped"))
 
     def eof_received(self) -> bool | None:
+        buf = self._buf
+        if buf and not self._skipping:  # a last line without its newline
+            line = bytes(buf).rstrip(b"\r")
+            buf.clear()
+            self._line(line)
+        buf.clear()
+        self._skipping = False
         self._eof.set()
         return None
 
