@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from host.config import ENV_FILE, Config, load_config
+from host.extras import MissingExtra
 
 __all__ = [
     "COMMANDS",
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as err:
         print(f"a2e-host: invalid configuration:\n{err}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, MissingExtra) as err:
         print(f"a2e-host: {err}", file=sys.stderr)
         return 2
 

@@ -25,7 +25,7 @@ __all__ = ["register", "run_mcp"]
 
 MISSING_SDK = (
     "a2e-host: the MCP server needs the `mcp` package; install it with"
-    " pip install 'a2e-host[mcp]' (or pip install -e '.[mcp]' in a checkout)"
+    " pip install -e '.[mcp]' in the a2e-host checkout"
 )
 
 

@@ -22,16 +22,21 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from picows import (
-    WSAutoPingStrategy,
-    WSCloseCode,
-    WSFrame,
-    WSListener,
-    WSMsgType,
-    WSTransport,
-    WSUpgradeRequest,
-)
-from picows.picows import WSProtocol  # type: ignore[attr-defined]
+from host.extras import missing
+
+try:  # the `picows` extra: without it, an error naming the setting and the extra
+    from picows import (
+        WSAutoPingStrategy,
+        WSCloseCode,
+        WSFrame,
+        WSListener,
+        WSMsgType,
+        WSTransport,
+        WSUpgradeRequest,
+    )
+    from picows.picows import WSProtocol  # type: ignore[attr-defined]
+except ImportError as exc:
+    raise missing("picows", "picows", 'server.transport = "picows"') from exc
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest

