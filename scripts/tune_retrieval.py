@@ -7,8 +7,8 @@ port), but the host runs in this process and its embedder keeps every vector it 
 cache file, so a second run with other settings costs seconds, not minutes. Settings are config
 overrides; several `--try` runs are compared in one go:
 
-    python scripts/tune_retrieval.py --conv 26 30                               # defaults
-    python scripts/tune_retrieval.py --conv 26 30 --try search.vector_weight=1.5 \
+    python scripts/tune_retrieval.py --data DIR --conv 26 30                    # defaults
+    python scripts/tune_retrieval.py --data DIR --conv 26 30 --try search.vector_weight=1.5 \
         --try search.vector_weight=0.7 search.keyword_weight=1
 
 Tune on 26 and 30 only; report the held-out conversations (41 42 43) once, with the figures of
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
-from scripts.bench_retrieval import CATEGORIES, DATA, ask, load  # noqa: E402
+from scripts.bench_retrieval import CATEGORIES, add_data_arg, ask, load  # noqa: E402
 
 
 class CachedEmbedder:
@@ -142,7 +142,7 @@ async def one(settings: list[str], convs: dict[str, Any], cache: Path) -> dict[s
 
 
 async def run(args: argparse.Namespace) -> None:
-    convs = {c: load(args.data / f"{c}.json") for c in args.conv}
+    convs = {c: load(args.data, c) for c in args.conv}
     print(f"conversations {' '.join(args.conv)}")
     print("| settings | R@5 | R@10 | " + " | ".join(CATEGORIES.values()) + " | p50 ms |")
     for settings in args.tries or [[]]:
@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conv", nargs="+", default=["26", "30"])
-    ap.add_argument("--data", type=Path, default=DATA)
+    add_data_arg(ap)
     ap.add_argument("--try", dest="tries", nargs="+", action="append", default=[],
                     metavar="SECTION.FIELD=VALUE", help="one run's config overrides")
     ap.add_argument("--cache", type=Path,

@@ -16,6 +16,7 @@ from protocol.codec import decode_request
 from protocol.messages import MemoryForgetRequest, MemoryRetrieveRequest, MemoryStoreRequest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+LOCOMO = Path(__file__).resolve().parent / "data" / "locomo"  # a made-up conversation, "tiny"
 
 
 def _load(name: str) -> ModuleType:
@@ -103,11 +104,12 @@ def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixtur
 
 
 def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
-    """scripts/bench_semantic.py, on 40 turns and short phases, measures the embedding rate,
-    the embedder's ceiling, similarity queries and stores with and without an embedder."""
+    """scripts/bench_semantic.py, on 40 turns of the tests' tiny conversation and short phases,
+    measures the embedding rate, the embedder's ceiling, similarity queries and stores with and
+    without an embedder."""
     figures = _load("bench_semantic").main(
-        ["--conv", "26", "--turns", "40", "--seconds", "0.3", "--writers", "2",
-         "--levels", "1", "2"])
+        ["--data", str(LOCOMO), "--conv", "tiny", "--turns", "40", "--seconds", "0.3",
+         "--writers", "2", "--levels", "1", "2"])
     assert all(figures[k] > 0 for k in (
         "embedded_per_s", "text_ceiling", "query_ceiling", "queries_per_s", "stores_busy",
         "stores_plain"))
@@ -124,3 +126,31 @@ def test_bench_host_drives_http_sessions_without_errors() -> None:
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     rows = [r for r in json.loads(out.stdout)["cases"] if r["server"] == "host-http"]
     assert len(rows) == 2 and all(r["msgs_per_s"] > 0 and r["errors"] == 0 for r in rows)
+
+
+def test_locomo_loads_from_a_folder_or_from_one_file_of_every_conversation(tmp_path: Path) -> None:
+    """The LoCoMo loader reads a conversation from a folder of `<conv>.json` files and the same
+    one from a single file listing every conversation (`sample_id` "conv-<conv>")."""
+    bench = _load("bench_retrieval")
+    turns, questions = bench.load(LOCOMO, "tiny")
+    assert len(turns) == 48 and turns[0] == ("D1:1", f"Ana said: {json.loads((LOCOMO / 'tiny.json').read_text())['session_1'][0]['text']}")
+    assert {c for _q, _e, c in questions} == {1, 2, 3, 4}  # category 5 (adversarial) left out
+    flat = json.loads((LOCOMO / "tiny.json").read_text())
+    qa = flat.pop("qa")
+    (tmp_path / "all.json").write_text(json.dumps(
+        [{"sample_id": "conv-other", "conversation": {}, "qa": []},
+         {"sample_id": "conv-tiny", "conversation": flat, "qa": qa}]))
+    assert bench.load(tmp_path / "all.json", "tiny") == (turns, questions)
+
+
+def test_locomo_data_is_asked_for_never_assumed(tmp_path: Path) -> None:
+    """The benchmarks take the data set's place from `--data` (required), and a place that
+    holds no such conversation stops the script with a message naming it."""
+    out = subprocess.run([sys.executable, str(SCRIPTS / "bench_retrieval.py")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--data" in out.stderr
+    bench = _load("bench_retrieval")
+    with pytest.raises(SystemExit, match="41.json"):
+        bench.load(tmp_path, "41")
+    with pytest.raises(SystemExit, match="not found"):
+        bench.load(tmp_path / "missing.json", "41")
