@@ -256,6 +256,34 @@ async def test_search_ranks_as_retrieve_and_shows_score_parts(host: Host) -> Non
         assert (await UiClient(_app(host)).get("/ui/search?ns=proj&q=x&limit=abc")).status == 200
 
 
+async def test_search_covers_every_agent_unless_an_agent_is_named(
+        filled_host: Host) -> None:
+    """Search with no agent finds the matches of every agent of the namespace, each entry
+    once (semantic ones too); an agent narrows it to that agent's episodic entries and the
+    namespace's semantic ones, as a retrieve of that agent would."""
+    host = filled_host
+    for agent in ("a2", "a3"):
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            await c.init("proj", {"agent": agent})
+            await c.store([{"key": {"k": f"{agent}-note"}, "content": f"tomatoes, as {agent} saw",
+                            "tier": "episodic"}])
+    ui = UiClient(_app(host))
+
+    def hits(page: str) -> list[str]:
+        return [card.split('<span class="key">', 1)[1].split("</span>", 1)[0]
+                for card in page.split('<span class="rank">')[1:]]
+
+    every = hits(text(await ui.get("/ui/search?ns=proj&q=tomatoes")))
+    assert sorted(every) == sorted(f"{{&quot;k&quot;: &quot;{k}&quot;}}"
+                                   for k in ("shared", "a2-note", "a3-note"))
+    narrowed = hits(text(await ui.get("/ui/search?ns=proj&q=tomatoes&agent=a2")))
+    assert sorted(narrowed) == sorted(f"{{&quot;k&quot;: &quot;{k}&quot;}}" for k in ("shared", "a2-note"))
+    only = hits(text(await ui.get("/ui/search?ns=proj&q=tomatoes&tier=episodic")))
+    assert len(only) == 2 and all("note" in k for k in only)
+    form = text(await ui.get("/ui/search?ns=proj"))
+    assert "every agent" in form
+
+
 async def test_forget_asks_first_then_deletes_for_the_wire(tmp_path: Path) -> None:
     """Forget shows a confirmation (GET changes nothing), then the POST deletes the entry, which
     a wire client no longer retrieves."""

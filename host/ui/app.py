@@ -20,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from importlib import resources
 
@@ -40,6 +40,7 @@ from host.store.base import (
     EntryStore,
     Query,
     Scope,
+    StoredEntry,
 )
 from host.store.changes import ChangeLog, decode_entries
 from host.ui import views
@@ -62,6 +63,7 @@ _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; chars
 _MAX_TAGS = 32  # tags in one filter
 _MAX_TEXT = 1024  # characters of one filter's text (a tag, the key text, an agent)
 EXPORT_PAGE = 1000  # entries an export reads (and holds) at a time
+SEARCH_AGENTS = 50  # agents whose episodic entries one Search with no agent reads, at most
 
 
 @dataclass
@@ -335,8 +337,7 @@ class UiApp:
         ns = self._namespace(req, viewer)
         q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
         limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), _text(req, "agent")
-        default_agent = viewer.grant.agent if viewer.grant else "default"
-        error = ""
+        error = note = ""
         hits: list = []
         total = 0
         now = self.deps.clock()
@@ -351,8 +352,7 @@ class UiApp:
         tiers = self._tier_filter(viewer, tier)
         if q and not error:
             query = Query(tiers=tiers, tags=_tags(tags), min_score=min_score, limit=limit)
-            ranked = await self.deps.memory.ranked(Scope(ns, agent or default_agent), query, q,
-                                                   now)
+            ranked, note = await self._ranked(ns, agent, query, q, now)
             total = len(ranked)
             hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
                                     self.weights, keyword=e.keyword, vector=e.similarity,
@@ -362,8 +362,38 @@ class UiApp:
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
                                  min_score=min_text, agent=agent, hits=hits, total=total, now=now,
                                  error=error, may_forget=self._may_forget(viewer), back=back,
-                                 default_agent=default_agent)
+                                 note=note)
         return self._page(f"Search {ns}", body, viewer, "search", ns)
+
+    async def _ranked(self, ns: str, agent: str, query: Query, q: str, now: float
+                      ) -> tuple[list[tuple[float, StoredEntry]], str]:
+        """The matches Search shows, best first by combined score, and a note when some
+        agents were left out. With `agent`: what a retrieve of that agent finds (its episodic
+        entries, the namespace's semantic ones). Without: every agent's, as the Entries page
+        lists them: the semantic tier once, then the episodic entries of each agent that has
+        some (the `SEARCH_AGENTS` with the most; their relevance is on one calibrated scale,
+        so the lists merge by combined score)."""
+        memory = self.deps.memory
+        if agent:
+            return await memory.ranked(Scope(ns, agent), query, q, now), ""
+        found: list[tuple[float, StoredEntry]] = []
+        if "semantic" in query.tiers:
+            found += await memory.ranked(Scope(ns, "default"),
+                                         replace(query, tiers=("semantic",)), q, now)
+        note = ""
+        if "episodic" in query.tiers and self.browsable:
+            rows = await self._browse().overview([ns], now)
+            counts = rows[0].agents if rows else {}
+            owners = sorted((a for a, tiers in counts.items() if tiers.get("episodic")),
+                            key=lambda a: (-counts[a]["episodic"], a))
+            if len(owners) > SEARCH_AGENTS:
+                note = (f"Searched the episodic entries of the {SEARCH_AGENTS} agents with the"
+                        f" most of {len(owners)}: name an agent to search another.")
+            for owner in owners[:SEARCH_AGENTS]:
+                found += await memory.ranked(Scope(ns, owner),
+                                             replace(query, tiers=("episodic",)), q, now)
+        found.sort(key=lambda hit: -hit[0])
+        return found, note
 
     def _log(self) -> ChangeLog | None:
         store = self.deps.store

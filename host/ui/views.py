@@ -238,10 +238,10 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
 def search_page(
     ns: str, *, q: str, tier: str, tags: str, limit: str, min_score: str, agent: str,
     hits: Sequence[tuple[StoredEntry, ScoreParts]], total: int, now: float, error: str,
-    may_forget: Mapping[str, bool], back: str, default_agent: str,
+    may_forget: Mapping[str, bool], back: str, note: str = "",
 ) -> str:
     """The search box (field `q`) with the retrieve's filters, then the hits in rank order,
-    each with its score parts."""
+    each with its score parts (and `note`, when the search left some agents out)."""
     fields = [
         _input("q", q, "query", kind="search", wide=True),
         _select("tier", tier, TIER_CHOICES, "tier"),
@@ -249,7 +249,7 @@ def search_page(
         _input("limit", limit, "limit", kind="number", extra=" min=1"),
         _input("min_score", min_score, "min relevance", kind="number",
                extra=" min=0 max=1 step=any"),
-        _input("agent", agent, f"episodic of agent (default {default_agent})"),
+        _input("agent", agent, "agent (empty: every agent)"),
     ]
     form = (f'<form class="filters" method="get" action="/ui/search">{_hidden(ns=ns)}'
             f'{"".join(fields)}<button type="submit">Search</button></form>')
@@ -258,6 +258,8 @@ def search_page(
     if not q:
         return (f'{form}<p class="muted">Runs the retrieve a client would send with this'
                 " query and these filters, and shows why each hit ranked where it did.</p>")
+    if note:
+        form += f'<p class="notice">{esc(note)}</p>'
     if not hits:
         return f'{form}<p class="notice">No entry matches.</p>'
     top_kw = max((p.keyword or 0.0 for _, p in hits), default=0.0)
