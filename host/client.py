@@ -32,10 +32,14 @@ from protocol.messages import (
     MemoryForgetRequest,
     MemoryInitRequest,
     MemoryInitResponse,
+    MemoryPathsRequest,
+    MemoryPathsResponse,
     MemoryRetrieveRequest,
     MemoryRetrieveResponse,
     MemoryStoreRequest,
     MemoryStoreResponse,
+    MemorySweepRequest,
+    MemorySweepResponse,
     MemoryUnwatchRequest,
     MemoryWatchEndedEvent,
     MemoryWatchRequest,
@@ -200,12 +204,32 @@ class MemoryClient:
     async def retrieve(self, *, keys: list[dict[str, Any]] | None = None, query: str = "",
                        tags: list[str] | None = None, tier: str = "", limit: int = 10,
                        min_score: float = 0.0,
-                       memory_id: str | None = None) -> MemoryRetrieveResponse:
-        """Read entries matching every given criterion."""
+                       memory_id: str | None = None, **extensions: Any
+                       ) -> MemoryRetrieveResponse:
+        """Read entries matching every given criterion; `extensions` are the store
+        extensions' fields (`filter`, `key_prefix`, `offset`, `vector`, `vector_space`,
+        `refresh_ttl`)."""
         return await self.request(MemoryRetrieveRequest(
             id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
             keys=keys or [], query=query, tags=tags or [], tier=tier,  # type: ignore[arg-type]
-            limit=limit, min_score=min_score))
+            limit=limit, min_score=min_score, **extensions))
+
+    async def paths(self, *, field: str = "ns", tier: str = "", prefix: list[str] | None = None,
+                    suffix: list[str] | None = None, max_depth: int = 0, limit: int = 100,
+                    offset: int = 0, memory_id: str | None = None) -> list[list[str]]:
+        """The distinct key paths under key member `field` (the store extension)."""
+        reply: MemoryPathsResponse = await self.request(MemoryPathsRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            field=field, tier=tier, prefix=prefix or [], suffix=suffix or [],  # type: ignore[arg-type]
+            max_depth=max_depth, limit=limit, offset=offset))
+        return reply.paths
+
+    async def sweep(self, *, tier: str = "", memory_id: str | None = None) -> int:
+        """Delete the namespace's expired entries now (the store extension); how many."""
+        reply: MemorySweepResponse = await self.request(MemorySweepRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            tier=tier))  # type: ignore[arg-type]
+        return int(reply.deleted)
 
     async def forget(self, *, keys: list[dict[str, Any]] | None = None,
                      tags: list[str] | None = None, tier: str = "episodic",

@@ -39,6 +39,10 @@ __all__ = [
     "MemoryWatchEndedEvent",
     "MemoryUnwatchRequest",
     "MemoryUnwatchResponse",
+    "MemoryPathsRequest",
+    "MemoryPathsResponse",
+    "MemorySweepRequest",
+    "MemorySweepResponse",
     "CHANGE_OPS",
     "WATCH_END_REASONS",
     "HandshakeRequest",
@@ -61,6 +65,7 @@ Score = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ttl = Annotated[int, Meta(ge=0, le=2**53 - 1)]  # seconds; the bound keeps it an exact JSON
 # number everywhere and within SQLite's INTEGER (~285 million years)
 Limit = Annotated[int, Meta(ge=1)]
+Offset = Annotated[int, Meta(ge=0)]  # the host bounds it further (docs/protocol.md)
 
 
 class MemoryEntry(Struct, kw_only=True):
@@ -75,6 +80,10 @@ class MemoryEntry(Struct, kw_only=True):
     ttl: Ttl = 0
     created_at: float | None = None
     updated_at: float | None = None
+    # the client-vector extension (docs/protocol.md, "Store extensions"): vectors the client
+    # computed, kept in the namespace's space `vector_space`, never returned
+    vectors: list[list[float]] = []
+    vector_space: str = ""
 
 
 class EntryOut(Struct, kw_only=True):
@@ -133,6 +142,13 @@ class MemoryRetrieveRequest(Envelope, tag="memory/retrieve/req"):
     tier: TierOrAll = ""
     limit: Limit = 10
     min_score: Score = 0.0
+    # extensions (docs/protocol.md, "Store extensions"), all applied before `limit`
+    filter: dict[str, Any] = {}
+    key_prefix: dict[str, list[str]] = {}
+    offset: Offset = 0
+    vector: list[float] = []
+    vector_space: str = ""
+    refresh_ttl: bool = False
 
 
 class MemoryRetrieveResponse(Envelope, tag="memory/retrieve/resp"):
@@ -208,6 +224,41 @@ class MemoryUnwatchResponse(Envelope, tag="memory/unwatch/resp"):
     req_id: str = ""
 
 
+# -- the store extensions (docs/protocol.md, "Store extensions"): not part of the A2E spec ----
+
+
+class MemoryPathsRequest(Envelope, tag="memory/paths/req"):
+    """The distinct values of the key field `field` (arrays of strings) among the entries the
+    session may read: those starting with `prefix` and ending with `suffix` (`"*"` matches any
+    one element), cut to `max_depth` elements (0: whole), sorted, `limit` from `offset`."""
+
+    memory_id: str
+    field: str = "ns"
+    tier: TierOrAll = ""
+    prefix: list[str] = []
+    suffix: list[str] = []
+    max_depth: Annotated[int, Meta(ge=0)] = 0
+    limit: Limit = 100
+    offset: Offset = 0
+
+
+class MemoryPathsResponse(Envelope, tag="memory/paths/resp"):
+    req_id: str = ""
+    paths: list[list[str]] = []
+
+
+class MemorySweepRequest(Envelope, tag="memory/sweep/req"):
+    """Delete now the expired entries of the session's namespace it may forget in `tier`."""
+
+    memory_id: str
+    tier: TierOrAll = ""
+
+
+class MemorySweepResponse(Envelope, tag="memory/sweep/resp"):
+    req_id: str = ""
+    deleted: int = 0
+
+
 class HandshakeRequest(Envelope, tag="handshake/req"):
     agent_id: str = ""
     agent_caps: list[str] = []
@@ -256,6 +307,8 @@ Request = (
     | MemoryForgetRequest
     | MemoryWatchRequest
     | MemoryUnwatchRequest
+    | MemoryPathsRequest
+    | MemorySweepRequest
     | HandshakeRequest
     | Ping
     | Shutdown
@@ -269,6 +322,8 @@ Message = (
     | MemoryForgetResponse
     | MemoryWatchResponse
     | MemoryUnwatchResponse
+    | MemoryPathsResponse
+    | MemorySweepResponse
     | MemoryChangedEvent
     | MemoryWatchEndedEvent
     | HandshakeResponse
@@ -285,6 +340,8 @@ REQUEST_TYPES: frozenset[str] = frozenset(
         MemoryForgetRequest,
         MemoryWatchRequest,
         MemoryUnwatchRequest,
+        MemoryPathsRequest,
+        MemorySweepRequest,
         HandshakeRequest,
         Ping,
         Shutdown,

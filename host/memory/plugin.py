@@ -19,12 +19,26 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router, then
 from host.memory.access import Access
+from host.memory.extensions import (
+    StoreExtensionHandlers,
+    entry_vectors,
+    retrieve_filters,
+    working_matches,
+)
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
 from host.memory.watch import WatchHub
 from host.memory.working import ByteBudget, WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
-from host.store.base import PERSISTENT_TIERS, EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.store.base import (
+    PERSISTENT_TIERS,
+    EntryStore,
+    NewEntry,
+    Query,
+    Refusal,
+    Scope,
+    StoredEntry,
+)
 from host.store.changes import ChangeLog
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
@@ -39,10 +53,12 @@ from protocol.messages import (
     MemoryForgetResponse,
     MemoryInitRequest,
     MemoryInitResponse,
+    MemoryPathsRequest,
     MemoryRetrieveRequest,
     MemoryRetrieveResponse,
     MemoryStoreRequest,
     MemoryStoreResponse,
+    MemorySweepRequest,
     MemoryUnwatchRequest,
     MemoryWatchRequest,
 )
@@ -95,6 +111,7 @@ class MemoryPlugin:
         self.weights = RankWeights.from_config(config.ranking)
         self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
                                 self.access)
+        self.extensions = StoreExtensionHandlers(self)
 
     def register(self, router: Router) -> None:
         """Route the four memory requests and the watch extension's two to this plugin."""
@@ -104,6 +121,8 @@ class MemoryPlugin:
         router.register(MemoryForgetRequest, self.forget, self.capability)
         router.register(MemoryWatchRequest, self.watches.watch, self.capability)
         router.register(MemoryUnwatchRequest, self.watches.unwatch, self.capability)
+        router.register(MemoryPathsRequest, self.extensions.paths, self.capability)
+        router.register(MemorySweepRequest, self.extensions.sweep, self.capability)
 
     # -- init ---------------------------------------------------------------------------
 
@@ -187,9 +206,15 @@ class MemoryPlugin:
             except (msgspec.DecodeError, RecursionError) as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content: {err}")
                 continue
+            try:
+                vectors, space, dims = entry_vectors(e)
+            except ValueError as err:
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"vectors: {err}")
+                continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
-                           source=e.source, score=e.score, ttl=e.ttl, text=text)
+                           source=e.source, score=e.score, ttl=e.ttl, text=text,
+                           vectors=vectors, vector_space=space, dims=dims)
             if e.tier == "working":
                 if session.working.put(new, text, t) is not None:
                     outcomes[i] = (ErrorCode.MEMORY_FULL, "working tier is full")
@@ -213,7 +238,10 @@ class MemoryPlugin:
             session.vector_ticket = self.search.notify()
             self.watches.poke(session.scope.namespace)
             for i, res in zip(where, results):
-                if res is not None:
+                if res is Refusal.VECTOR_DIMS:
+                    outcomes[i] = (ErrorCode.INVALID_MESSAGE,
+                                   "vectors: not the dimension of the namespace's space")
+                elif res is not None:
                     outcomes[i] = (ErrorCode(res), "storage quota reached")
             return self._store_reply(req, keys, outcomes)
 
@@ -248,10 +276,15 @@ class MemoryPlugin:
             await ctx.writes_done()
         persistent = PERSISTENT_TIERS if tiers is TIERS else tuple(
             t for t in tiers if t in PERSISTENT_TIERS)
+        where, prefixes, offset = retrieve_filters(req)
         q = Query(tiers=persistent, keys=keys, tags=tuple(req.tags), min_score=req.min_score,
-                  limit=min(req.limit, self.config.limits.max_limit))
+                  limit=min(req.limit, self.config.limits.max_limit), where=where,
+                  key_prefix=prefixes, offset=offset)
         t = self.clock()
-        if req.query:
+        if req.vector:  # the client-vector extension: persistent tiers, cosine similarity
+            found, total = await self.extensions.vector_search(req, session, q, t)
+            entries = [_out(e, c) for c, e in found]
+        elif req.query:
             sessions = sessions_of(ctx)
             ticket = max((s.vector_ticket for s in sessions.by_id.values()), default=0) \
                 if sessions is not None else session.vector_ticket
@@ -259,6 +292,8 @@ class MemoryPlugin:
                                                 ctx.conn_id)
         else:
             entries, total = await self._find(session, tiers, q, t)
+        if req.refresh_ttl and entries:
+            await self.extensions.refresh(session, grant, entries, t, req.id)
         return MemoryRetrieveResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                       entries=entries, total=total)  # type: ignore[arg-type]
 
@@ -267,13 +302,19 @@ class MemoryPlugin:
     ) -> tuple[list[EntryOut], int]:
         found: list[StoredEntry] = []
         total = 0
+        working = session.working.find(q.keys, q.tags, q.min_score, t) \
+            if "working" in tiers else []
+        if working and (q.where or q.key_prefix):
+            working = [e for e in working if working_matches(e, q.where, q.key_prefix)]
         if q.tiers:
-            found, total = await self.store.find(session.scope, q, t)
-        if "working" in tiers:
-            working = session.working.find(q.keys, q.tags, q.min_score, t)
-            if working:
-                total += len(working)
-                found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[:q.limit]
+            # with working entries to merge, the store's page starts at 0 and the merge pages
+            found, total = await self.store.find(
+                session.scope, replace(q, limit=q.limit + q.offset, offset=0) if working else q,
+                t)
+        if working:
+            total += len(working)
+            found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[
+                q.offset:q.offset + q.limit]
         return [_out(e) for e in found], total
 
     async def _search(
@@ -282,7 +323,10 @@ class MemoryPlugin:
     ) -> tuple[list[EntryOut], int]:
         ranked = await self.ranked(session.scope, q, query, t,
                                    session.working if "working" in tiers else None, ticket, conn)
-        return [_out(e, c) for c, e in ranked[:q.limit]], len(ranked)
+        if "working" in tiers and (q.where or q.key_prefix):  # stores filter their own
+            ranked = [(c, e) for c, e in ranked if e.tier != "working"
+                      or working_matches(e, q.where, q.key_prefix)]
+        return [_out(e, c) for c, e in ranked[q.offset:q.offset + q.limit]], len(ranked)
 
     async def ranked(
         self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None,

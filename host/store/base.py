@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from host.store.filters import Condition, KeyPrefix
 from protocol.errors import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "Scope",
     "StoredEntry",
     "StoreAdmin",
+    "StoreExtensions",
     "StoreOutcome",
     "VectorSearch",
     "digest",
@@ -93,6 +95,11 @@ class NewEntry:
     text: str = ""  # the searchable text (see host.text.searchable); "" = derive from content
     created_at: float | None = None
     updated_at: float | None = None
+    # client-supplied vectors (the store extension): unit float32 rows, `dims` each, kept in
+    # the namespace's space `vector_space`; b"" = none (a put replaces the entry's vectors)
+    vectors: bytes = b""
+    vector_space: str = ""
+    dims: int = 0
 
 
 @dataclass(slots=True)
@@ -131,12 +138,23 @@ class Query:
     tags: tuple[str, ...] = ()
     min_score: float = 0.0
     limit: int = 10
+    # the store extensions (host.store.filters): conditions on content values and key
+    # prefixes, ANDed with the rest in the query itself; `offset` entries skipped before `limit`
+    where: tuple[Condition, ...] = ()
+    key_prefix: tuple[KeyPrefix, ...] = ()
+    offset: int = 0
+
+    @property
+    def narrowed(self) -> bool:
+        """True when the read is narrowed by anything beyond its tiers."""
+        return bool(self.keys or self.tags or self.where or self.key_prefix)
 
 
 class Refusal(StrEnum):
     """Why a put refused one entry (its value is the protocol's error code)."""
 
     MEMORY_FULL = "memory_full"  # a storage quota (`Quotas`) would be passed
+    VECTOR_DIMS = "invalid_message"  # its vectors' dimension is not its space's
 
 
 class StorageFull(ProtocolError):
@@ -240,6 +258,34 @@ class EntryStore(Protocol):
 
     async def ready(self) -> bool:
         """True when the store answers a trivial query."""
+
+
+@runtime_checkable
+class StoreExtensions(Protocol):
+    """Optional capability of an `EntryStore`: what the store extensions of the wire need
+    beyond filters (docs/protocol.md, "Store extensions"). Both backends have it.
+
+    Client vectors are unit float32 rows kept per (namespace, space) and never returned;
+    reads apply `q` (visibility, liveness, keys, tags, `where`, `key_prefix`) in the query."""
+
+    async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
+                             ) -> tuple[int, list[tuple[int, np.ndarray]]]:
+        """The dimension of the namespace's `space` (0: none yet) and (row id, its vectors
+        as a (n, dims) array) of every entry `q` lets `scope` read with vectors in it."""
+
+    def refresh(self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], now: float
+                ) -> Awaitable[int]:
+        """Restart the TTL of the live entries under `keys` with one: they expire `ttl`
+        seconds after `now`. Returns after the commit: how many."""
+
+    def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> Awaitable[int]:
+        """Delete the expired entries of `scope`'s namespace it may see in `tiers` (logged as
+        `expired`). Returns after the commit: how many."""
+
+    async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
+                        now: float) -> list[bytes]:
+        """The distinct JSON texts of the arrays under key member `field` among the entries
+        `q` lets `scope` read, with `prefix`'s elements ("*": any) leading."""
 
 
 # -- the value types of `VectorSearch` (also those of the search engine's own index) ---------

@@ -29,8 +29,9 @@ from host.store.base import (
     stored_bytes,
 )
 from host.store.changes import removed_record, stored_record
-from host.store.sqlite import bm25
+from host.store.sqlite import bm25, filters
 from host.store.sqlite.changes import log_change
+from host.store.sqlite.client_vectors import space_fits, write_client_vectors
 from host.store.sqlite.deferred import Deferred
 from host.text.bm25 import Bm25Stats
 from host.text.keyword import coverage, fts_match_expression
@@ -145,7 +146,11 @@ def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
             params += [ns, owners[i], owners[i + 1], *tags]
         if len(tags) > 1:
             params.append(len(tags))
-    return _where_sql(len(q.tiers), len(q.keys), len(tags)), params
+    sql = _where_sql(len(q.tiers), len(q.keys), len(tags))
+    if q.where or q.key_prefix:  # the store extensions' filters (host/store/sqlite/filters.py)
+        more, more_params = filters.where_sql(q.where, q.key_prefix)
+        return sql + more, params + more_params
+    return sql, params
 
 
 def _stored_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
@@ -174,15 +179,15 @@ def find_entries(
             rows = conn.execute(f"SELECT {_COLUMNS} FROM entries e WHERE {where}",
                                 params).fetchall()
             rows.sort(key=lambda r: (-r[6], -r[9]))
-            return [_row(r) for r in rows[: q.limit]], len(rows)
+            return [_row(r) for r in rows[q.offset: q.offset + q.limit]], len(rows)
         # a count, then a top-`limit` page (a window count would sort every match whole)
         total = conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
         if not total:
             return [], 0
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM entries e WHERE {where}"
-            " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?",
-            [*params, q.limit],
+            " ORDER BY e.score DESC, e.updated_at DESC LIMIT ? OFFSET ?",
+            [*params, q.limit, q.offset],
         ).fetchall()
         return [_row(r) for r in rows], total
     counts, pages, params, page_params = [], [], [], []
@@ -192,16 +197,16 @@ def find_entries(
         params += p
         pages.append(f"SELECT * FROM (SELECT {_COLUMNS} FROM entries e WHERE {where}"
                      " ORDER BY e.score DESC, e.updated_at DESC LIMIT ?)")
-        page_params += [*p, q.limit]
+        page_params += [*p, q.limit + q.offset]
     if not pages:
         return [], 0
     total = conn.execute(f"SELECT {' + '.join(counts)}", params).fetchone()[0]
-    if not total:
-        return [], 0
+    if not total or q.offset >= total:
+        return [], total
     sql = " UNION ALL ".join(pages)
-    if len(pages) > 1:
-        sql += " ORDER BY 7 DESC, 10 DESC LIMIT ?"
-        page_params.append(q.limit)
+    if len(pages) > 1 or q.offset:
+        sql = f"SELECT * FROM ({sql}) ORDER BY 7 DESC, 10 DESC LIMIT ? OFFSET ?"
+        page_params += [q.limit, q.offset]
     return [_row(r) for r in conn.execute(sql, page_params).fetchall()], total
 
 
@@ -437,11 +442,15 @@ def put_entries(
         content = e.content.decode()
         text = e.text or stored_text(e.content, e.tags, e.key)
         tags = list(dict.fromkeys(e.tags))
-        size = stored_bytes(e.key, e.content, tags)
+        size = stored_bytes(e.key, e.content, tags) + len(e.vectors)
+        if not space_fits(conn, ns, e):
+            outcomes.append(Refusal.VECTOR_DIMS)
+            continue
         tags_json = _encode_tags(tags).decode()
         values = (ns, e.tier, owner, key, agent, content, tags_json, e.source, e.score, e.ttl,
                   created, updated, expires, size)
         entry_id = None
+        replaced = False
         if not usage.over(quotas, (1, size), (1, size)):
             # the common case, a new key, in one statement (a key already there inserts nothing)
             got = conn.execute(_INSERT_NEW, values).fetchone()
@@ -496,8 +505,11 @@ def put_entries(
                 )
                 conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
                 deferred.replace(entry_id)
+                replaced = True
         if tags:
             conn.executemany(_INSERT_TAGS, [(ns, e.tier, owner, t, entry_id) for t in tags])
+        if e.vectors or replaced:
+            write_client_vectors(conn, entry_id, e, replaced)
         deferred.index(entry_id, token, text)
         outcomes.append(None)
         changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,

@@ -28,6 +28,10 @@ stale: filled by triggers on insert and on a change of content or tags), `vector
 whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
 with Porter stemming. Deleting an entry deletes its vector.
 
+Migration 8 (the store extensions' client vectors, `host/store/sqlite/extensions.py`):
+`client_spaces` (the dimension of each namespace's named vector space) and `client_vectors`
+(one BLOB of unit float32 rows an entry, deleted with it).
+
 Migration 5 (change streams, `host/store/sqlite/changes.py`): `changes`, one row a committed
 request that changed entries (what `memory/watch` replays), and `change_floor`.
 """
@@ -216,6 +220,25 @@ MIGRATIONS: tuple[str, ...] = (
         + coalesce((SELECT sum(length(CAST(j.value AS BLOB))) FROM json_each(entries.tags) j), 0);
     UPDATE usage SET bytes = coalesce((SELECT sum(e.size) FROM entries e
         WHERE e.namespace = usage.namespace AND (usage.agent = '' OR e.agent = usage.agent)), 0);
+    """,
+    # 8: client-supplied vectors (the store extension, host/store/sqlite/extensions.py): the
+    # dimension of each (namespace, space), fixed by its first vector, and one BLOB an entry
+    # (its unit float32 rows); deleting an entry deletes them
+    """
+    CREATE TABLE client_spaces (
+        namespace TEXT NOT NULL,
+        space TEXT NOT NULL,
+        dims INTEGER NOT NULL,
+        PRIMARY KEY (namespace, space)
+    ) WITHOUT ROWID;
+    CREATE TABLE client_vectors (
+        entry_id INTEGER PRIMARY KEY,
+        space TEXT NOT NULL,
+        vecs BLOB NOT NULL
+    );
+    CREATE TRIGGER entries_cvec_ad AFTER DELETE ON entries BEGIN
+        DELETE FROM client_vectors WHERE entry_id = old.id;
+    END;
     """,
 )
 

@@ -33,6 +33,7 @@ from host.store.changes import Change
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
 from host.store.sqlite import changes, ops
+from host.store.sqlite import extensions as ext
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
@@ -229,6 +230,29 @@ class SQLiteEntryStore(Opens):
         """Delete changes older than `before` or past `max_rows` a namespace (writer thread)."""
         return await self._submit(  # type: ignore[no-any-return]
             changes.prune, before, max_rows, grows=False)
+
+    # -- the store extensions (host.store.base.StoreExtensions; sqlite/extensions.py) ---------
+
+    async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
+                             ) -> tuple[int, list[tuple[int, np.ndarray]]]:
+        """The dimension of `space` (0: none) and the readable entries' vectors in it."""
+        return ext.client_vectors(self._conn(), scope, q, space, now)
+
+    def refresh(self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], now: float
+                ) -> asyncio.Future[int]:
+        """Restart the TTL of the entries under `keys`: after the commit, how many."""
+        return self._submit(ext.refresh_entries, scope, list(tiers), list(keys), now,
+                            grows=False)
+
+    def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> asyncio.Future[int]:
+        """Delete the expired entries `scope` may see in `tiers`: after the commit, how many."""
+        return self._submit(ext.sweep_expired, scope, list(tiers), now, self._deferred,
+                            grows=False)
+
+    async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
+                        now: float) -> list[bytes]:
+        """The distinct JSON arrays under key member `field` that `q` lets `scope` read."""
+        return [t.encode() for t in ext.key_paths(self._conn(), scope, q, field, prefix, now)]
 
     # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
