@@ -184,18 +184,25 @@ async def test_changing_the_type_moves_the_memory(memories: EntryStoreMemories) 
 
 
 async def test_search_orders_by_combined_score(memories: EntryStoreMemories) -> None:
-    """Relevance first, then importance at equal relevance; non-matching memories are left out."""
+    """The memory holding every query term is the most relevant, a critical one ranks above a
+    low one of the same text, the list is in combined order and k takes its head;
+    non-matching memories are left out."""
     both = Memory(content="python packaging with uv", importance=MemoryImportance.LOW)
-    crit = Memory(content="python style guide", importance=MemoryImportance.CRITICAL)
+    crit = Memory(content="python version", importance=MemoryImportance.CRITICAL)
     low = Memory(content="python version", importance=MemoryImportance.LOW)
     other = Memory(content="unrelated")
     for m in (both, crit, low, other):
         await memories.set(m.id, m)
     hits = await memories.search("python packaging", k=5)
-    assert [h.memory.id for h in hits] == [both.id, crit.id, low.id]
-    assert hits[0].relevance_score == 1.0 and hits[1].relevance_score == 0.5
+    ids = [h.memory.id for h in hits]
+    assert sorted(ids) == sorted([both.id, crit.id, low.id])
+    assert ids.index(crit.id) < ids.index(low.id)
+    rel = {h.memory.id: h.relevance_score for h in hits}
+    assert rel[both.id] > max(rel[crit.id], rel[low.id])
+    assert [h.combined_score for h in hits] == sorted((h.combined_score for h in hits),
+                                                      reverse=True)
     assert all(0 <= h.combined_score <= 1 for h in hits)
-    assert [h.memory.id for h in await memories.search("python packaging", k=1)] == [both.id]
+    assert [h.memory.id for h in await memories.search("python packaging", k=1)] == ids[:1]
     with pytest.raises(ValueError):
         await memories.search("python", k=0)
 

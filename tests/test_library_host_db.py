@@ -1,6 +1,7 @@
 """One library adapter over the host database: `SQLiteStore` and `EntryStoreMemories` (what the
 MCP tools use) store the same memory as the same bytes, keep the same `created_at` on overwrite
-and rank the same way, through the library and through the MCP tools."""
+and rank the same way (the host's search engine), through the library and through the MCP
+tools."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from host.library.entry_store import EntryStoreMemories
 from host.library.models import Memory, MemoryImportance, MemoryType
 from host.library.sqlite_store import SQLiteStore
 from host.mcp.app import McpApp
+from host.search.embed import make_embedder
+from host.search.engine import SearchEngine
 from host.store.base import Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
@@ -29,13 +32,19 @@ WHEN = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
 
 
 @asynccontextmanager
-async def entry_memories(path: Path) -> AsyncIterator[EntryStoreMemories]:
-    """`EntryStoreMemories` of (NS, AGENT) over an open `SQLiteEntryStore` on `path`."""
+async def entry_memories(path: Path, config: Config | None = None
+                         ) -> AsyncIterator[EntryStoreMemories]:
+    """`EntryStoreMemories` of (NS, AGENT) over an open `SQLiteEntryStore` on `path`, searching
+    with a started engine and the embedder of `config.search`."""
+    config = config or Config()
     store = SQLiteEntryStore(str(path))
     await store.open()
+    engine = SearchEngine(store, make_embedder(config.search), config.search)
+    await engine.start()
     try:
-        yield EntryStoreMemories(store, Scope(NS, AGENT), Config())
+        yield EntryStoreMemories(store, Scope(NS, AGENT), config, engine)
     finally:
+        await engine.stop()
         await store.close()
 
 
@@ -106,14 +115,15 @@ async def test_the_same_ranking_through_the_library_and_mcp(tmp_path: Path, quer
     """On one file, `SQLiteStore.search`, `EntryStoreMemories.search` and the MCP tool
     `memory_search` return the same memories in the same order with the same scores."""
     db = tmp_path / "m.db"
-    with SQLiteStore(db, namespace=NS, agent=AGENT) as lib:
+    # vector_wait: the library's search waits for the vectors of its writes (no time asserted)
+    config = make_config(db, mcp={"namespace": NS, "agent": AGENT}, search={"vector_wait": 60.0})
+    with SQLiteStore(db, namespace=NS, agent=AGENT, search=config.search) as lib:
         for m in MEMORIES:
             lib.set(m.id, m)
         by_lib = [(r.memory.id, r.relevance_score, r.combined_score) for r in lib.search(query, 4)]
-    async with entry_memories(db) as mcp_side:
+    async with entry_memories(db, config) as mcp_side:
         by_adapter = [(r.memory.id, r.relevance_score, r.combined_score)
                       for r in await mcp_side.search(query, 4)]
-    config = make_config(db, mcp={"namespace": NS, "agent": AGENT})
     async with McpApp(config) as app, Client(app.server, mode="legacy") as client:
         result = await client.call_tool("memory_search", {"query": query, "k": 4})
         hits = json.loads(result.content[0].text)  # type: ignore[union-attr]
@@ -121,5 +131,7 @@ async def test_the_same_ranking_through_the_library_and_mcp(tmp_path: Path, quer
     assert len(by_lib) >= 2
     for other in (by_adapter, by_mcp):
         assert [h[0] for h in other] == [h[0] for h in by_lib]
-        assert [h[1] for h in other] == [h[1] for h in by_lib]
-        assert other == [(i, r, pytest.approx(c, abs=1e-6)) for i, r, c in by_lib]
+        assert [h[1] for h in other] == pytest.approx([h[1] for h in by_lib], abs=1e-9)
+        # combined moves only with recency between the three searches (seconds apart)
+        assert other == [(i, pytest.approx(r, abs=1e-9), pytest.approx(c, abs=1e-4))
+                         for i, r, c in by_lib]

@@ -17,12 +17,17 @@ Beyond the `AsyncStore` contract (`host.library.protocol`):
   read, nothing else changes), so a write of the entry by another client between the read and the
   touch is never undone. Entries with a TTL come back touched but are not touched in the store: a
   touch never moves the expiry, and wire clients read expiry as `updated_at + ttl`;
-- the searchable text of a memory is its content alone (not its metadata or tags), so relevance is
-  the library's: the share of the query's terms found in the content;
+- the searchable text of a memory is its content alone (not its metadata or tags);
+- `search` is the host's own query path: the `SearchEngine` it is given (keywords and vectors,
+  the calibrated `relevance` a `memory/retrieve` reports) and `host.search.rank.rank_matches`
+  (the combined score and order of the wire). Without one it searches with a keyword-only
+  engine (BM25, the keyword-only calibration), as a host with `embedder = "none"` does. Every
+  write takes a ticket of the engine, and a search waits (at most `search.vector_wait`) for the
+  vectors of what this object wrote (read-your-writes, as on the wire);
 - a write past a storage quota raises `host.library.StoreFullError`, as `SQLiteStore` does;
 - setting an existing key keeps its stored `created_at` (an upsert, as on the wire);
-- a memory is written and ranked as `SQLiteStore` writes and ranks it (`host.library.host_db`:
-  the same entry bytes, the same `created_at` on overwrite, the same ranking); unlike
+- a memory is written as `SQLiteStore` writes it (`host.library.host_db`: the same entry bytes,
+  the same `created_at` on overwrite) and ranked by the same engine; unlike
   `SQLiteStore`, working memories are not persisted (see above), and the store may be any
   `EntryStore` (SQLite or PostgreSQL).
 """
@@ -34,14 +39,14 @@ import time
 from collections.abc import Sequence
 
 from host.config import Config
-from host.library.host_db import new_entry, rank
+from host.library.host_db import new_entry, ranked_results
 from host.library.mapping import id_to_key, stored_to_memory
 from host.library.models import Memory, RetrievalResult
 from host.library.sqlite_store import StoreFullError
 from host.memory.working import WorkingTier
+from host.search.engine import SearchEngine
 from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, EntryStore, Query, Scope, StoredEntry
-from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["EntryStoreMemories"]
@@ -52,15 +57,20 @@ _ALL_TIERS = (*PERSISTENT_TIERS, "working")
 class EntryStoreMemories:
     """An `AsyncStore` of the memories visible to `scope` in `store` (see the module docstring).
 
-    Not thread-safe: use it from one event loop.
+    `engine` is the host's `SearchEngine` over `store` (the caller starts and stops it); None:
+    a keyword-only one. Not thread-safe: use it from one event loop.
     """
 
-    def __init__(self, store: EntryStore, scope: Scope, config: Config) -> None:
+    def __init__(self, store: EntryStore, scope: Scope, config: Config,
+                 engine: SearchEngine | None = None) -> None:
         self.store = store
         self.scope = scope
         self.working = WorkingTier(config.limits.max_working_entries)
         self.weights = RankWeights.from_config(config.ranking)
         self.candidates = config.ranking.search_candidates
+        self.engine = engine if engine is not None else SearchEngine(store, None, config.search)
+        self.conn = f"library:{id(self):x}"  # this object's fair share of query embedding
+        self._ticket = 0  # the engine's ticket of the newest write (read-your-writes)
 
     @staticmethod
     def keys_for(memory_id: str) -> tuple[bytes, ...]:
@@ -98,6 +108,7 @@ class EntryStoreMemories:
             (outcome,) = await self.store.put(self.scope, [new], now)
             if outcome is not None:
                 raise StoreFullError("the storage quota of this namespace or agent is reached")
+            self._ticket = self.engine.notify()
         others = [t for t in _ALL_TIERS if t != new.tier]
         if await self._find([new.key], others, now):
             await self._forget([new.key], others, now)
@@ -122,7 +133,10 @@ class EntryStoreMemories:
         n = self.working.forget(keys, (), now) if "working" in tiers else 0
         persistent = [t for t in tiers if t in PERSISTENT_TIERS]
         if persistent:
-            n += await self.store.forget(self.scope, persistent, keys, (), now)
+            gone = await self.store.forget(self.scope, persistent, keys, (), now)
+            if gone:
+                self.engine.notify()  # drop the deleted entries' vectors from memory
+            n += gone
         return n
 
     async def delete(self, key: str) -> bool:
@@ -130,12 +144,14 @@ class EntryStoreMemories:
         return await self._forget(self.keys_for(key), _ALL_TIERS, time.time()) > 0
 
     async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """The best `k` memories for `query` across the tiers, best first, ranked as every
-        library backend ranks (`host.library.search`). Raises `ValueError` when `k` < 1."""
+        """The best `k` memories for `query` across the tiers, best first: the engine's
+        candidates ranked as a `memory/retrieve` of every tier ranks them, `relevance_score`
+        the `relevance` and `combined_score` the `combined` the wire reports. Raises
+        `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
         now = time.time()
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
-        found = await self.store.search(self.scope, q, query, now, self.candidates)
-        found += self.working.search(query_terms(query), (), (), now)
-        return rank(found, k, self.weights, now)
+        found = await self.engine.search(self.scope, q, query, now, self.candidates,
+                                         self.working, self._ticket, self.conn)
+        return ranked_results(found, k, self.weights, now)

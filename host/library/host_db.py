@@ -3,9 +3,10 @@
 `SQLiteStore` (synchronous, on a SQLite file) and `EntryStoreMemories` (async, on any
 `EntryStore`; what the MCP tools use) both write and rank through this module, so the same
 memory gives the same entry bytes, an overwrite keeps the entry's first `created_at` (an upsert,
-as on the wire, atomic on every backend) and a search ranks the same candidates the same way:
-relevance as the store computed it (the share of the query's terms in the searchable text),
-importance from the score, recency from `updated_at`, with `host.search.rank`'s formula.
+as on the wire, atomic on every backend) and a search ranks the same candidates the same way
+(`ranked_results`): the host's `SearchEngine` gives the candidates their `relevance` (the
+calibrated relevance a `memory/retrieve` reports) and `host.search.rank.rank_matches` orders
+them as the wire does (relevance, importance from the score, recency from `updated_at`).
 """
 
 from __future__ import annotations
@@ -13,20 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from host.library.mapping import (
-    IMPORTANCE_SCORE,
-    key_to_id,
-    memory_to_entry,
-    score_to_importance,
-    stored_to_memory,
-)
+from host.library.mapping import key_to_id, memory_to_entry, stored_to_memory
 from host.library.models import Memory, RetrievalResult
-from host.library.search import scored, top
-from host.search.rank import RankWeights
+from host.search.rank import RankWeights, rank_matches
 from host.store.base import NewEntry, StoredEntry
 from protocol.keys import canonical_key
 
-__all__ = ["new_entry", "rank"]
+__all__ = ["new_entry", "ranked_results"]
 
 
 def new_entry(key: str, memory: Memory, working_tier: str = "working") -> NewEntry:
@@ -47,25 +41,23 @@ def new_entry(key: str, memory: Memory, working_tier: str = "working") -> NewEnt
     )
 
 
-def rank(
+def ranked_results(
     found: Iterable[StoredEntry], k: int, weights: RankWeights, now: float,
     touched: Mapping[str, float] | None = None,
 ) -> list[RetrievalResult]:
-    """The best `k` of the candidates `found` (with `relevance` set by the search), best first.
+    """The best `k` of a `SearchEngine`'s candidates `found`, best first, ranked as a
+    `memory/retrieve` with a query ranks them (`rank_matches`): `relevance_score` is the
+    entry's `relevance`, `combined_score` its `combined`, exactly as the wire reports them.
     `touched` holds accesses not yet written (id -> time): they count as `updated_at`. Only
     the best `k` are turned into memories."""
-    matches = []
-    for entry in found:
-        relevance = entry.relevance or 0.0
-        if relevance <= 0:
-            continue
-        key = key_to_id(json.loads(entry.key))
-        if touched and key in touched:
-            entry.updated_at = max(entry.updated_at, touched[key])
-        importance = IMPORTANCE_SCORE[score_to_importance(entry.score)]
-        matches.append(scored(key, relevance, importance, entry.updated_at, entry, weights, now))
+    found = list(found)
+    if touched:
+        for entry in found:
+            key = key_to_id(json.loads(entry.key))
+            if key in touched:
+                entry.updated_at = max(entry.updated_at, touched[key])
     return [
-        RetrievalResult(memory=stored_to_memory(entry), relevance_score=relevance,
-                        combined_score=combined)
-        for combined, relevance, _, _, entry in top(matches, k)
+        RetrievalResult(memory=stored_to_memory(entry), relevance_score=float(entry.relevance or 0.0),
+                        combined_score=min(1.0, max(0.0, combined)))
+        for combined, entry in rank_matches(found, 0.0, now, weights)[:k]
     ]

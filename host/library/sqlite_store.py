@@ -14,8 +14,13 @@ is found by `get` and `search` here.
 - Every `set` and `delete` is one durable transaction (WAL, `synchronous=FULL`). Accesses
   recorded by `get` are kept in memory and written with the next write, `flush()` or `close()`,
   as in `JSONFileStore`; until then this store shows them itself.
-- `search` asks the keyword index for the best `candidates` matches (BM25), then ranks them as
-  every backend does (`host.library.search.top`), building memories for the best `k` only.
+- `search` is the host's own search (`host.library.searcher`): a `SearchEngine` with the
+  embedder of `search` (default: the shipped MiniLM; keywords and vectors, the calibrated
+  `relevance` of `memory/retrieve`) on a thread of its own, its candidates ranked as the wire
+  ranks them (`host.library.host_db.ranked_results`), memories built for the best `k` only.
+  Each write wakes its embedding worker, and a search waits (at most `search.vector_wait`) for
+  the vectors of this store's writes. `SearchConfig(embedder="none")`, or an embedder that
+  cannot be loaded, searches by keywords alone (BM25, the keyword-only calibration).
 - Other processes (a host, the CLI, another store) may use the file at the same time: SQLite
   serialises the writers (busy timeout 30 s) and readers see committed data.
 """
@@ -29,20 +34,20 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from host.config import LimitsConfig, RankingConfig
-from host.library.host_db import new_entry, rank
+from host.config import LimitsConfig, RankingConfig, SearchConfig
+from host.library.host_db import new_entry, ranked_results
 from host.library.mapping import (
     stored_to_memory,
 )
 from host.library.memory_store import default_weights
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
+from host.library.searcher import EngineSearcher
 from host.memory.session import DEFAULT_AGENT
 from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
-from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]
@@ -61,7 +66,8 @@ def _key(key: str) -> bytes:
 class SQLiteStore(Closing):
     """A `Store` in the SQLite file `path`, as agent `agent` of namespace `namespace`.
 
-    Opening creates or migrates the schema. Unset quotas and the candidate count come from the
+    Opening creates or migrates the schema and starts the search engine (`search`: its
+    settings, default `SearchConfig()`). Unset quotas and the candidate count come from the
     configuration's defaults (`LimitsConfig`, `RankingConfig`). Close it (`close()`, `with`,
     `async with`) to write pending accesses and release the file.
     """
@@ -75,6 +81,7 @@ class SQLiteStore(Closing):
         weights: RankWeights | None = None,
         quotas: ops.Quotas | None = None,
         candidates: int | None = None,
+        search: SearchConfig | None = None,
     ) -> None:
         limits = LimitsConfig()
         self.path = str(path)
@@ -87,9 +94,11 @@ class SQLiteStore(Closing):
         self.candidates = candidates or RankingConfig().search_candidates
         self._lock = threading.Lock()
         self._touched: dict[str, float] = {}
+        self._ticket = 0  # the engine's ticket of the newest write (read-your-writes)
         self._conn = connect(self.path)
         try:
             migrate(self._conn)
+            self._searcher = EngineSearcher(self.path, search or SearchConfig())
         except BaseException:
             self._conn.close()
             raise
@@ -103,6 +112,8 @@ class SQLiteStore(Closing):
                 touches = [(_key(k), when) for k, when in self._touched.items()]
                 ops.touch_entries(conn, self.scope, PERSISTENT_TIERS, touches)
         self._touched.clear()
+        if fn is not None:
+            self._ticket = self._searcher.notify()  # its worker embeds what was queued
         return result
 
     def _row(self, key: str, now: float) -> StoredEntry | None:
@@ -170,11 +181,10 @@ class SQLiteStore(Closing):
         with self._lock:
             self._check_open()
             q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
-            found = ops.search_entries(
-                self._conn, self.scope, q, query_terms(query), now, self.candidates
-            )
+            found = self._searcher.search(self.scope, q, query, now, self.candidates,
+                                          self._ticket)
             touched = dict(self._touched)
-        return rank(found, k, self.weights, now, touched)
+        return ranked_results(found, k, self.weights, now, touched)
 
     def flush(self) -> None:
         """Write the pending accesses now (sets and deletes are durable already)."""
@@ -194,4 +204,7 @@ class SQLiteStore(Closing):
                 if self._touched:
                     self._write(None)
             finally:
-                self._conn.close()
+                try:
+                    self._searcher.close()
+                finally:
+                    self._conn.close()

@@ -5,7 +5,10 @@ memories over it, the rules lookup — and a lifecycle.
         await app.serve()                # config.mcp.transport: stdio or http
 
 The store is the one the WebSocket host uses (`host.app.make_store`), so both may run on one
-file at once; every tool acts as `config.mcp.agent` in `config.mcp.namespace`.
+file at once; every tool acts as `config.mcp.agent` in `config.mcp.namespace`. `memory_search`
+runs on the host's `SearchEngine` with the configured embedder (`[search]`: keywords and
+vectors, the relevance scale of `memory/retrieve`); this process embeds what is queued in the
+background, as a host does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from host.lifecycle import Opens
 from host.mcp.changes import NamespaceFeed
 from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
+from host.search.embed import make_embedder
+from host.search.engine import SearchEngine
 from host.store.base import EntryStore, Scope
 from host.store.changes import ChangeLog
 
@@ -43,7 +48,8 @@ class McpApp(Opens):
         self.store = store if store is not None else make_store(config)
         cfg = config.mcp
         scope = Scope(cfg.namespace, cfg.agent)
-        self.memories = EntryStoreMemories(self.store, scope, config)
+        self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
+        self.memories = EntryStoreMemories(self.store, scope, config, self.search)
         self.bus = InMemorySubscriptionBus()
         self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus) \
             if isinstance(self.store, ChangeLog) else None
@@ -55,15 +61,22 @@ class McpApp(Opens):
         )
 
     async def open(self) -> None:
-        """Open (create or migrate) the store; follow its change log for the namespace."""
+        """Open (create or migrate) the store, load its vectors and start embedding in the
+        background; follow its change log for the namespace."""
         await self.store.open()
+        try:
+            await self.search.start()
+        except BaseException:
+            await self.store.close()
+            raise
         if self.feed is not None:
             await self.feed.start()
 
     async def close(self) -> None:
-        """Stop following, commit and close the store."""
+        """Stop following and embedding, commit and close the store."""
         if self.feed is not None:
             await self.feed.stop()
+        await self.search.stop()
         await self.store.close()
 
     async def serve(self, on_listening: Callable[[int], None] | None = None) -> None:

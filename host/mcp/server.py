@@ -9,7 +9,9 @@ The tools stand on the library layer: a memory is a `host.library.Memory`, store
 so a memory written here is an entry a WebSocket client reads, and the other way round.
 
 Results are JSON: `memory_put` returns the stored memory (`Memory.to_dict()`), `memory_get` the
-memory or null, `memory_search` a list of `{memory, relevance_score, combined_score}`. The text
+memory or null, `memory_search` a list of `{memory, relevance_score, combined_score}`: the
+`relevance` and `combined` a `memory/retrieve` of every tier reports for the same query (the
+`AsyncStore` searches with the host's `SearchEngine`, see `host.library.entry_store`). The text
 content of each result is that same JSON; the structured content is the object itself, or
 `{"result": ...}` for a list or null (the SDK's convention). Caller mistakes (an unknown memory
 type or importance, an empty query, `k` out of range, content over the size limit) come back as
@@ -200,8 +202,8 @@ def build_server(
             str,
             Field(
                 min_length=1,
-                description="Words to look for: a topic, a name, a question. Memories sharing "
-                "more of its words rank higher.",
+                description="What to recall: a question, a topic, a name. Memories are found "
+                "by meaning as well as by their words.",
             ),
         ],
         k: Annotated[
@@ -209,9 +211,9 @@ def build_server(
         ] = 5,
     ) -> Annotated[CallToolResult, list[RetrievalResult]]:
         """Find the memories most relevant to `query`, best first (an empty list when none
-        matches). Each hit gives the memory, relevance_score (the share of the query's words it
-        contains, 0 to 1) and combined_score (relevance weighed with importance and recency; the
-        order of the list)."""
+        matches). Each hit gives the memory, relevance_score (0 to 1: how likely the memory is
+        what the query is about, as the memory host reports it) and combined_score
+        (relevance weighed with importance and recency; the order of the list)."""
         if not query_terms(query):
             raise ToolError(
                 f"query {query!r} has no searchable words: use a few words of the topic"

@@ -1,0 +1,126 @@
+"""`EngineSearcher`: the host's `SearchEngine` for a synchronous library store on a host database.
+
+    searcher = EngineSearcher("memories.db", SearchConfig())   # starts its thread, loads vectors
+    ticket = searcher.notify()                                   # after each committed write
+    found = searcher.search(scope, query, text, now, candidates, ticket)
+    searcher.close()
+
+The engine is async (its store, its embedding worker, its query thread all belong to one event
+loop), the library's `Store` is not: the searcher runs a private event loop in a daemon thread,
+with a `SQLiteEntryStore` on the same file (its reads, and the vectors its worker writes) and a
+`SearchEngine` over it, and the caller's thread waits for each answer. The library store keeps
+writing through its own connection; the triggers of the schema queue each new or changed entry
+for the worker, exactly as a host's writes do. So a search here is a `memory/retrieve`'s search:
+the same candidates, the same calibrated `relevance`, the same ordering (`host.library.host_db`).
+
+`config.embedder = "none"`, or an embedder that cannot be loaded (a missing optional package, an
+unreachable endpoint: logged as a warning), gives a keyword-only engine: BM25 with the
+keyword-only calibration, as a host with `embedder = "none"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from host.config import SearchConfig
+from host.search.embed import Embedder, EmbedderError, make_embedder
+from host.search.engine import SearchEngine
+from host.store.base import Query, Scope, StoredEntry
+from host.store.sqlite.store import SQLiteEntryStore
+
+__all__ = ["EngineSearcher", "load_embedder"]
+
+log = logging.getLogger("a2e_host.library")
+
+T = TypeVar("T")
+
+
+def load_embedder(cfg: SearchConfig) -> Embedder | None:
+    """The embedder `cfg` names, or None (keyword-only) for "none" or one that cannot be
+    loaded (logged)."""
+    try:
+        return make_embedder(cfg)
+    except EmbedderError as err:
+        log.warning("library search is keyword-only: embedder %r unavailable (%s)",
+                    cfg.embedder, err)
+        return None
+
+
+class EngineSearcher:
+    """A started `SearchEngine` over the SQLite file `path`, on a thread of its own."""
+
+    def __init__(self, path: str, cfg: SearchConfig) -> None:
+        self.cfg = cfg
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="a2e-library-search", daemon=True)
+        self._thread.start()
+        self.store = SQLiteEntryStore(path, max_term_docs=cfg.max_term_docs,
+                                      max_matches=cfg.max_keyword_matches)
+        self.engine = SearchEngine(self.store, load_embedder(cfg), cfg)
+        self._closed = False
+        try:
+            self._run(self._start())
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return fut.result()
+
+    async def _start(self) -> None:
+        await self.store.open()
+        try:
+            await self.engine.start()
+        except BaseException:
+            await self.store.close()
+            raise
+
+    @property
+    def enabled(self) -> bool:
+        """True when vectors take part (an embedder was loaded)."""
+        return self.engine.enabled
+
+    def notify(self) -> int:
+        """Tell the engine that entries were committed or deleted (its worker wakes); the
+        write's ticket for `search`."""
+        async def wrote() -> int:
+            return self.engine.notify()
+        return self._run(wrote())
+
+    def search(self, scope: Scope, q: Query, text: str, now: float, candidates: int,
+               ticket: int = 0) -> list[StoredEntry]:
+        """The engine's candidates for `text` (see `SearchEngine.search`), after waiting, at
+        most `vector_wait`, for the vectors of the writes up to `ticket`."""
+        return self._run(self.engine.search(scope, q, text, now, candidates, None, ticket,
+                                            f"library:{id(self):x}"))
+
+    def drain(self) -> int:
+        """Embed everything queued now; the number of entries embedded."""
+        return self._run(self.engine.drain())
+
+    def close(self) -> None:
+        """Stop the worker, close the store and the thread. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._stop())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    async def _stop(self) -> None:
+        try:
+            await self.engine.stop()
+        finally:
+            await self.store.close()
