@@ -1,7 +1,7 @@
 """Bytes <-> typed messages. Decoders and the encoder are built once and reused.
 
 `decode_request(data)` is the host's entry point: it returns a typed request or raises
-`ProtocolError` with the right code (semantics.md, "Envelope" and "Errors"):
+`ProtocolError` with the right code (docs/protocol.md, "Envelope" and "Errors"):
 `parse_error` (not JSON, nested deeper than the decoder's recursion limit, not an object),
 `invalid_message` (unknown `type`, missing or mistyped
 field; `field` names it), `version_mismatch` (a `version` that is not `1.x`).

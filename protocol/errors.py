@@ -8,7 +8,7 @@ __all__ = ["ErrorCode", "RETRYABLE", "ProtocolError"]
 
 
 class ErrorCode(StrEnum):
-    """The `code` of an `error` reply (see semantics.md, "Errors")."""
+    """The `code` of an `error` reply (see docs/protocol.md, "Errors")."""
 
     PARSE_ERROR = "parse_error"
     INVALID_MESSAGE = "invalid_message"

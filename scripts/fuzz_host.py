@@ -76,7 +76,7 @@ class Mutator:
             return r.choice([True, False])
         if choice == 2:
             return r.choice([0, -1, 1, 2**63, -(2**64), 10**30, r.randrange(-1000, 1000),
-                             10**400, -(10**400)])  # past a double: invalid_message (issue 19)
+                             10**400, -(10**400)])  # past a double: invalid_message
         if choice == 3:
             return r.choice([0.5, -0.0, 1e308, -1e-300, 2.0, r.random()])
         if choice == 4:
@@ -143,7 +143,7 @@ class Mutator:
             msg = self.mutate(msg)
         rid = msg.get("id")
         text = json.dumps(msg)
-        if 0.85 < roll <= 0.9:  # a number JSON allows but a double cannot hold (issue 19)
+        if 0.85 < roll <= 0.9:  # a number JSON allows but a double cannot hold
             text = _NUMBER.sub(lambda m: m.group(1) + r.choice(["1e999", "-1e999", "9" * 400]),
                                text, count=1)
         if roll > 0.9 and len(text) > 2:  # damage the text itself

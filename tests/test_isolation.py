@@ -164,7 +164,7 @@ async def test_closed_sessions_memory_id_is_not_found(world: list[Session], db_p
     assert err.value.code == "memory_not_found"
 
 
-# -- scores and candidates (issue 19): another tenant's data never moves or hides yours -----
+# -- scores and candidates: another tenant's data never moves or hides yours ---------------
 
 KEYWORDS_ONLY = {"search": {"embedder": "none", "neighbour_hits": 0}}
 

@@ -1,6 +1,6 @@
 """The Agentic Memory model: `Memory`, its type and importance, and `RetrievalResult`.
 
-These are the types of `agentic-memory.txt` (Interface Contracts). Enum members are strings, so
+These are the types of the A2E Agentic Memory interface. Enum members are strings, so
 `MemoryType("episodic")` and `MemoryType.EPISODIC.value == "episodic"` hold and JSON carries the
 plain value. New types or levels are added by adding enum members (and, for a type, its wire tier
 in `host.library.mapping.TYPE_TIER`; for a level, its score in `IMPORTANCE_SCORE`).

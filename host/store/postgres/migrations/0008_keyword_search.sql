@@ -1,4 +1,4 @@
--- 8: a keyword search in one statement, bounded in a big namespace (issue 20).
+-- 8: a keyword search in one statement, bounded in a big namespace.
 --
 -- `a2e_terms` counts the entries of each namespace holding each term (document frequencies);
 -- `a2e_search_terms` reads them for a query's terms and keeps the selective ones;

@@ -1,4 +1,4 @@
--- 9: a common term is common among the entries the reader may read (issue 19).
+-- 9: a common term is common among the entries the reader may read.
 --
 -- Another agent's private entries must not make a term of yours common and drop it from your
 -- query: a term held by more than p_cap entries of the namespace is recounted among the

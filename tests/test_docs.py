@@ -1,0 +1,100 @@
+"""The docs stand alone and agree with the repository: every file they name exists, they point
+at nothing outside it, and the commands they give are the ones that work."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from host.cli.main import build_parser
+from host.cli.reference import _subparsers
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS]
+
+# a name inside the repository: a top-level folder, then a path (no wildcard, brace or ellipsis)
+_REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:docs|host|protocol|scripts|configs|examples|tests)/[\w./-]*[\w/])")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
+# what a reader of the repository alone cannot open: a folder beside the checkout, files of the
+# contract the repository restates in its own words, an issue tracker's numbers
+_OUTSIDE = re.compile(
+    r"\.\./shared|/work/|semantics\.md|memory-capability\.txt|agentic-memory\.txt"
+    r"|\bissues? \d+", re.IGNORECASE)
+
+
+def _lines() -> list[tuple[str, int, str]]:
+    return [(page.relative_to(ROOT).as_posix(), n, line)
+            for page in PAGES
+            for n, line in enumerate(page.read_text().splitlines(), start=1)]
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """Each `docs/...`, `host/...`, `scripts/...`, `configs/...`, `examples/...` name in the
+    README and docs/, and each relative link, is a file or folder of the repository."""
+    missing = []
+    for page, n, line in _lines():
+        base = ROOT / Path(page).parent
+        names = [(ROOT, m.group(1)) for m in _REPO_PATH.finditer(line)]
+        names += [(base, t.split("#", 1)[0]) for t in _LINK.findall(line)
+                  if not re.match(r"[a-z]+:|#", t)]
+        for where, name in names:
+            if name and "NNNN" not in name and not (where / name.rstrip(".")).exists():
+                missing.append(f"{page}:{n}: {name}")
+    assert not missing, "docs name files the repository lacks:\n" + "\n".join(missing)
+
+
+def test_docs_point_at_nothing_outside_the_repository() -> None:
+    """No line of the README or docs/ sends the reader beside the checkout, to the spec's own
+    files or to an issue number: the repository says the rule itself."""
+    found = [f"{page}:{n}: {line.strip()}" for page, n, line in _lines() if _OUTSIDE.search(line)]
+    assert not found, "docs point outside the repository:\n" + "\n".join(found)
+
+
+def test_readme_commands_are_the_ones_ci_runs() -> None:
+    """The README's one-line set-up installs what .ci/run installs (the test extra) and its
+    test command is the one .ci/run runs; every extra a page installs is one pyproject.toml
+    defines, installed from the checkout (the package is not on an index)."""
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    setup = re.findall(r"^python3 -m venv .*pip install (-e '\.\[[\w,-]+\]').*a2e-host serve$",
+                       readme, re.M)
+    assert len(setup) == 1, "the README's set-up is one line: venv, install, serve"
+    assert re.search(rf"pip install (-q )?{re.escape(setup[0])}", ci), (setup[0], "not in .ci/run")
+    assert setup[0] == "-e '.[test]'"
+    assert "```sh\npython -m pytest\n```" in readme and re.search(r"(?m)^python -m pytest$", ci)
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                 ["project"]["optional-dependencies"])
+    bad = []
+    for page, n, line in _lines():
+        if re.search(r"pip install '?a2e-host\[", line):
+            bad.append(f"{page}:{n}: installs the package by name")
+        for group in re.findall(r"\.\[([\w,-]+)\]", line):
+            bad += [f"{page}:{n}: no extra {x!r}" for x in group.split(",") if x not in extras]
+    assert not bad, "\n".join(bad)
+
+
+def test_cli_table_lists_every_command() -> None:
+    """docs/cli.md's table has a row for every command (each action of `config`, `rules` and
+    `token`), and the README's list of commands names each one."""
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    rows = set(re.findall(r"(?m)^\| `([\w ]+)`", doc))
+    readme = (ROOT / "README.md").read_text()
+    listed = readme.split("- **Commands**", 1)[1].split("\n- ", 1)[0]
+    missing = []
+    for name, sub in _subparsers(build_parser()).items():
+        actions = list(_subparsers(sub)) or [""]
+        missing += [f"cli.md: {name} {a}".rstrip() for a in actions
+                    if f"{name} {a}".rstrip() not in rows]
+        if f"`{name}" not in listed:
+            missing.append(f"README: {name}")
+    assert not missing, f"commands missing from the docs: {missing}"
+
+
+def test_readme_names_every_doc() -> None:
+    """Every page of docs/ is named in the README, so a reader of the README finds it."""
+    readme = (ROOT / "README.md").read_text()
+    assert DOCS and not [p.name for p in DOCS if f"docs/{p.name}" not in readme
+                         and f"`{p.name}`" not in readme]
