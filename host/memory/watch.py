@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -66,7 +67,9 @@ CAPABILITY = "memory.watch"  # the hub's key in `ConnectionContext.capabilities`
 log = logging.getLogger("a2e_host.watch")
 
 _RING = 512  # decoded changes a feed keeps (a live watch behind them replays from the log)
+_RING_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 _PAGE = 256  # changes one read of the log returns at most
+_PAGE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 _ROOM_WAIT = (0.005, 0.2)  # a replay's first and longest wait for room on its connection
 
 
@@ -79,16 +82,21 @@ class WatchState(Enum):
     ENDED = "ended"
 
 
+_CURSOR = re.compile(r"(0|[1-9][0-9]{0,17})(?:\.([1-9][0-9]{0,17}))?", re.ASCII)
+
+
 def parse_cursor(cursor: str, req_id: str) -> int:
-    """The durable position of a cursor ("" = none: -1). Raises `invalid_message` for a
-    string this host never gave out."""
+    """The durable position of a cursor ("" = none: -1). Raises `invalid_message` (field
+    `since`) for any string this host does not give out: a cursor is the decimal number of a
+    change of the namespace, with no leading zero, optionally `.<n>` (n from 1) after it."""
     if not cursor:
         return -1
-    head = cursor.split(".", 1)[0]
-    if not head.isdigit() or len(head) > 19:
-        raise ProtocolError(ErrorCode.INVALID_MESSAGE, f"not a cursor of this host: {cursor!r}",
-                            req_id=req_id, field="since")
-    return int(head)
+    m = _CURSOR.fullmatch(cursor)
+    if m is None:
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE,
+                            f"not a cursor of this host: {cursor[:40]!r}", req_id=req_id,
+                            field="since")
+    return int(m.group(1))
 
 
 @dataclass(eq=False, slots=True)
@@ -104,6 +112,7 @@ class Watch:
     keys: frozenset[bytes]
     tags: frozenset[str]
     position: int  # the last change delivered (or passed over: nothing in it to see)
+    until: int = 0  # a `since` watch replays from the log at least up to the head it started at
     state: WatchState = WatchState.STARTING
     working: int = 0  # working-tier events sent since `position` moved
     task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -129,6 +138,7 @@ class _Row:
     seq: int
     op: str
     entries: list[ChangedEntry]
+    size: int  # bytes of the change as logged
 
 
 class _Feed:
@@ -141,6 +151,7 @@ class _Feed:
         self.seqs: list[int] = []
         self.complete_after = last  # `rows` holds every change after this one, up to `last`
         self.last = last
+        self.bytes = 0  # the `size` of `rows`
         self.fetching: asyncio.Task[None] | None = None
         self.again = False
 
@@ -148,12 +159,18 @@ class _Feed:
         for c in changes:
             if c.seq <= self.last:
                 continue
-            self.rows.append(_Row(c.seq, c.op, decode_entries(c.entries)))
+            self.rows.append(_Row(c.seq, c.op, decode_entries(c.entries), len(c.entries)))
             self.seqs.append(c.seq)
+            self.bytes += len(c.entries)
             self.last = c.seq
-        if len(self.rows) > _RING:
-            cut = len(self.rows) - _RING // 2
+        if len(self.rows) > _RING or (self.bytes > _RING_BYTES and len(self.rows) > 1):
+            cut, left = 0, self.bytes  # down to half the count and half the bytes
+            while cut < len(self.rows) - 1 and (len(self.rows) - cut > _RING // 2
+                                                or left > _RING_BYTES // 2):
+                left -= self.rows[cut].size
+                cut += 1
             self.complete_after = self.seqs[cut - 1]
+            self.bytes = left
             del self.rows[:cut]
             del self.seqs[:cut]
 
@@ -177,9 +194,11 @@ class WatchHub:
     """Every watch of one host. `register(router)`, `start()`, `stop()`; the memory plugin
     calls `poke(namespace)` after each commit and `working(...)` after working-tier writes."""
 
-    def __init__(self, changes: ChangeLog | None, config: WatchConfig, access: Access) -> None:
+    def __init__(self, changes: ChangeLog | None, config: WatchConfig, access: Access, *,
+                 max_keys: int = 1_000) -> None:
         self.log = changes
         self.config = config
+        self.max_keys = max_keys  # keys, and tags, one watch may name (limits.max_keys_per_request)
         self.access = access
         self.feeds: dict[str, _Feed] = {}
         self._by_conn: dict[str, dict[str, Watch]] = {}
@@ -232,6 +251,11 @@ class WatchHub:
         """Open a watch on the session `req.memory_id`; its events follow the reply."""
         session, grant = self.access.session(ctx, req.memory_id, req.id)
         tiers = self.access.read_tiers(grant, req.tier, req.id)
+        for name, given in (("keys", req.keys), ("tags", req.tags)):
+            if len(given) > self.max_keys:  # a watch holds them as long as it lives
+                raise ProtocolError(ErrorCode.INVALID_MESSAGE,
+                                    f"{len(given)} {name}; at most {self.max_keys} a watch",
+                                    req_id=req.id, field=name)
         try:
             keys = frozenset(canonical_key(k) for k in req.keys)
         except (ValueError, TypeError, RecursionError) as err:
@@ -270,7 +294,7 @@ class WatchHub:
             raise ProtocolError(ErrorCode.MEMORY_FULL, f"at most {limit} watches a connection",
                                 req_id=req.id)
         w = Watch(new_id(), ctx, session.memory_id, session.scope, req.tier, frozenset(tiers),
-                  keys, frozenset(req.tags), position)
+                  keys, frozenset(req.tags), position, head if since >= 0 else 0)
         mine[w.id] = w
         if self.log is not None and any(t in PERSISTENT_TIERS for t in tiers):
             feed = self.feeds.get(ns)
@@ -360,8 +384,8 @@ class WatchHub:
         if feed is None or w.id not in feed.watches:
             w.state = WatchState.LIVE  # working tier only
             return
-        if w.position < feed.complete_after:
-            self._replay(w)
+        if w.position < feed.complete_after or w.position < w.until:
+            self._replay(w)  # from the log, not the feed's memory: what was forgotten is gone
         else:
             w.state = WatchState.LIVE
             self._pump(w)
@@ -431,18 +455,18 @@ class WatchHub:
                 feed = self.feeds.get(ns)
                 if feed is None:
                     return
-                if w.position >= feed.complete_after:
+                if w.position >= feed.complete_after and w.position >= w.until:
                     w.state = WatchState.LIVE
                     break
                 if w.position < await self.log.change_floor(ns):
                     self._end(w, "retention", "the change log no longer holds the changes"
                               " after this cursor: re-read, then watch again")
                     return
-                rows = await self.log.changes_after(ns, w.position, _PAGE)
+                rows = await self.log.changes_after(ns, w.position, _PAGE, _PAGE_BYTES)
                 if not rows:  # nothing left in the log: nothing between here and the feed
                     if w.position < await self.log.change_floor(ns):
                         continue
-                    w.position = max(w.position, feed.complete_after)
+                    w.position = max(w.position, feed.complete_after, w.until)
                     continue
                 for c in rows:
                     if w.state is not WatchState.REPLAYING or not self._allowed(w):
@@ -470,12 +494,14 @@ class WatchHub:
         try:
             while True:
                 feed.again = False
-                rows = await self.log.changes_after(feed.namespace, feed.last, _PAGE)
+                rows = await self.log.changes_after(feed.namespace, feed.last, _PAGE,
+                                                    _PAGE_BYTES)
                 if rows:
                     feed.add(rows)
                     for w in list(feed.watches.values()):
                         self._pump(w)
-                if len(rows) < _PAGE and not feed.again:
+                full = len(rows) >= _PAGE or sum(len(c.entries) for c in rows) >= _PAGE_BYTES
+                if not full and not feed.again:
                     break
         except Exception:
             log.exception("reading the change log of a namespace failed")

@@ -51,8 +51,11 @@ Server-initiated messages (the watch capability's `memory/changed/event`):
 so an event never overtakes the reply of a request that came before it. `key` (any hashable:
 a watch id) and `limit` bound the events queued unsent under that key: `push` returns False,
 and queues nothing, when `limit` of them are already waiting (the client does not read); the
-caller decides what an overflow means (e.g. end the watch with a notice). `push` returns
-False too once the pipeline is closed. Pushed messages count in `max_unsent_bytes`.
+caller decides what an overflow means (e.g. end the watch with a notice). A keyed message is
+refused the same way when queueing it would take the bytes waiting (replies and pushed
+messages) past `limits.max_unsent_bytes`: what a client that does not read makes the host hold
+is bounded in bytes, not only in count. An unkeyed push (a notice that ends a watch) always
+queues: one frame past the bound. `push` returns False too once the pipeline is closed.
 """
 
 from __future__ import annotations
@@ -245,6 +248,9 @@ class Pipeline:
         if not self._replies and not self._writing_paused:
             self.sink.send(data)
             return True
+        if key is not None and self._unsent and \
+                self._unsent + len(data) > self.limits.max_unsent_bytes:
+            return False  # the client does not read: not one byte more for it
         self._replies.append(["", None, _EVENT, 0.0, data, 0, key])
         self._unsent += len(data)
         if key is not None:

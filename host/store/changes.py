@@ -13,6 +13,12 @@ owner, "" for semantic; never sent), `key` is the canonical key and `entry` the 
 event carries (for `stored` the entry as a retrieve returns it; for `forgotten` and `expired`
 its key, tier and tags).
 
+A forget forgets: when an entry is deleted (forgotten, expired, collected), the records of the
+`stored` changes that carry its content are removed from them in the same transaction
+(`without_entries`), so a replay with an old cursor shows the `forgotten` or `expired` change
+and never the content. A `stored` change left with no record stays, empty (nobody is sent it),
+so the numbers of the changes do not move.
+
 The log is kept for `watch.retention_seconds` and at most `watch.retention_rows` changes a
 namespace (`ChangeLog.prune_changes`); the highest sequence pruned from a namespace is its
 *floor*: a cursor below it may have missed changes and is refused (`cursor_expired`).
@@ -34,6 +40,7 @@ __all__ = [
     "encode_records",
     "removed_record",
     "stored_record",
+    "without_entries",
 ]
 
 _Record = tuple[str, str, msgspec.Raw, list[str], msgspec.Raw]
@@ -85,6 +92,13 @@ def encode_records(records: Sequence[_Record]) -> bytes:
     return _encode(records)
 
 
+def without_entries(data: bytes | str, addresses: set[tuple[str, str, bytes]]) -> bytes:
+    """A change's JSON array without the records of the entries at `addresses`
+    (tier, owner, canonical key): what is left of a `stored` change once they are deleted."""
+    records = _records_decoder.decode(data)
+    return _encode([r for r in records if (r[0], r[1], bytes(r[2])) not in addresses])
+
+
 @dataclass(frozen=True, slots=True)
 class ChangedEntry:
     """One entry of a change, as the watch filters read it."""
@@ -125,8 +139,10 @@ class ChangeLog(Protocol):
     async def change_floor(self, namespace: str) -> int:
         """The highest sequence pruned from `namespace`'s log (0: none)."""
 
-    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
-        """Up to `limit` changes of `namespace` with `seq` > `after`, in order."""
+    async def changes_after(self, namespace: str, after: int, limit: int,
+                            max_bytes: int = 0) -> list[Change]:
+        """Up to `limit` changes of `namespace` with `seq` > `after`, in order; with
+        `max_bytes`, no more after the one that takes their `entries` to that many bytes."""
 
     async def prune_changes(self, before: float, max_rows: int) -> int:
         """Delete the changes committed before `before` (seconds since the epoch) and those

@@ -438,11 +438,20 @@ class PostgresEntryStore(Opens):
             "SELECT coalesce((SELECT floor FROM a2e_change_heads WHERE namespace = $1), 0)",
             namespace))
 
-    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
-        """Up to `limit` changes of `namespace` after `after`, in order."""
-        rows = await self.pool.fetch(
-            "SELECT seq, op, entries FROM a2e_changes WHERE namespace = $1 AND seq > $2"
-            " ORDER BY seq LIMIT $3", namespace, after, limit)
+    async def changes_after(self, namespace: str, after: int, limit: int,
+                            max_bytes: int = 0) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order; with `max_bytes`,
+        none after the one that takes their entries to that many bytes."""
+        if max_bytes:
+            rows = await self.pool.fetch(
+                "SELECT seq, op, entries FROM (SELECT seq, op, entries, sum(octet_length(entries))"
+                " OVER (ORDER BY seq) - octet_length(entries) AS before FROM a2e_changes"
+                " WHERE namespace = $1 AND seq > $2 ORDER BY seq LIMIT $3) c"
+                " WHERE before < $4 ORDER BY seq", namespace, after, limit, max_bytes)
+        else:
+            rows = await self.pool.fetch(
+                "SELECT seq, op, entries FROM a2e_changes WHERE namespace = $1 AND seq > $2"
+                " ORDER BY seq LIMIT $3", namespace, after, limit)
         return [Change(int(r[0]), r[1], r[2].encode()) for r in rows]
 
     async def listen_changes(self, notify: Callable[[str], None]) -> None:

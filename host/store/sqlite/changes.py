@@ -1,10 +1,22 @@
 """The change log on SQLite (`host.store.changes`): plain functions over one connection.
 
-`changes` (schema migration 5) holds one row a committed request that changed entries; its
-rowid `seq` (AUTOINCREMENT: never reused, even after pruning) is the cursor, strictly
-increasing in commit order because one writer commits at a time. `change_floor` keeps the
-highest `seq` pruned from each namespace. The write functions of `host.store.sqlite.ops` call `log_change`
-inside their transaction, whoever runs them (the wire path, the library, the CLI).
+`changes` holds one row a committed request that changed entries. Its `seq` is the change's
+number within its namespace (1, 2, 3, ...; since migration 9, before which one counter served
+every namespace: the rows from then keep their numbers, so their cursors still resume), strictly
+increasing in commit order because one writer commits at a time: the namespace's head plus one,
+the head being its newest `seq` or, when pruning left none, its floor. A namespace's cursors so
+say nothing of another's commits. The internal `id` (the rowid) orders the rows for pruning by
+age. `change_floor` keeps the highest `seq` pruned from each namespace.
+
+`change_keys` ties each entry row to the `stored` changes that carry its content. Deleting an
+entry row that has such changes (a forget, a TTL collection, an expired entry a store replaces,
+another tool) queues it in `change_gone` (the `entries_changes_ad` trigger), and the next
+`log_change` - in the same transaction, for every delete the store logs - takes its records out
+of those changes (`forget_gone`): a replay never shows the content of what was forgotten or
+expired, only the `forgotten` or `expired` change. A `stored` change left with no entry stays,
+empty (nobody is sent it), so the numbers do not move. The write functions of
+`host.store.sqlite.ops` call `log_change` inside their transaction, whoever runs them (the wire
+path, the library, the CLI).
 """
 
 from __future__ import annotations
@@ -12,19 +24,58 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from host.store.changes import Change, encode_records
+from host.store.changes import Change, encode_records, without_entries
 
-__all__ = ["changes_after", "floor", "head", "heads", "log_change", "prune"]
+__all__ = ["changes_after", "floor", "forget_gone", "head", "heads", "log_change", "prune"]
 
 _PRUNE_BATCH = 1000  # changes one DELETE removes at most
+_HEAD = ("SELECT max(coalesce((SELECT max(seq) FROM changes WHERE namespace = ?1), 0),"
+         " coalesce((SELECT seq FROM change_floor WHERE namespace = ?1), 0))")
 
 
 def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Sequence[tuple],
-               now: float) -> int:
-    """Append one change (inside the caller's transaction); its sequence number."""
-    cur = conn.execute("INSERT INTO changes (namespace, at, op, entries) VALUES (?, ?, ?, ?)",
-                       (namespace, now, op, encode_records(records)))
-    return int(cur.lastrowid or 0)
+               now: float, entry_ids: Sequence[int] | None = None) -> int:
+    """Append one change (inside the caller's transaction); its sequence number. `entry_ids`
+    are the rows whose content a `stored` change carries, in record order (looked up when not
+    given); the content of rows deleted since the last change leaves the log first."""
+    forget_gone(conn)
+    seq = int(conn.execute(_HEAD, (namespace,)).fetchone()[0]) + 1
+    cur = conn.execute("INSERT INTO changes (namespace, seq, at, op, entries)"
+                       " VALUES (?, ?, ?, ?, ?)",
+                       (namespace, seq, now, op, encode_records(records)))
+    if op == "stored":
+        if entry_ids is None:
+            entry_ids = [r[0] for r in (conn.execute(
+                "SELECT id FROM entries WHERE namespace = ? AND tier = ? AND owner = ?"
+                " AND key = ?", (namespace, rec[0], rec[1], bytes(rec[2]).decode())).fetchone()
+                for rec in records) if r is not None]
+        change_id = cur.lastrowid
+        conn.executemany("INSERT OR IGNORE INTO change_keys (entry_id, change_id) VALUES (?, ?)",
+                         [(i, change_id) for i in entry_ids])
+    return seq
+
+
+def forget_gone(conn: sqlite3.Connection) -> None:
+    """Take the records of the entry rows queued in `change_gone` out of the changes that carry
+    them (inside the caller's transaction)."""
+    gone = conn.execute("DELETE FROM change_gone RETURNING entry_id, tier, owner, key").fetchall()
+    if not gone:
+        return
+    address = {int(r[0]): (r[1], r[2], r[3].encode()) for r in gone}
+    ids = list(address)
+    by_change: dict[int, set[tuple[str, str, bytes]]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for entry_id, change_id in conn.execute(
+                f"DELETE FROM change_keys WHERE entry_id IN ({marks})"
+                " RETURNING entry_id, change_id", part).fetchall():
+            by_change.setdefault(change_id, set()).add(address[entry_id])
+    for change_id, addresses in by_change.items():
+        row = conn.execute("SELECT entries FROM changes WHERE id = ?", (change_id,)).fetchone()
+        if row is not None:
+            conn.execute("UPDATE changes SET entries = ? WHERE id = ?",
+                         (without_entries(row[0], addresses), change_id))
 
 
 def floor(conn: sqlite3.Connection, namespace: str) -> int:
@@ -35,8 +86,7 @@ def floor(conn: sqlite3.Connection, namespace: str) -> int:
 
 def head(conn: sqlite3.Connection, namespace: str) -> int:
     """The newest sequence of `namespace`, or its floor when the log holds none of it."""
-    row = conn.execute("SELECT max(seq) FROM changes WHERE namespace = ?", (namespace,)).fetchone()
-    return max(int(row[0] or 0), floor(conn, namespace))
+    return int(conn.execute(_HEAD, (namespace,)).fetchone()[0])
 
 
 def heads(conn: sqlite3.Connection, namespaces: Sequence[str]) -> dict[str, int]:
@@ -44,11 +94,20 @@ def heads(conn: sqlite3.Connection, namespaces: Sequence[str]) -> dict[str, int]
     return {ns: head(conn, ns) for ns in namespaces}
 
 
-def changes_after(conn: sqlite3.Connection, namespace: str, after: int, limit: int) -> list[Change]:
-    """Up to `limit` changes of `namespace` after `after`, in order."""
-    return [Change(int(r[0]), r[1], r[2]) for r in conn.execute(
-        "SELECT seq, op, entries FROM changes WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (namespace, after, limit))]
+def changes_after(conn: sqlite3.Connection, namespace: str, after: int, limit: int,
+                  max_bytes: int = 0) -> list[Change]:
+    """Up to `limit` changes of `namespace` after `after`, in order; with `max_bytes`, none
+    after the one that takes their entries to that many bytes."""
+    out: list[Change] = []
+    size = 0
+    for seq, op, entries in conn.execute(
+            "SELECT seq, op, entries FROM changes WHERE namespace = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?", (namespace, after, limit)):
+        out.append(Change(int(seq), op, entries))
+        size += len(entries)
+        if max_bytes and size >= max_bytes:
+            break
+    return out
 
 
 def _raise_floors(conn: sqlite3.Connection, cut: dict[str, int]) -> None:
@@ -59,13 +118,14 @@ def _raise_floors(conn: sqlite3.Connection, cut: dict[str, int]) -> None:
 
 def prune(conn: sqlite3.Connection, before: float, max_rows: int) -> int:
     """Delete changes older than `before` and those past the newest `max_rows` of their
-    namespace (inside the caller's transaction), raising the floors; the number deleted."""
+    namespace (inside the caller's transaction), raising the floors; the number deleted.
+    Their `change_keys` rows go with them (the `changes_ad` trigger)."""
     cut: dict[str, int] = {}
     n = 0
     while True:
         rows = conn.execute(
-            "DELETE FROM changes WHERE seq IN (SELECT seq FROM changes WHERE at < ?"
-            " ORDER BY seq LIMIT ?) RETURNING namespace, seq", (before, _PRUNE_BATCH)).fetchall()
+            "DELETE FROM changes WHERE id IN (SELECT id FROM changes WHERE at < ?"
+            " ORDER BY id LIMIT ?) RETURNING namespace, seq", (before, _PRUNE_BATCH)).fetchall()
         for ns, seq in rows:
             cut[ns] = max(cut.get(ns, 0), seq)
         n += len(rows)

@@ -433,6 +433,7 @@ def put_entries(
     deleted = collected = False
     outcomes: list[StoreOutcome] = []
     changed: list[tuple] = []  # the change-log records of the entries stored
+    changed_ids: list[int] = []  # ... and their rows
     for e in entries:
         owner = owner_for(e.tier, agent)
         key = e.key.decode()
@@ -514,8 +515,9 @@ def put_entries(
         outcomes.append(None)
         changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,
                                      e.ttl, created, updated))
+        changed_ids.append(entry_id)
     if changed:
-        log_change(conn, ns, "stored", changed, now)
+        log_change(conn, ns, "stored", changed, now, changed_ids)
     if not deleted:  # the usage table is as read: the next put of the group need not read it
         deferred.settled(conn)
     return outcomes

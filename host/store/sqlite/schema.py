@@ -33,7 +33,9 @@ Migration 8 (the store extensions' client vectors, `host/store/sqlite/extensions
 (one BLOB of unit float32 rows an entry, deleted with it).
 
 Migration 5 (change streams, `host/store/sqlite/changes.py`): `changes`, one row a committed
-request that changed entries (what `memory/watch` replays), and `change_floor`.
+request that changed entries (what `memory/watch` replays), and `change_floor`. Migration 9:
+a namespace's changes numbered on their own (`seq`), and `change_keys`, so that the content of
+a deleted entry leaves the log with it.
 """
 
 from __future__ import annotations
@@ -239,6 +241,56 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER entries_cvec_ad AFTER DELETE ON entries BEGIN
         DELETE FROM client_vectors WHERE entry_id = old.id;
     END;
+    """,
+    # 9: the change log numbers each namespace's changes on their own (`seq`; the rows from
+    # before keep theirs, so old cursors resume), `id` orders them for pruning; `change_keys`
+    # ties an entry row to the changes carrying its content, which leaves them when the row is
+    # deleted (`change_gone`, host/store/sqlite/changes.py). Content of entries already gone
+    # leaves now.
+    """
+    CREATE TABLE changes_v9 (
+        id INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        entries BLOB NOT NULL
+    );
+    INSERT INTO changes_v9 (id, namespace, seq, at, op, entries)
+        SELECT seq, namespace, seq, at, op, entries FROM changes;
+    DROP TABLE changes;
+    ALTER TABLE changes_v9 RENAME TO changes;
+    CREATE UNIQUE INDEX changes_namespace ON changes (namespace, seq);
+    CREATE TABLE change_keys (
+        entry_id INTEGER NOT NULL,
+        change_id INTEGER NOT NULL,
+        PRIMARY KEY (entry_id, change_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX change_keys_change ON change_keys (change_id);
+    CREATE TRIGGER changes_ad AFTER DELETE ON changes BEGIN
+        DELETE FROM change_keys WHERE change_id = old.id;
+    END;
+    CREATE TABLE change_gone (
+        entry_id INTEGER PRIMARY KEY,
+        tier TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL
+    );
+    CREATE TRIGGER entries_changes_ad AFTER DELETE ON entries
+    WHEN EXISTS (SELECT 1 FROM change_keys WHERE entry_id = old.id) BEGIN
+        INSERT OR REPLACE INTO change_gone (entry_id, tier, owner, key)
+            VALUES (old.id, old.tier, old.owner, old.key);
+    END;
+    UPDATE changes SET entries = (
+        SELECT json_group_array(json(j.value)) FROM json_each(changes.entries) j
+        WHERE EXISTS (SELECT 1 FROM entries e WHERE e.namespace = changes.namespace
+            AND e.tier = j.value ->> 0 AND e.owner = j.value ->> 1 AND e.key = j.value -> 2))
+    WHERE op = 'stored';
+    INSERT OR IGNORE INTO change_keys (entry_id, change_id)
+        SELECT e.id, c.id FROM changes c, json_each(c.entries) j JOIN entries e
+            ON e.namespace = c.namespace AND e.tier = j.value ->> 0
+            AND e.owner = j.value ->> 1 AND e.key = j.value -> 2
+        WHERE c.op = 'stored';
     """,
 )
 

@@ -222,9 +222,10 @@ class SQLiteEntryStore(Opens):
         """The highest change pruned from `namespace`."""
         return changes.floor(self._conn(), namespace)
 
-    async def changes_after(self, namespace: str, after: int, limit: int) -> list[Change]:
-        """Up to `limit` changes of `namespace` after `after`, in order."""
-        return changes.changes_after(self._conn(), namespace, after, limit)
+    async def changes_after(self, namespace: str, after: int, limit: int,
+                            max_bytes: int = 0) -> list[Change]:
+        """Up to `limit` changes of `namespace` after `after`, in order (within `max_bytes`)."""
+        return changes.changes_after(self._conn(), namespace, after, limit, max_bytes)
 
     async def prune_changes(self, before: float, max_rows: int) -> int:
         """Delete changes older than `before` or past `max_rows` a namespace (writer thread)."""

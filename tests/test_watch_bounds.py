@@ -1,0 +1,251 @@
+"""Change streams against hostile clients: cursors the host never gave out, what a replay
+shows after a forget or an expiry, the keys a watch may hold, and the bytes a watcher that
+does not read makes the host hold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import make_config, running_host, url_of
+from test_pipeline import Recorder
+
+from host.app import Host
+from host.client import MemoryClient, RemoteError
+from host.core.context import ConnectionContext
+from host.core.router import Router
+from host.net.pipeline import Pipeline
+from protocol.codec import new_id, now
+from protocol.messages import VERSION, MemoryChangedEvent, Ping
+
+pytestmark = [pytest.mark.all_backends]
+
+
+def entry(key: Any, content: Any = "x", tier: str = "semantic", **kw: Any) -> dict[str, Any]:
+    return {"key": key, "content": content, "tier": tier, **kw}
+
+
+async def session(connect: Callable[..., Any], agent: str = "a1", ns: str = "ns") -> MemoryClient:
+    """A client with a session in `ns` as `agent`."""
+    c: MemoryClient = await connect()
+    await c.init(ns, {"agent": agent})
+    return c
+
+
+async def changed(c: MemoryClient) -> MemoryChangedEvent:
+    """The client's next event, which must be a change."""
+    ev = await c.next_event()
+    assert isinstance(ev, MemoryChangedEvent), ev
+    return ev
+
+
+async def until_marker(c: MemoryClient, marker: dict[str, Any]) -> list[MemoryChangedEvent]:
+    """The client's change events up to and including the one that stores `marker`."""
+    got = []
+    while True:
+        ev = await changed(c)
+        got.append(ev)
+        if ev.op == "stored" and any(e["key"] == marker for e in ev.entries):
+            return got
+
+
+# -- cursors -------------------------------------------------------------------------------
+
+
+@pytest.mark.all_transports
+async def test_a_cursor_the_host_never_gave_out_is_invalid_message(
+    connect: Callable[..., Any],
+) -> None:
+    """Every `since` that is not a cursor in the host's own form (digits beyond ASCII, a
+    leading zero, a working part of 0 or not a number, two dots, signs, spaces) is answered
+    `invalid_message` on the field `since`, never `internal_error`; the session goes on and a
+    cursor it was given still resumes."""
+    c = await session(connect)
+    await c.store([entry({"k": 1})])
+    w = await c.watch()
+    for since in ("²", "١", "1.x", "1.2.3", "00", "01", "1.0", "1.", ".1", "+1", "-0", " 1",
+                  "1 ", "1_0", "0x1", "1e3", "１", "9" * 19, "1." + "9" * 19):
+        with pytest.raises(RemoteError) as err:
+            await c.watch(since=since)
+        assert (err.value.code, err.value.detail.get("field")) == ("invalid_message", "since"), \
+            since
+    await c.ping()
+    again = await c.watch(since=w.cursor)
+    assert again.cursor == w.cursor
+
+
+@pytest.mark.all_transports
+async def test_a_namespaces_cursors_count_only_its_own_commits(
+    connect: Callable[..., Any],
+) -> None:
+    """Commits in another namespace do not move a namespace's cursors: a fresh namespace's
+    first cursor is "0" and each of its own commits moves it by one, whatever others write
+    between them."""
+    other = await session(connect, "x", ns="other")
+    for i in range(5):
+        await other.store([entry({"o": i})])
+    c = await session(connect, "a1", ns="mine")
+    w = await c.watch()
+    assert w.cursor == "0"
+    cursors = []
+    for i in range(3):
+        await c.store([entry({"m": i})])
+        cursors.append((await changed(c)).cursor)
+        await other.store([entry({"o": 10 + i}), entry({"o": 20 + i})])
+    assert cursors == ["1", "2", "3"]
+
+
+# -- a forget forgets ----------------------------------------------------------------------
+
+
+@pytest.mark.all_transports
+async def test_a_replay_after_a_forget_or_an_expiry_shows_none_of_their_content(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """An agent that watches from cursor "0" after entries were forgotten or expired replays
+    their `forgotten` / `expired` changes but never their content (nor their `stored`
+    records); what is still stored replays as stored, and the store's own log holds none of
+    the forgotten content either (what `/ui/live.json?after=0` reads)."""
+    writer = await session(connect, "w")
+    await writer.store([entry({"k": "gone"}, "SECRET-1"), entry({"k": "kept"}, "visible")])
+    await writer.store([entry({"k": "gone"}, "SECRET-2")])  # an overwrite: both must go
+    await writer.store([entry({"k": "short"}, "SECRET-3", ttl=1)])
+    assert await writer.forget(keys=[{"k": "gone"}], tier="semantic") == 1
+    t = host.clock() + 5
+    assert await host.store.collect_garbage(t) == 1
+    await host.memory.watches.collected(t)
+    late = await session(connect, "late")
+    await late.watch(since="0")
+    await writer.store([entry({"k": "marker"})])
+    events = await until_marker(late, {"k": "marker"})
+    text = json.dumps([ev.entries for ev in events])
+    assert "SECRET" not in text
+    ops = [(ev.op, sorted(e["key"]["k"] for e in ev.entries)) for ev in events]
+    assert ("forgotten", ["gone"]) in ops and ("expired", ["short"]) in ops
+    assert ("stored", ["kept"]) in ops and ("stored", ["marker"]) in ops
+    logged = await host.store.changes_after("ns", 0, 1000)
+    assert all(b"SECRET" not in bytes(c.entries) for c in logged)
+
+
+async def test_a_watch_from_a_cursor_does_not_replay_forgotten_content_the_host_still_had(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """A change a live watcher already received (so the host holds it in memory) and that is
+    then forgotten is not shown to a later watch that resumes from before it."""
+    writer = await session(connect, "w")
+    live = await session(connect, "live")
+    start = (await live.watch()).cursor
+    await writer.store([entry({"k": "gone"}, "SECRET-LIVE")])
+    assert (await changed(live)).entries[0]["content"] == "SECRET-LIVE"  # live: as it happens
+    assert await writer.forget(keys=[{"k": "gone"}], tier="semantic") == 1
+    assert (await changed(live)).op == "forgotten"
+    late = await session(connect, "late")
+    await late.watch(since=start)
+    await writer.store([entry({"k": "marker"})])
+    events = await until_marker(late, {"k": "marker"})
+    assert "SECRET" not in json.dumps([ev.entries for ev in events])
+    assert [ev.op for ev in events] == ["forgotten", "stored"]
+
+
+# -- what a watch may hold -----------------------------------------------------------------
+
+
+@pytest.mark.all_transports
+async def test_a_watch_names_at_most_max_keys_per_request_keys_and_tags(
+    connect: Callable[..., Any],
+) -> None:
+    """A watch of more keys (or tags) than `limits.max_keys_per_request` is refused
+    `invalid_message` on that field, as a retrieve or forget of that many keys is; at the
+    limit it is accepted."""
+    c = await session(connect)
+    with pytest.raises(RemoteError) as err:
+        await c.watch(keys=[{"i": i} for i in range(1001)])
+    assert (err.value.code, err.value.detail.get("field")) == ("invalid_message", "keys")
+    with pytest.raises(RemoteError) as err:
+        await c.watch(tags=[f"t{i}" for i in range(1001)])
+    assert (err.value.code, err.value.detail.get("field")) == ("invalid_message", "tags")
+    with pytest.raises(RemoteError) as err:
+        await c.retrieve(keys=[{"i": i} for i in range(1001)])
+    assert err.value.detail.get("field") == "keys"  # the same limit as a retrieve
+    w = await c.watch(keys=[{"i": i} for i in range(1000)])
+    assert w.watch_id
+
+
+# -- bytes held for a client that does not read --------------------------------------------
+
+
+async def test_pushed_events_wait_within_max_unsent_bytes() -> None:
+    """With the client's output paused, keyed events queue only while the bytes waiting stay
+    within `limits.max_unsent_bytes` (whatever their count limit); an unkeyed notice still
+    queues, and once the client reads everything queued is sent in order."""
+    config = make_config("unused.db", limits={"max_unsent_bytes": 64 * 1024}).limits
+    rec = Recorder()
+    p = Pipeline(Router(), ConnectionContext(conn_id="t"), config, rec)
+    p.pause_writing()
+    event = json.dumps({"type": "ping", "id": "e", "version": "1.0", "pad": "x" * 10_000})
+    accepted = 0
+    while p.push(event.encode(), key="w", limit=1000):
+        accepted += 1
+        assert accepted < 1000, "keyed pushes were never refused"
+    assert 4 <= accepted <= 7  # 64 KiB of 10 KB events, not 1000 of them
+    assert p.push(Ping(id="notice", version=VERSION, ts=now()))  # unkeyed: one frame past
+    p.resume_writing()
+    assert len(rec.sent) == accepted + 1 and rec.sent[-1]["id"] == "notice"
+    assert p.push(Ping(id=new_id(), version=VERSION, ts=now()), key="w", limit=1000)
+
+
+@pytest.mark.all_transports("websocket")
+async def test_a_connection_that_does_not_read_is_held_to_max_unsent_bytes(
+    store_db: str, transport: str,
+) -> None:
+    """A connection with 16 watches that stops reading gets every watch ended `lagging` once
+    its waiting events pass `limits.max_unsent_bytes`, long before `watch.max_pending_events`
+    of them; a bystander watcher receives every event meanwhile, and when the stalled
+    connection goes its watches and what it held go with it."""
+    from websockets.asyncio.client import connect as ws_connect
+
+    config = make_config(store_db, server={"transport": transport},
+                         limits={"max_unsent_bytes": 512 * 1024},
+                         watch={"max_pending_events": 1000}, search={"embedder": "none"})
+    big = "x" * 60_000
+    async with running_host(config) as host:
+        url = url_of(host)
+        async with await MemoryClient.connect(url) as writer, \
+                await MemoryClient.connect(url) as bystander:
+            await writer.init("ns", {"agent": "w"})
+            await bystander.init("ns", {"agent": "b"})
+            await bystander.watch()
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", host.port))
+            stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None,
+                                       compression=None)
+            await stalled.send(json.dumps({"type": "memory/init/req", "id": "i",
+                                           "version": "1.0", "namespace": "ns",
+                                           "scope": {"agent": "s"}}))
+            mid = json.loads(await stalled.recv())["memory_id"]
+            for i in range(16):
+                await stalled.send(json.dumps({"type": "memory/watch/req", "id": f"w{i}",
+                                               "version": "1.0", "memory_id": mid}))
+                assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"
+            hub = host.memory.watches
+            n = 0
+            while hub.ended.get("lagging", 0) < 16:
+                assert n < 200, f"after {n} writes of 60 KB only {hub.ended} ended"
+                await writer.store([entry({"i": n}, big)])
+                assert (await changed(bystander)).entries[0]["key"] == {"i": n}
+                n += 1
+            assert hub.count == 1  # the bystander's
+            await stalled.close()
+            sock.close()
+            deadline = time.monotonic() + 30
+            while len(host.server.connections) > 2:
+                assert time.monotonic() < deadline, "the stalled connection stayed"
+                await asyncio.sleep(0.05)
+            await writer.store([entry({"i": n}, big)])
+            assert (await changed(bystander)).entries[0]["key"] == {"i": n}
