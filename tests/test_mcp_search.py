@@ -115,3 +115,29 @@ async def test_mcp_search_finds_by_meaning_what_a_wire_client_stored(db_path: Pa
             question = FACTS[i][1]
             hits = _ok(await client.call_tool("memory_search", {"query": question, "k": 3}))
             assert f"fact-{i}" in _top(hits), question
+
+
+async def test_a_host_and_mcp_on_one_file_find_what_the_other_embedded(db_path: Path) -> None:
+    """With a host and an MCP server running on one file, each embedding in the background,
+    facts the MCP server put and embedded are found by meaning over the wire, and facts a wire
+    client stored and the host embedded are found by meaning through MCP (each process reads
+    the vectors the other wrote before its next batch)."""
+    mine, theirs = FACTS[:5], FACTS[5:10]
+    async with running_host(make_config(db_path, search={"vector_wait": 60.0})) as host, \
+            await client_of(host, "websockets") as ws, McpApp(_config(db_path)) as app, \
+            Client(app.server, mode="legacy") as client:
+        await ws.init("ns", {"agent": "a1"})
+        ids = [_ok(await client.call_tool("memory_put", {"content": f, "memory_type": "semantic"}))
+               ["id"] for f, _q in mine]
+        _ok(await client.call_tool("memory_search", {"query": "dog", "k": 1}))  # embedded
+        assert await app.search.count_backlog() == 0
+        await ws.store([{"key": {"id": f"fact-{i}"}, "tier": "semantic", "content": fact}
+                        for i, (fact, _q) in enumerate(theirs)])
+        await host.search.drain()  # the host embeds its own, and reads the MCP server's
+        await app.search.embed_pending()  # the MCP server reads the host's
+        for i in (0, 2, 4):  # the dog, the violin, the dentist
+            wire = (await ws.retrieve(query=mine[i][1], limit=3)).entries
+            assert ids[i] in [e["key"]["id"] for e in wire], mine[i][1]
+        for i in (0, 4):  # the car, the passwords
+            hits = _ok(await client.call_tool("memory_search", {"query": theirs[i][1], "k": 3}))
+            assert f"fact-{i}" in _top(hits), theirs[i][1]

@@ -270,16 +270,23 @@ class EmbeddingWorker:
 
 
 class LocalWorker(EmbeddingWorker):
-    """Writes vectors to the store and into the in-memory `index` (SQLite)."""
+    """Writes vectors to the store and into the in-memory `index` (SQLite).
+
+    Other processes on the same file (a host, `a2e-host mcp`, the library's `SQLiteStore`)
+    embed too, and dequeue what they embed: before each batch the worker adds to the index
+    the vectors written since it last looked, by anyone (a store with `vectors_since`)."""
 
     def __init__(self, store: Any, embedder: Embedder, cfg: Any, index: VectorIndexes,
                  **kw: Any) -> None:
         super().__init__(store, embedder, cfg, **kw)
         self.index = index
+        self._seq: int | None = None  # the newest write of vectors the index has seen
 
     def load(self) -> None:
         """Read every stored vector into the index (blocking: run it in a thread)."""
         n = 0
+        if hasattr(self.store, "vector_seq"):
+            self._seq = self.store.vector_seq()
         for rows, vecs in self.store.load_vectors(self.embedder.dim):
             by_ns: dict[str, list[int]] = {}
             for j, p in enumerate(rows):
@@ -294,7 +301,9 @@ class LocalWorker(EmbeddingWorker):
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
         """Embed one batch of queued entries (of `namespace`, newest first) and store their
-        vectors; also drops from memory the vectors deletes removed."""
+        vectors; also drops from memory the vectors deletes removed, and adds those other
+        processes wrote."""
+        await self._catch_up()
         gone = await self.store.vectors_gone()
         if gone:
             self.index.remove(gone)
@@ -318,6 +327,24 @@ class LocalWorker(EmbeddingWorker):
                                [group_of(p.tier, p.owner)], [p.expires_at])
         await self.count_backlog()
         return len(batch), len(batch) < limit
+
+    async def _catch_up(self) -> None:
+        """Add to the index the vectors written since the last look (by this process too:
+        re-adding a row replaces it)."""
+        if self._seq is None:
+            return
+        while True:
+            rows, vecs, last = await self.store.vectors_since(self._seq, self.embedder.dim)
+            by_ns: dict[str, list[int]] = {}
+            for j, p in enumerate(rows):
+                by_ns.setdefault(p.namespace, []).append(j)
+            for ns, js in by_ns.items():
+                self.index.add(ns, [rows[j].id for j in js], vecs[js],
+                               [group_of(rows[j].tier, rows[j].owner) for j in js],
+                               [rows[j].expires_at for j in js])
+            if last == self._seq:
+                return
+            self._seq = last
 
 
 class SharedWorker(EmbeddingWorker):

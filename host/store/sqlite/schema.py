@@ -28,6 +28,9 @@ stale: filled by triggers on insert and on a change of content or tags), `vector
 whose vector a delete removed, for the in-memory index to drop), and the keyword index rebuilt
 with Porter stemming. Deleting an entry deletes its vector.
 
+Migration 10: `vectors.seq`, the number of each vector's write (the `vector_seq` counter of
+`search_meta`), so the processes on one file see each other's vectors (`sqlite.vectors`).
+
 Migration 8 (the store extensions' client vectors, `host/store/sqlite/extensions.py`):
 `client_spaces` (the dimension of each namespace's named vector space) and `client_vectors`
 (one BLOB of unit float32 rows an entry, deleted with it).
@@ -291,6 +294,14 @@ MIGRATIONS: tuple[str, ...] = (
             ON e.namespace = c.namespace AND e.tier = j.value ->> 0
             AND e.owner = j.value ->> 1 AND e.key = j.value -> 2
         WHERE c.op = 'stored';
+    """,
+    # 10: every vector written takes the next number of the `vector_seq` counter (`seq`), so a
+    # process reads the vectors other processes on the file wrote since it last looked
+    # (host/store/sqlite/vectors.py `vectors_since`); the vectors from before are all number 0
+    """
+    ALTER TABLE vectors ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX vectors_seq ON vectors (seq);
+    INSERT OR IGNORE INTO search_meta (name, value) VALUES ('vector_seq', '0');
     """,
 )
 

@@ -302,6 +302,18 @@ class SQLiteEntryStore(Opens):
         with closing(connect(self.path)) as conn:
             yield from vec.load_vectors(conn, dim)
 
+    def vector_seq(self) -> int:
+        """The number of the newest write of vectors, on a connection of its own (read it
+        before `load_vectors`: what is written meanwhile comes with `vectors_since`)."""
+        with closing(connect(self.path)) as conn:
+            return vec.vector_seq(conn)
+
+    async def vectors_since(self, after: int, dim: int, limit: int = 10_000
+                            ) -> tuple[list[vec.Pending], np.ndarray, int]:
+        """The vectors written after number `after` (by any process on the file; see
+        `sqlite.vectors.vectors_since`)."""
+        return vec.vectors_since(self._conn(), after, dim, limit)
+
     async def ready(self) -> bool:
         """True when the database answers and its disk has room for writes."""
         try:

@@ -5,6 +5,12 @@ store's writer thread (inside its transaction), the reads on the caller's connec
 are float32 BLOBs of unit length, one per entry, all of the model `search_meta` names, with a
 digest of the text they were computed from (a re-stored entry whose text did not change keeps
 its vector). The schema is migration 2 of `sqlite.schema`.
+
+Several processes may search one file (a host, `a2e-host mcp`, the library's `SQLiteStore`),
+each with its vectors in memory; whichever embeds a queued entry first writes its vector and
+dequeues it. So every write of vectors takes the next number of the `vector_seq` counter
+(migration 9), and each process reads what was written after the number it last saw
+(`vectors_since`): its index gets the vectors the others computed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ __all__ = [
     "requeue_all",
     "set_model",
     "stored_model",
+    "vector_seq",
+    "vectors_since",
     "write_vectors",
 ]
 
@@ -94,8 +102,10 @@ def write_vectors(
 ) -> list[int]:
     """Store `(id, text, vector bytes)` rows and dequeue them (write). A row whose entry's text
     changed since it was read is skipped (it stays queued); `None` bytes keep the stored vector
-    (its text did not change). Returns the ids dequeued."""
+    (its text did not change). The vectors written take the next `vector_seq` number.
+    Returns the ids dequeued."""
     done = []
+    seq: int | None = None
     for entry_id, text, blob in rows:
         row = conn.execute(  # a deleted entry's keyword row may wait in fts_gone: not it
             "SELECT f.body FROM entries_fts f JOIN entries e ON e.id = f.rowid WHERE f.rowid = ?",
@@ -103,9 +113,11 @@ def write_vectors(
         if row is None or row[0] != text:
             continue
         if blob is not None:
+            if seq is None:
+                seq = _next_seq(conn)
             conn.execute(
-                "INSERT OR REPLACE INTO vectors (entry_id, digest, vec) VALUES (?, ?, ?)",
-                (entry_id, digest(text), blob),
+                "INSERT OR REPLACE INTO vectors (entry_id, digest, vec, seq) VALUES (?, ?, ?, ?)",
+                (entry_id, digest(text), blob, seq),
             )
         conn.execute("DELETE FROM embed_queue WHERE entry_id = ?", (entry_id,))
         done.append(entry_id)
@@ -124,6 +136,37 @@ def load_vectors(
         good = [r for r in rows if len(r[5]) == 4 * dim]
         vecs = np.frombuffer(b"".join(r[5] for r in good), dtype=np.float32).reshape(-1, dim)
         yield [Pending(r[0], r[1], r[2], r[3], r[4], "") for r in good], vecs
+
+
+def _next_seq(conn: sqlite3.Connection) -> int:
+    """Take the next `vector_seq` number (write: in the caller's transaction, so the number
+    never goes back, whoever deletes vectors)."""
+    row = conn.execute(
+        "INSERT INTO search_meta (name, value) VALUES ('vector_seq', '1')"
+        " ON CONFLICT (name) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        " RETURNING CAST(value AS INTEGER)").fetchone()
+    return int(row[0])
+
+
+def vector_seq(conn: sqlite3.Connection) -> int:
+    """The number of the newest write of vectors (0 before the first)."""
+    row = conn.execute("SELECT value FROM search_meta WHERE name = 'vector_seq'").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def vectors_since(
+    conn: sqlite3.Connection, after: int, dim: int, limit: int = 10_000
+) -> tuple[list[Pending], np.ndarray, int]:
+    """The stored vectors written after number `after`, oldest write first, at most `limit`:
+    (entries, `(n, dim)` float32, the newest number read, `after` when none)."""
+    rows = conn.execute(
+        "SELECT e.id, e.namespace, e.tier, e.owner, e.expires_at, v.vec, v.seq"
+        " FROM vectors v JOIN entries e ON e.id = v.entry_id WHERE v.seq > ?"
+        " ORDER BY v.seq LIMIT ?", (after, limit)).fetchall()
+    last = max((int(r[6]) for r in rows), default=after)
+    good = [r for r in rows if len(r[5]) == 4 * dim]
+    vecs = np.frombuffer(b"".join(r[5] for r in good), dtype=np.float32).reshape(-1, dim)
+    return [Pending(r[0], r[1], r[2], r[3], r[4], "") for r in good], vecs, last
 
 
 def gone_ids(conn: sqlite3.Connection, limit: int = 10_000) -> list[int]:
