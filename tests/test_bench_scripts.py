@@ -30,7 +30,6 @@ def _load(name: str) -> ModuleType:
 
 def test_every_case_frame_is_a_valid_request() -> None:
     """Each load-client case builds frames the host decodes as the request it means to send."""
-    pytest.importorskip("picows")
     client = _load("bench_client")
     kinds = {"store1": MemoryStoreRequest, "store20": MemoryStoreRequest,
              "get_key": MemoryRetrieveRequest, "get_tags": MemoryRetrieveRequest,
@@ -77,7 +76,6 @@ def test_slow_callbacks_grouped_without_task_numbers() -> None:
 async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: Path) -> None:
     """bench_writer's groups hold the puts (or forgets) it queued together, and each run
     reports the writer's CPU an entry."""
-    pytest.importorskip("picows")
     bench = _load("bench_writer")
     put = await bench.run_once(tmp_path / "p.db", 48, 8, 2, 0)
     forget = await bench.run_once(tmp_path / "f.db", 48, 8, 1, 0, forget=True)
