@@ -261,7 +261,7 @@ class SentenceTransformerEmbedder(_Prefixed):
         except ImportError as exc:
             raise EmbedderError(
                 "embedder 'sentence-transformers' needs the package: "
-                "pip install 'a2e-host[sentence-transformers]'"
+                "pip install -e '.[sentence-transformers]' in the a2e-host checkout"
             ) from exc
         try:
             self._model = SentenceTransformer(model, device="cpu", local_files_only=True)

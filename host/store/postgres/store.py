@@ -1,7 +1,7 @@
 """`PostgresEntryStore`: the persistent tiers on PostgreSQL, shared by any number of hosts.
 
 Selected by a `store.db` (or `--db`) starting with `postgresql://` or `postgres://`. Needs the
-`postgres` extra (`pip install 'a2e-host[postgres]'`, which brings asyncpg).
+`postgres` extra (`pip install -e '.[postgres]'`, which brings asyncpg).
 
 The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 - Puts, forgets and touches are group-committed (`host.store.postgres.batch`): those queued
