@@ -152,3 +152,10 @@ def test_locomo_data_is_asked_for_never_assumed(tmp_path: Path) -> None:
         bench.load(tmp_path, "41")
     with pytest.raises(SystemExit, match="not found"):
         bench.load(tmp_path / "missing.json", "41")
+
+
+def test_bench_start_times_a_start_against_a_bare_interpreter() -> None:
+    """scripts/bench_start.py starts `a2e-host serve` until /readyz answers, stops it (exit 0),
+    and reports the time with the bare interpreter's and the environment's size."""
+    figures = _load("bench_start").main(["--runs", "1", "--json"])
+    assert figures["serve_ready_s"] > figures["python_bare_s"] > 0 and figures["env_mb"] > 1
