@@ -7,8 +7,11 @@ get/set/delete should stay flat as the store grows (O(1)); search follows the ma
 in-process stores index tokens), O(n) at worst. The JSON file store also reports opening
 (loading) the file and one full flush. The SQLite store (the host's engine) commits each set
 and delete durably, so it runs fewer of them, and is filled with one `set_many` transaction;
-its search asks the keyword index for candidates. Prints a Markdown table (the figures in
-docs/benchmarks.md come from it). Bounded: about two minutes in all on 2 cores.
+its search is the host's `SearchEngine`: `sqlite` with the default embedder (the fill is
+embedded first, `SQLiteStore.embed_pending`, timed as `embed_ms` a memory; sizes above
+`--max-embedded` are skipped, 100k memories take minutes to embed), `sqlite-keywords` with
+`embedder = "none"` (BM25 alone). Prints a Markdown table (the figures in docs/benchmarks.md
+come from it). Bounded: a few minutes in all on 2 cores.
 
 With the `bench` extra (`pip install -e '.[bench]'`) the same run adds LangGraph's
 `InMemoryStore` and `SqliteStore` (langgraph-checkpoint-sqlite) for comparison, driven the same
@@ -31,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from host.config import SearchConfig  # noqa: E402
 from host.library import (  # noqa: E402
     InMemoryStore,
     JSONFileStore,
@@ -118,6 +122,8 @@ def _open(backend: str, path: Path) -> Any:
         return JSONFileStore(path.with_suffix(".json"))
     if backend == "sqlite":
         return SQLiteStore(path.with_suffix(".db"))
+    if backend == "sqlite-keywords":
+        return SQLiteStore(path.with_suffix(".db"), search=SearchConfig(embedder="none"))
     return LangGraphStore(backend, path)
 
 
@@ -133,12 +139,16 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
         for m in fill:
             store.set(m.id, m)
     out: dict[str, float] = {}
+    if backend == "sqlite":
+        t = time.perf_counter()
+        embedded = store.embed_pending()
+        out["embed_ms"] = (time.perf_counter() - t) * 1e3 / max(1, embedded)
     if backend == "json":
         t = time.perf_counter()
         store.flush()
         out["flush_all_ms"] = (time.perf_counter() - t) * 1e3
     keys = [m.id for m in rng.sample(fill, min(OPS, n // 2))]
-    writes = DURABLE_OPS if backend in ("sqlite", "lg-sqlite") else len(keys)
+    writes = DURABLE_OPS if backend in ("sqlite", "sqlite-keywords", "lg-sqlite") else len(keys)
     fresh = _memories(writes, rng)
     queries = [" ".join(rng.choices(WORDS, k=2)) for _ in range(QUERIES)]
     out["get_us"] = _best_per_op_us(store.get, keys)
@@ -159,21 +169,27 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--backends", nargs="+", default=None,
-                        choices=["memory", "json", "sqlite", "lg-memory", "lg-sqlite"],
-                        help="default: the library's three, and LangGraph's two when installed")
+                        choices=["memory", "json", "sqlite", "sqlite-keywords", "lg-memory",
+                                 "lg-sqlite"],
+                        help="default: the library's stores, and LangGraph's two when installed")
+    parser.add_argument("--max-embedded", type=int, default=10_000,
+                        help="the largest size the sqlite backend (which embeds) runs")
     args = parser.parse_args(argv)
     if args.backends is None:
-        args.backends = ["memory", "json", "sqlite"]
+        args.backends = ["memory", "json", "sqlite", "sqlite-keywords"]
         if importlib.util.find_spec("langgraph") is not None:
             args.backends += ["lg-memory", "lg-sqlite"]
         else:
             print("(LangGraph not installed: pip install -e '.[bench]' to compare)")
-    cols = ["get_us", "set_us", "delete_us", "search_ms", "flush_all_ms", "open_ms", "file_mb"]
+    cols = ["get_us", "set_us", "delete_us", "search_ms", "embed_ms", "flush_all_ms", "open_ms",
+            "file_mb"]
     print("| backend | entries | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))
     with tempfile.TemporaryDirectory() as tmp:
         for backend in args.backends:
             for n in args.sizes:
+                if backend == "sqlite" and n > args.max_embedded:
+                    continue
                 r = bench(backend, n, Path(tmp))
                 cells = [f"{r[c]:.2f}" if c in r else "-" for c in cols]
                 print(f"| {backend} | {n:,} | " + " | ".join(cells) + " |", flush=True)

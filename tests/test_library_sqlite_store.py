@@ -86,3 +86,32 @@ def test_quota_refuses_and_changes_nothing(tmp_path: Path) -> None:
             s.set("c", Memory(content="three"))
         assert s.get("c") is None
         s.set("a", Memory(content="one again"))  # replacing stays within the quota
+
+
+# Facts and questions sharing no content word with them: only meaning links them.
+_BY_MEANING = [
+    ("Maria adopted a beagle named Toby last week.", "Who got a new dog recently?"),
+    ("The dentist appointment is on Friday at 3 pm.", "When do I see the tooth doctor?"),
+    ("We keep our passwords in Bitwarden.", "Which tool stores our login secrets?"),
+]
+_OTHERS = ["The quarterly budget review is on Monday.", "The office printer is out of toner.",
+           "Lunch on Friday is pizza.", "The staging server runs Debian."]
+
+
+def test_search_finds_by_meaning_with_the_relevance_a_host_reports(tmp_path: Path) -> None:
+    """After `embed_pending`, a question sharing no word with a fact finds it among the 3 best,
+    and the keyword-only store (embedder "none") does not."""
+    from host.config import SearchConfig
+
+    db = tmp_path / "m.db"
+    facts = [Memory(content=f) for f, _q in _BY_MEANING]
+    with SQLiteStore(db) as s:
+        s.set_many([(m.id, m) for m in [Memory(content=t) for t in _OTHERS] + facts])
+        assert s.embed_pending() == len(_OTHERS) + len(_BY_MEANING)
+        for fact, (_f, question) in zip(facts, _BY_MEANING, strict=True):
+            hits = s.search(question, k=3)
+            assert fact.id in [h.memory.id for h in hits], question
+            assert all(0 < h.relevance_score < 1 for h in hits)
+        assert s.embed_pending() == 0
+    with SQLiteStore(db, search=SearchConfig(embedder="none")) as keywords:
+        assert keywords.search(_BY_MEANING[0][1], k=3) == []

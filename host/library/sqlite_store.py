@@ -186,6 +186,14 @@ class SQLiteStore(Closing):
             touched = dict(self._touched)
         return ranked_results(found, k, self.weights, now, touched)
 
+    def embed_pending(self) -> int:
+        """Embed now every memory of the file still waiting for its vector (say after a bulk
+        `set_many`: otherwise the background worker does it, newest first, and a search waits
+        at most `search.vector_wait` for them); the number embedded (0 keyword-only)."""
+        with self._lock:
+            self._check_open()
+        return self._searcher.drain()
+
     def flush(self) -> None:
         """Write the pending accesses now (sets and deletes are durable already)."""
         with self._lock:
