@@ -46,6 +46,30 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     assert not missing, "docs name files the repository lacks:\n" + "\n".join(missing)
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them (lower case, punctuation gone,
+    spaces to hyphens), and the headings themselves."""
+    heads = re.findall(r"(?m)^#+ (.+)$", page.read_text())
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads} | set(heads)
+
+
+def test_every_section_the_docs_point_at_exists() -> None:
+    """Each link to a `#section` and each `docs/x.md, "Section"` reference names a heading of
+    that page (renaming a heading breaks no link unnoticed)."""
+    missing = []
+    for page, n, line in _lines():
+        here = ROOT / page
+        refs = [(t.split("#", 1)[0], t.split("#", 1)[1]) for t in _LINK.findall(line)
+                if "#" in t and not re.match(r"[a-z]+:", t)]
+        refs += re.findall(r"`?(docs/[\w-]+\.md)`?, \"([^\"]+)\"", line)
+        for target, section in refs:
+            dest = here if not target else (
+                ROOT / target if target.startswith("docs/") else here.parent / target)
+            if dest.exists() and section not in _anchors(dest):
+                missing.append(f"{page}:{n}: {target}#{section}")
+    assert not missing, "links to sections that do not exist:\n" + "\n".join(missing)
+
+
 def test_docs_point_at_nothing_outside_the_repository() -> None:
     """No line of the README or docs/ sends the reader beside the checkout, to the spec's own
     files or to an issue number: the repository says the rule itself."""
