@@ -74,12 +74,24 @@ class ServerConfig(_Section):
         60.0, gt=0, description="HTTP + SSE: seconds a session with no stream open and no send"
         " lives; then it ends and its working tier is gone, as on a WebSocket disconnect."
     )
+    unbound_session_timeout: float = Field(
+        10.0, gt=0, description="HTTP + SSE with authentication on: seconds a session opened"
+        " without a valid token lives unless a token binds it (an `Authorization` header or the"
+        " handshake's `auth_token`)."
+    )
     tls_cert: str = Field("", description="PEM certificate chain; with `tls_key`, serve wss://.")
     tls_key: str = Field("", description="PEM private key of `tls_cert`.")
     allowed_origins: list[str] = Field(
         default_factory=list,
-        description="Browser Origins allowed to connect (empty: any); requests without an"
-        " Origin header (non-browser agents) are always allowed.",
+        description="Browser Origins (`https://app.example`) allowed on the WebSocket and"
+        " HTTP + SSE endpoints; `\"*\"`: any. Empty: none with authentication off, any with it"
+        " on. Requests without an Origin header (non-browser agents) always pass.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="With authentication off: host names a request's `Host` header may carry"
+        " besides loopback names, IP addresses and `server.host` (`\"*\"`: any); others get"
+        " HTTP 403 (DNS rebinding).",
     )
 
     @model_validator(mode="after")
@@ -166,6 +178,15 @@ class LimitsConfig(_Section):
     max_connections_per_ip: int = Field(
         1_000, ge=1, description="Open TCP connections from one IP, counted from the accept"
         " (half-open upgrades count); more are refused with HTTP 429."
+    )
+    max_unbound_sessions_per_ip: int = Field(
+        16, ge=1, description="HTTP + SSE with authentication on: open sessions from one IP not"
+        " yet bound by a valid token; more are refused with HTTP 429 (HTTP + SSE sessions from"
+        " one IP are also capped at `max_connections_per_ip`)."
+    )
+    max_replay_bytes: int = Field(
+        1 * MIB, ge=0, description="HTTP + SSE: bytes of events a session keeps after a stream"
+        " sent them, for a reconnect with `Last-Event-ID` to get them again; the oldest go first."
     )
     requests_per_second: float = Field(
         5_000.0, ge=0, description="Sustained frames a second on one connection (0: no limit);"

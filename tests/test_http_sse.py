@@ -46,7 +46,7 @@ async def test_the_sdk_exchange_byte_for_byte(db_path: Path) -> None:
         status, _, body = await http(host, "POST", "/send", msg("ping", "p1").encode(), session)
         assert 200 <= status < 300 and json.loads(body) == {"ok": True}
         reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
-        writer.write(f"GET /stream HTTP/1.1\r\nHost: x\r\nX-Session-Id: {sid}\r\n"
+        writer.write(f"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-Id: {sid}\r\n"
                      "Accept: text/event-stream\r\n\r\n".encode())
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
         assert head.startswith("HTTP/1.1 200") and "text/event-stream" in head
@@ -148,7 +148,7 @@ async def test_replies_nobody_reads_are_bounded_then_the_session_ends(db_path: P
             for i in range(100):  # ~8 KB a reply: the buffer is full after about eight
                 await ch.send(msg("memory/retrieve/req", f"r{i}", memory_id=c.memory_id,
                                   keys=[{"big": 1}]))
-                kept.append(session._kept)
+                kept.append(session.unsent_bytes)
         assert err.value.status == 404
         assert 5 <= len(kept) < 20 and max(kept) <= limit + 9000  # the limit and one reply
         assert ch.session_id not in host.server.sessions.open

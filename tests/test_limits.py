@@ -286,7 +286,7 @@ async def test_half_open_upgrades_count_against_the_per_ip_cap(db_path: Path, tr
                        limits={"max_connections_per_ip": cap}) as host:
         def half_open() -> socket.socket:
             s = socket.create_connection(("127.0.0.1", host.port), timeout=10)
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")  # no end
+            s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")  # no end
             return s
 
         socks = [await asyncio.to_thread(half_open) for _ in range(cap)]

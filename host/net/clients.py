@@ -1,7 +1,9 @@
 """The client side of the SDK's transports, for `host.client.MemoryClient`: HTTP + SSE and
 stdio, speaking exactly what the A2E SDK's `HTTPTransport` and `SubprocessTransport` speak.
 
-- `HttpChannel`: `POST /session` (no body) -> `{"session_id"}`; every later request carries
+- `HttpChannel` (HTTP/1.1 through h11's client `Connection`: parsing, keep-alive, chunked
+  bodies; a header value with CR LF is refused, not sent): `POST /session` (no body; the
+  caller's headers, where the SDK sends none) -> `{"session_id"}`; every later request carries
   `X-Session-Id`, `Content-Type: text/plain`, `Accept: text/event-stream` and the caller's
   headers; `POST /send` with one JSON message as the body; `GET /stream` read as SSE (`data:`
   lines joined, blank line ends an event, `:` comments skipped, `id:` remembered); a stream
@@ -20,9 +22,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import h11
+
 __all__ = ["HttpChannel", "HttpStatusError", "StdioChannel"]
 
 _LINE_LIMIT = 1 << 26  # bytes of one line a reader takes (the host bounds its messages)
+_READ = 1 << 16  # bytes read from a socket at a time
 
 
 class HttpStatusError(ConnectionError):
@@ -34,27 +39,56 @@ class HttpStatusError(ConnectionError):
         self.body = body
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    return status, headers
-
-
-async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    """The chunks of a chunked body."""
+async def _next(reader: asyncio.StreamReader, conn: h11.Connection) -> Any:
+    """The next h11 event of a response, reading the socket as h11 needs."""
     while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-        if size == 0:
-            await reader.readuntil(b"\r\n")
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(await reader.read(_READ))  # b"": the host closed (h11 says so)
+
+
+async def _response(reader: asyncio.StreamReader,
+                    conn: h11.Connection) -> tuple[int, dict[str, str]]:
+    """Read up to a final response's head: (status, headers with lower-case names)."""
+    while True:
+        event = await _next(reader, conn)
+        if isinstance(event, h11.Response):
+            headers = {n.decode("latin-1"): v.decode("latin-1") for n, v in event.headers}
+            return event.status_code, headers
+        if isinstance(event, h11.ConnectionClosed):
+            raise ConnectionError("the host closed the connection")
+        # an informational response (100 Continue): the final one follows
+
+
+async def _body(reader: asyncio.StreamReader, conn: h11.Connection) -> AsyncIterator[bytes]:
+    """The body of the response whose head was read, as it comes (chunked or not)."""
+    while True:
+        event = await _next(reader, conn)
+        if isinstance(event, h11.Data):
+            yield bytes(event.data)
+        elif isinstance(event, h11.EndOfMessage):
             return
-        data = await reader.readexactly(size + 2)
-        yield data[:-2]
+        else:
+            raise ConnectionError("the host closed the connection mid-response")
+
+
+async def _whole_body(reader: asyncio.StreamReader, conn: h11.Connection) -> bytes:
+    out = bytearray()
+    async for part in _body(reader, conn):
+        out += part
+        if len(out) > _LINE_LIMIT:
+            raise ConnectionError(f"a response body over {_LINE_LIMIT} bytes")
+    return bytes(out)
+
+
+def _request(conn: h11.Connection, method: str, path: str, headers: dict[str, str],
+             body: bytes = b"") -> bytes:
+    """The bytes of one request through h11 (which refuses a header value with CR LF)."""
+    out = conn.send(h11.Request(method=method, target=path, headers=list(headers.items())))
+    if body:
+        out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
+    return (out or b"") + (conn.send(h11.EndOfMessage()) or b"")
 
 
 class HttpChannel:
@@ -69,6 +103,7 @@ class HttpChannel:
         self.last_id: str | None = None  # the id of the last event read
         self.streams = 0  # streams opened so far
         self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._h11 = h11.Connection(h11.CLIENT)  # the kept-alive connection's HTTP state
         self._lock = asyncio.Lock()
         self._queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
         self._stream_task: asyncio.Task[None] | None = None
@@ -78,9 +113,10 @@ class HttpChannel:
 
     @classmethod
     async def open(cls, base_url: str, headers: dict[str, str] | None = None) -> HttpChannel:
-        """`POST /session`, then open the stream."""
+        """`POST /session` (with the caller's headers: a token there binds the session at
+        once), then open the stream."""
         ch = cls(base_url, headers)
-        status, _, body = await ch.request("POST", "/session", b"", session=False)
+        status, _, body = await ch.request("POST", "/session", b"", ch.extra, session=False)
         if status != 200:
             raise HttpStatusError(status, body)
         ch.session_id = json.loads(body)["session_id"]
@@ -99,25 +135,28 @@ class HttpChannel:
                       session: bool = True) -> tuple[int, dict[str, str], bytes]:
         """One request on the kept-alive connection: (status, headers, body)."""
         h = {**self._headers(session), **(headers or {}), "Content-Length": str(len(body))}
-        head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items())
         async with self._lock:
             for attempt in (0, 1):  # a kept-alive connection the host closed: once more
                 if self._conn is None:
                     self._conn = await asyncio.open_connection(self.host, self.port,
                                                                limit=_LINE_LIMIT)
+                    self._h11 = h11.Connection(h11.CLIENT)
                 reader, writer = self._conn
+                conn = self._h11
                 try:
-                    writer.write(head.encode("latin-1") + b"\r\n" + body)
+                    writer.write(_request(conn, method, path, h, body))
                     await writer.drain()
-                    status, rh = await _read_head(reader)
-                    data = await reader.readexactly(int(rh.get("content-length", "0")))
-                except (ConnectionError, asyncio.IncompleteReadError):
+                    status, rh = await _response(reader, conn)
+                    data = await _whole_body(reader, conn)
+                except (ConnectionError, h11.RemoteProtocolError):
                     writer.close()
                     self._conn = None
                     if attempt:
                         raise
                     continue
-                if rh.get("connection", "").lower() == "close":
+                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                    conn.start_next_cycle()
+                else:  # the host closes it (Connection: close)
                     writer.close()
                     self._conn = None
                 return status, rh, data
@@ -160,16 +199,16 @@ class HttpChannel:
                 reader, writer = await asyncio.open_connection(self.host, self.port,
                                                                limit=_LINE_LIMIT)
                 self._stream_writer = writer
-                writer.write(("GET /stream HTTP/1.1\r\n" + "".join(
-                    f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode("latin-1"))
-                status, rh = await _read_head(reader)
+                conn = h11.Connection(h11.CLIENT)
+                writer.write(_request(conn, "GET", "/stream", headers))
+                status, rh = await _response(reader, conn)
                 if status != 200:
-                    body = await reader.read(65536)
+                    body = await _whole_body(reader, conn)
                     writer.close()
                     raise HttpStatusError(status, body)
                 self.streams += 1
                 self._opened.set()
-                await self._events(reader)
+                await self._events(_body(reader, conn))
                 writer.close()
                 if self._closing:
                     break
@@ -185,10 +224,10 @@ class HttpChannel:
             return
         self._queue.put_nowait(None)
 
-    async def _events(self, reader: asyncio.StreamReader) -> None:
+    async def _events(self, chunks: AsyncIterator[bytes]) -> None:
         buf = b""
         data: list[str] = []
-        async for chunk in _chunks(reader):
+        async for chunk in chunks:
             buf += chunk
             while b"\n" in buf:
                 raw, buf = buf.split(b"\n", 1)
@@ -206,6 +245,8 @@ class HttpChannel:
                         data.append(value)
                     elif name == "id":
                         self.last_id = value
+            if len(buf) > _LINE_LIMIT:
+                raise ConnectionError(f"an event line over {_LINE_LIMIT} bytes")
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while True:
@@ -221,7 +262,7 @@ class HttpChannel:
         if self._closing:
             return
         self._closing = True
-        with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
+        with contextlib.suppress(ConnectionError, OSError, h11.ProtocolError):
             await self.request("DELETE", "/session")
         await self.drop_stream()
         if self._conn is not None:

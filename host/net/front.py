@@ -4,18 +4,25 @@ transports, before any library sees it.
 Why not let the WebSocket library read HTTP: `websockets`' server reads only a request's head
 (its `process_request` hook cannot read a POST body), and picows answers HTTP synchronously
 from its own parser. The host needs any method with a body (the HTTP + SSE transport, the
-memory browser's forms), streaming responses (SSE) and the connection caps counted from the
-TCP accept. So this plain `asyncio.Protocol` reads the request head itself (at most 16 KiB,
-within 10 s) and then
+memory browser's forms), streaming responses (SSE, downloads) and the connection caps counted
+from the TCP accept. So this plain `asyncio.Protocol` moves the socket's bytes through h11's
+sans-I/O `Connection(SERVER)`, which parses every request and writes every response (it refuses
+what the grammar refuses: a bad request line or header line, a bare CR or LF in a header,
+conflicting or malformed `Content-Length`, and it will not write a header value holding CR LF),
+and then
 
-- a `GET` with `Upgrade: websocket` on no route's path passes the gates (Origin, a bad bearer
-  token: 401) and is handed, with the bytes read so far, to the transport's adapter
-  (`transport.set_protocol`): from then on the adapter's own protocol reads the socket, so a
-  frame costs nothing here;
-- any other request reads its body (`Content-Length`, at most `limits.max_frame_bytes`, else
-  413; `Expect: 100-continue` is answered) and is answered by its route
-  (`host.net.http`), keeping the connection alive between requests (HTTP/1.1), or 426 (a GET
-  on no route) / 404.
+- a `GET` with `Upgrade: websocket` on no route's path passes the gates (`host.net.gates`:
+  Origin and Host, a bad bearer token: 401) and is handed to the transport's adapter
+  (`transport.set_protocol`) with its head (as h11 read it) and the bytes after it: from then
+  on the adapter's own protocol reads the socket, so a frame costs nothing here;
+- any other request reads its body (`Content-Length` or chunked, at most
+  `limits.max_frame_bytes`, else 413; a POST without either is 411; `Expect: 100-continue` is
+  answered once the body is wanted) and is answered by its route (`host.net.http`), keeping
+  the connection alive between requests (HTTP/1.1), or 426 (a GET on no route) / 404.
+
+Bad requests get h11's answer (400; a head over 16 KiB: 431) and the connection closes. A
+whole request (head and body) must arrive within 10 s, and an idle kept-alive connection is
+dropped after 30 s.
 
 The connection caps (`limits.max_connections`, `max_connections_per_ip`) are applied at the
 accept: a connection past them is answered 503 / 429 and closed before anything is read, so
@@ -31,6 +38,8 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+import h11
+
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
 
 if TYPE_CHECKING:
@@ -43,38 +52,50 @@ log = logging.getLogger("a2e_host.http")
 HEAD_MAX = 16 * 1024  # bytes of a request head
 HEAD_TIMEOUT = 10.0  # seconds for a whole request (head and body) to arrive
 KEEPALIVE = 30.0  # seconds an idle kept-alive connection waits for its next request
+_SLICE = 1024  # bytes given to h11 at a time while it reads a head, so that h11's bound
+# (HEAD_MAX - _SLICE, checked when it needs more) refuses any head over HEAD_MAX
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 # The WebSocket adapter's hand-off: (server, socket transport, the upgrade request, the bytes
-# read so far (the head and anything after), release: call once when the connection ends).
+# of the connection from the request's head on, release: call once when the connection ends).
 Attach = Callable[["HostServer", Any, HttpRequest, bytes, Callable[[], None]], None]
 
 
-def _head(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
-          fixed: list[tuple[str, str]]) -> bytes:
-    st = HTTPStatus(status)
-    lines = [f"HTTP/1.1 {st.value} {st.phrase}"]
-    names = set()
-    for name, value in fixed:
-        lines.append(f"{name}: {value}")
-        names.add(name.lower())
-    for name, value in headers.items():
-        if name.lower() not in names:
-            lines.append(f"{name}: {value}")
-    lines += [f"Set-Cookie: {c}" for c in cookies]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def reply_bytes(reply: HttpReply, keep_alive: bool = False, head_only: bool = False) -> bytes:
-    """The bytes of `reply` as an HTTP/1.1 response."""
+def reply_bytes(reply: HttpReply) -> bytes:
+    """The bytes of a refusal sent before any request is read (the connection caps): only the
+    host's own status and text, so written without h11 (it answers requests only)."""
+    st = HTTPStatus(reply.status)
     body = reply.payload()
-    head = _head(reply.status, reply.headers, reply.cookies, [
-        ("Content-Type", reply.content_type), ("Content-Length", str(len(body))),
-        ("Connection", "keep-alive" if keep_alive else "close")])
-    return head if head_only else head + body
+    return (f"HTTP/1.1 {st.value} {st.phrase}\r\nContent-Type: {reply.content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("latin-1") + body
 
 
 def _plain(status: HTTPStatus, text: str) -> HttpReply:
     return HttpReply(status, text)
+
+
+def _response(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
+              fixed: list[tuple[str, str]]) -> h11.Response:
+    """An h11 response head: `fixed` first, then `headers` not named there, then cookies.
+    Raises `h11.LocalProtocolError` for a header h11 will not write (CR LF in a value, a
+    character outside Latin-1)."""
+    names = {name.lower() for name, _ in fixed}
+    items = list(fixed)
+    items += [(n, v) for n, v in headers.items() if n.lower() not in names]
+    items += [("Set-Cookie", c) for c in cookies]
+    st = HTTPStatus(status)
+    try:
+        raw = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in items]
+    except UnicodeEncodeError as exc:
+        raise h11.LocalProtocolError(f"a header outside Latin-1: {exc}") from None
+    return h11.Response(status_code=st.value, headers=raw, reason=st.phrase)
+
+
+def _upgrade_head(event: h11.Request) -> bytes:
+    """An upgrade request's head as h11 read it (validated), for the WebSocket adapter."""
+    lines = [b"%s %s HTTP/%s" % (event.method, event.target, event.http_version)]
+    lines += [b"%s: %s" % (name, value) for name, value in event.headers.raw_items()]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 class HttpFront(asyncio.Protocol):
@@ -86,14 +107,16 @@ class HttpFront(asyncio.Protocol):
         self.transport: Any = None
         self.remote: tuple[str, int] | None = None
         self._release: Callable[[], None] | None = None
-        self._buf = bytearray()
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_MAX - _SLICE)
+        self._pending = bytearray()  # bytes received and not yet given to h11
         self._request: HttpRequest | None = None  # head read, body pending
-        self._need = 0  # bytes of the buffer the pending request needs (head + body)
-        self._body_len = 0
-        self._keep = False  # keep the connection alive after this request
+        self._event: h11.Request | None = None
+        self._upgrade = False  # the pending request is a WebSocket upgrade
+        self._body = bytearray()
         self._route: Any = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._idle = False  # waiting for a kept-alive connection's next request
         self._closed = False
         self._handed = False
         self._can_write = asyncio.Event()
@@ -133,11 +156,17 @@ class HttpFront(asyncio.Protocol):
         self._can_write.set()
 
     def data_received(self, data: bytes) -> None:
-        self._buf += data
-        if self._task is None:
-            self._parse()
-        elif len(self._buf) > HEAD_MAX:  # sending while its stream is open: not HTTP/1.1
-            self.abort()
+        if self._closed:
+            return
+        self._pending += data
+        if self._task is not None:
+            if len(self._pending) > HEAD_MAX:  # sending while its answer streams: not HTTP/1.1
+                self.abort()
+            return
+        if self._idle:
+            self._idle = False
+            self._arm(HEAD_TIMEOUT)
+        self._pump()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too (a request still being answered is dropped)
@@ -159,97 +188,112 @@ class HttpFront(asyncio.Protocol):
         if self._task is None and not self._closed:
             self.transport.abort()  # a slow or idle client: nothing to answer
 
+    def _pump(self) -> None:
+        """Give h11 the bytes received and act on its events, until it needs more, a request
+        is being answered, or the connection was handed over or closed."""
+        conn = self.conn
+        while not self._closed and self._task is None:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._bad(exc)
+                return
+            if event is h11.NEED_DATA:
+                if not self._pending:
+                    return
+                reading_head = conn.their_state is h11.IDLE
+                n = _SLICE if reading_head else len(self._pending)
+                conn.receive_data(bytes(self._pending[:n]))
+                del self._pending[:n]
+            elif event is h11.PAUSED:
+                if self._upgrade:  # the upgrade's head is read (h11 waits for a 101)
+                    self._hand_over()
+                return
+            elif isinstance(event, h11.Request):
+                self._head(event)
+            elif isinstance(event, h11.Data):
+                self._body += event.data
+                limit = self.server.config.limits.max_frame_bytes
+                if len(self._body) > limit:
+                    self._refuse(_plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                                        f"body over the limit of {limit} bytes\n"))
+            elif isinstance(event, h11.EndOfMessage):
+                if self._upgrade:
+                    continue  # h11 pauses next: the hand-over
+                request, self._request = self._request, None
+                assert request is not None
+                request.body = bytes(self._body)
+                self._body.clear()
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                self._respond(request, self._route)
+            else:  # ConnectionClosed: h11 is never told of an EOF, so not seen
+                return
+
+    def _bad(self, exc: h11.RemoteProtocolError) -> None:
+        """Answer a request h11 refused (400, 431, ...) and close."""
+        status = exc.error_status_hint
+        text = f"bad request: {exc}\n" if status == 400 else f"{HTTPStatus(status).phrase}\n"
+        if status == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE:
+            text = f"request head over {HEAD_MAX} bytes\n"
+        self._refuse(_plain(HTTPStatus(status), text))
+
     def _refuse(self, reply: HttpReply) -> None:
         """Answer `reply` and close (the rest of the request is not read)."""
+        if self._closed:
+            return
+        self._write_reply(reply, head_only=False, close=True)
         self._closed = True
-        self.transport.write(reply_bytes(reply))
         self.transport.close()
 
-    def _parse(self) -> None:
-        buf = self._buf
-        while not self._closed and self._task is None:
-            if self._request is None:
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buf) > HEAD_MAX:
-                        self._refuse(_plain(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
-                                            "request head too large\n"))
-                    return
-                if not self._head(bytes(buf[:end]), end + 4):
-                    return
-            if len(buf) < self._need:
-                return
-            request, self._request = self._request, None
-            assert request is not None
-            request.body = bytes(buf[self._need - self._body_len:self._need])
-            del buf[:self._need]
-            self._need = 0
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self._respond(request, self._route)
-
-    def _head(self, head: bytes, size: int) -> bool:
-        """Read one request head; False when the connection was refused or handed over."""
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ")
-        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-            self._refuse(_plain(HTTPStatus.BAD_REQUEST, "not an HTTP/1.1 request\n"))
-            return False
-        items: list[tuple[str, str]] = []
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or not name.strip():
-                self._refuse(_plain(HTTPStatus.BAD_REQUEST, "malformed header line\n"))
-                return False
-            items.append((name.strip().decode("latin-1"), value.strip().decode("latin-1")))
-        method = parts[0].decode("latin-1")
-        target = parts[1].decode("latin-1")
+    def _head(self, event: h11.Request) -> None:
+        """A request head: refuse it, or note what its body and answer need."""
+        method = event.method.decode("ascii")
+        target = event.target.decode("ascii")
         path, _, query = target.partition("?")
+        items = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in event.headers.raw_items()]
         headers = Headers(items)
         request = HttpRequest(path, headers, self.remote, method=method, query=query)
-        self._keep = parts[2] == b"HTTP/1.1" and \
-            (headers.get("Connection") or "").lower() != "close"
         route = self.server.route(path)
         upgrade = (headers.get("Upgrade") or "").lower() == "websocket"
         if route is None and upgrade and method == "GET":
             refusal = self.server.refusal(request)
+            if refusal is None and ("Content-Length" in headers or "Transfer-Encoding" in headers):
+                refusal = _plain(HTTPStatus.BAD_REQUEST, "an upgrade request has no body\n")
             if refusal is not None:
                 self._refuse(refusal)
-                return False
-            self._hand_over(request)
-            return False
-        if "Transfer-Encoding" in headers:
-            self._refuse(_plain(HTTPStatus.LENGTH_REQUIRED, "send the body with Content-Length\n"))
-            return False
-        try:
-            length = int(headers.get("Content-Length") or "0")
-        except ValueError:
-            length = -1
-        if length < 0:
-            self._refuse(_plain(HTTPStatus.BAD_REQUEST, "bad Content-Length\n"))
-            return False
+                return
+            self._upgrade = True
+            self._request, self._event = request, event
+            return
+        if method in _BODY_METHODS and "Content-Length" not in headers \
+                and "Transfer-Encoding" not in headers:
+            self._refuse(_plain(HTTPStatus.LENGTH_REQUIRED,
+                                "send the body with Content-Length (or chunked)\n"))
+            return
         limit = self.server.config.limits.max_frame_bytes
-        if length > limit:
+        if int(headers.get("Content-Length") or "0") > limit:  # h11 checked it is digits
             self._refuse(_plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                 f"body over the limit of {limit} bytes\n"))
-            return False
-        if length and (headers.get("Expect") or "").lower() == "100-continue":
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            return
+        if self.conn.they_are_waiting_for_100_continue:
+            self.transport.write(self._out(h11.InformationalResponse(
+                status_code=100, headers=[], reason=b"Continue")))
         self._request = request
         self._route = route
-        self._body_len = length
-        self._need = size + length
-        return True
 
-    def _hand_over(self, request: HttpRequest) -> None:
+    def _hand_over(self) -> None:
+        request, event = self._request, self._event
+        assert request is not None and event is not None
         self._handed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self.server.fronts.discard(self)
-        data = bytes(self._buf)
-        self._buf.clear()
+        trailing, _ = self.conn.trailing_data
+        data = _upgrade_head(event) + bytes(trailing) + bytes(self._pending)
+        self._pending.clear()
         release, self._release = self._release, None
         assert release is not None
         self.attach(self.server, self.transport, request, data, release)
@@ -291,44 +335,91 @@ class HttpFront(asyncio.Protocol):
         if isinstance(reply, HttpStream):
             self.transport.resume_reading()  # to see the client go (its bytes are not read)
             try:
-                await self._stream(reply)
+                await self._stream(request, reply)
             finally:
                 request.close()
                 if not self._closed:
+                    self._closed = True
                     self.transport.close()
             return
         self._task = None
         self.transport.resume_reading()
         self._reply(request, reply)
         if not self._closed:
-            self._parse()
+            self._pump()
 
-    def _reply(self, request: HttpRequest, reply: HttpReply) -> None:
-        request.close()
-        keep = self._keep and not self.server.stopping
-        self.transport.write(reply_bytes(reply, keep, head_only=request.method == "HEAD"))
-        if not keep:
+    def _write_reply(self, reply: HttpReply, head_only: bool, close: bool) -> None:
+        """Write `reply` through h11 (a head h11 refuses is a bug of ours: 500 instead)."""
+        body = reply.payload()
+        fixed = [("Content-Type", reply.content_type), ("Content-Length", str(len(body)))]
+        if close:
+            fixed.append(("Connection", "close"))
+        try:
+            head = _response(reply.status, reply.headers, reply.cookies, fixed)
+        except h11.LocalProtocolError:
+            log.exception("HTTP reply %s has a header h11 will not write", reply.status)
+            body = b"internal error\n"
+            head = _response(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body)))] + fixed[2:])
+        try:
+            out = self._out(head)
+            if body and not head_only:
+                out += self._out(h11.Data(data=body))
+            out += self._out(h11.EndOfMessage())
+        except h11.LocalProtocolError:  # h11 cannot answer in this state: just close
             self._closed = True
             self.transport.close()
             return
+        self.transport.write(out)
+
+    def _reply(self, request: HttpRequest, reply: HttpReply) -> None:
+        request.close()
+        close = self.server.stopping
+        self._write_reply(reply, head_only=request.method == "HEAD", close=close)
+        conn = self.conn
+        if self._closed or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+            if not self._closed:
+                self._closed = True
+                self.transport.close()
+            return
+        conn.start_next_cycle()
+        self._upgrade = False
+        self._idle = True
         self._arm(KEEPALIVE)
 
-    async def _stream(self, reply: HttpStream) -> None:
-        write = self.transport.write
-        write(_head(reply.status, reply.headers, reply.cookies, [
-            ("Transfer-Encoding", "chunked"), ("Connection", "close"),
-            ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]))
+    def _out(self, event: Any) -> bytes:
+        """The bytes of one event h11 writes."""
+        return self.conn.send(event) or b""
+
+    async def _stream(self, request: HttpRequest, reply: HttpStream) -> None:
         body = reply.body
+        write = self.transport.write
+        out = self._out
+        head_only = request.method == "HEAD"
         try:
+            head = _response(reply.status, reply.headers, reply.cookies, [
+                ("Connection", "close"), ("Cache-Control", "no-cache"),
+                ("X-Accel-Buffering", "no")])
+        except h11.LocalProtocolError:
+            log.exception("HTTP stream %s has a header h11 will not write", reply.status)
+            head = _response(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
+                ("Content-Length", "0"), ("Connection", "close")])
+            head_only = True
+        try:
+            write(out(head))
+            if head_only:
+                write(out(h11.EndOfMessage()))
+                return
             async for chunk in body:
                 if self._closed:
                     return
                 if chunk:
-                    write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                    write(out(h11.Data(data=chunk)))
                 if not self._can_write.is_set():
                     await self._can_write.wait()
             if not self._closed:
-                write(b"0\r\n\r\n")
+                write(out(h11.EndOfMessage()))
         finally:
             close = getattr(body, "aclose", None)
             if close is not None:

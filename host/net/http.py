@@ -14,14 +14,15 @@ a body of at most `limits.max_frame_bytes`, else 413) and either upgrades it to 
 - `HttpReply(status, body, headers, cookies)`: `body` is str (sent as UTF-8) or bytes;
   `headers` a dict (Content-Type defaults to UTF-8 plain text); `cookies` a list of
   `Set-Cookie` values, one header each. Sent with Content-Length; the connection is kept
-  alive (HTTP/1.1) unless the client asked to close.
+  alive (HTTP/1.1) unless the client asked to close. A header value with CR or LF is never
+  written (h11 refuses it; the client gets a 500 instead).
 - `HttpStream(status, body, headers, cookies)`: a streaming response (SSE): the head at once,
   then each bytes chunk of the async iterator `body` as it comes (chunked transfer encoding,
   written with the socket's flow control); the iterator is closed when the client goes.
 
-Gates (authentication, the Origin allow-list) read a request before its WebSocket upgrade and
-answer a refusal as an `HttpReply`; a route applies the ones it needs itself
-(`host.net.server.HostServer.refusal`). Connection limits are applied when the TCP connection
+Gates (`host.net.gates`: the Origin and Host checks, authentication) read a request before its
+WebSocket upgrade and answer a refusal as an `HttpReply`; a route applies them itself
+(`host.net.server.HostServer.refusal`), as the HTTP + SSE endpoints do. Connection limits are applied when the TCP connection
 is accepted, before any request is read (`host.net.limits.ConnectionLimiter`).
 """
 
@@ -33,7 +34,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 __all__ = ["Gate", "Headers", "HttpReply", "HttpRequest", "HttpStream", "Route", "Upgrade",
-           "get_only", "origin_gate"]
+           "get_only"]
 
 
 class Headers:
@@ -162,17 +163,3 @@ def get_only(route: Callable[[HttpRequest], Awaitable[HttpReply] | HttpReply]) -
         return route(request)
 
     return only
-
-
-def origin_gate(allowed: list[str]) -> Gate:
-    """A gate refusing (HTTP 403) a browser whose `Origin` is not in `allowed`; requests
-    without an Origin header (agents that are not browsers) always pass."""
-    allowed_set = frozenset(allowed)
-
-    def gate(up: HttpRequest) -> HttpReply | None:
-        origin = up.headers.get("Origin")
-        if origin is None or origin in allowed_set:
-            return None
-        return HttpReply(HTTPStatus.FORBIDDEN, "origin not allowed\n")
-
-    return gate

@@ -33,7 +33,8 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router
 from host.net.front import Attach, HttpFront
-from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only, origin_gate
+from host.net.gates import browser_gate
+from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only
 from host.net.limits import ConnectionLimiter, DeadlineWatch
 from host.net.pipeline import RequestHook
 from host.net.serving import ServedConnection
@@ -82,10 +83,10 @@ class HostServer:
             "/readyz": get_only(self._readyz),
         }
         self._prefixes: dict[str, Route] = {}
-        # checks of an upgrade request, in order; the first refusal is sent
-        self.gates: list[Gate] = []
-        if config.server.allowed_origins:
-            self.gates.append(origin_gate(config.server.allowed_origins))
+        # checks of an upgrade request (and of each HTTP + SSE request), in order; the first
+        # refusal is sent. The Origin and Host checks first (authentication is on when tokens
+        # are configured, fixed for the host's life); the host adds its bearer gate.
+        self.gates: list[Gate] = [browser_gate(config.server, bool(config.auth.tokens))]
         self.on_open: list[Callable[[ServedConnection], None]] = []
         # checks of each request of an open HTTP + SSE session after the gates: None lets it
         # through (and may bind the session's identity), else the refusal

@@ -3,28 +3,34 @@ equivalent of a WebSocket connection (its working tier, its `memory_id`s, its re
 served by the same request core (`host.net.pipeline`).
 
     POST   /session   -> 200 {"session_id": "..."}            open a session
-    POST   /send      X-Session-Id; body: one JSON message (text/plain), or NDJSON of several
+    POST   /send      X-Session-Id; body: one JSON message (text/plain; one JSON value, on one
+                      line or pretty-printed over several), or NDJSON (a body that is not one
+                      JSON value: each non-blank line a message)
                       -> 202 {"ok": true} at once; the replies go to the stream
     GET    /stream    X-Session-Id (or ?session_id=); Accept: text/event-stream
                       -> the SSE stream of every reply and event: `id: N` and one `data:` line
                       a message; `Last-Event-ID: N` on a reconnect resends what followed N
     DELETE /session   X-Session-Id -> 204; the session ends
 
-The same rules as on WebSocket: a bad `Authorization: Bearer` token is 401 on every endpoint
-(a valid one binds the session's agent, as at a WebSocket upgrade; one of another agent than
-the session's is 403), the Origin allow-list (403), the limits, rate and deadlines of the
-request core; a body over `limits.max_frame_bytes` is 413 (the front, before it is read).
-A session id is a secret like a bearer token: whoever holds it speaks for the session.
+The same rules as on WebSocket: the gates (`host.net.gates`: a foreign Origin or Host is 403,
+a bad `Authorization: Bearer` token 401) on every endpoint; a valid token binds the session's
+agent, as at a WebSocket upgrade (one of another agent than the session's is 403); the limits,
+rate and deadlines of the request core; a body over `limits.max_frame_bytes` is 413 (the
+front, before it is read). A session id is a secret like a bearer token: whoever holds it
+speaks for the session. Sessions are capped per IP, and with authentication on, sessions no
+token has bound yet are capped apart and short-lived (see `HttpSessions`).
 
-Replies wait in the session's buffer until a stream takes them; the ones a stream sent are
-kept (up to `limits.max_unsent_bytes`) until a reconnect's `Last-Event-ID` shows them
-received, so a stream that drops and comes back loses nothing. A reconnect without
-`Last-Event-ID` (the SDK's) goes on after the last event written to a stream. While no stream
-is open, more than `limits.max_unsent_bytes` of unsent replies closes the session; while one
-is open and slow, the request core holds further replies (backpressure: `POST /send` then
-waits, up to `limits.request_timeout`, and answers 503 if the session still cannot take more).
-A session with no stream open and no send for `server.session_idle_timeout` seconds ends, and
-its working tier is gone, as on a WebSocket disconnect.
+Replies wait in the session's buffer until a stream takes them (at most
+`limits.max_unsent_bytes`); the ones a stream sent are kept (at most
+`limits.max_replay_bytes`, oldest dropped first) until a reconnect's `Last-Event-ID` shows them
+received, so a stream that drops and comes back loses nothing it could not have read. A
+reconnect without `Last-Event-ID` (the SDK's) goes on after the last event written to a
+stream. While no stream is open, more than `limits.max_unsent_bytes` of unsent replies closes
+the session; while one is open and slow, the request core holds further replies
+(backpressure: `POST /send` then waits, up to `limits.request_timeout`, and answers 503 if the
+session still cannot take more). A session with no stream open and no send for
+`server.session_idle_timeout` seconds ends, and its working tier is gone, as on a WebSocket
+disconnect.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import json
 import logging
 import secrets
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
@@ -46,7 +52,7 @@ from host.net.pipeline import Pipeline, Served
 if TYPE_CHECKING:
     from host.net.serving import Server as HostServer
 
-__all__ = ["HttpSession", "HttpSessions"]
+__all__ = ["HttpSession", "HttpSessions", "messages_of"]
 
 log = logging.getLogger("a2e_host.http_sessions")
 _perf = time.perf_counter
@@ -59,10 +65,29 @@ def _json(status: HTTPStatus, body: object) -> HttpReply:
 
 
 _ACCEPTED = HttpReply(HTTPStatus.ACCEPTED, '{"ok": true}', dict(_JSON))
+_BATCH = 64 * 1024  # bytes of events a stream writes in one chunk
+
+
+def messages_of(body: str) -> list[str]:
+    """The messages of one `POST /send` body: the whole body when it is one JSON value (even
+    over several lines, pretty-printed), else each non-blank line (NDJSON)."""
+    if "\n" not in body:
+        return [body]
+    try:
+        json.loads(body)
+    except ValueError:
+        return [line for line in body.split("\n") if line.strip()]
+    return [body.strip()]
 
 
 class HttpSession(Served):
-    """One HTTP + SSE session: a pipeline whose replies go to a buffer that streams read."""
+    """One HTTP + SSE session: a pipeline whose replies go to a buffer that streams read.
+
+    Two queues of events, each with a running byte total, so an event costs the same however
+    many are kept: `_unsent` (not yet written to a stream, at most `limits.max_unsent_bytes`)
+    and `_sent` (written, kept for a reconnect's `Last-Event-ID`, at most
+    `limits.max_replay_bytes`, the oldest dropped first). Event ids are consecutive, so an id
+    is found by its position in `_sent`, never by a scan."""
 
     kind = "http"
 
@@ -71,15 +96,17 @@ class HttpSession(Served):
         self.sessions = sessions
         self.session_id = session_id
         self.upgrade = request
+        self.ip = request.remote[0] if request.remote else ""
         self.limits = server.config.limits
         self.ctx = ConnectionContext(conn_id=server.next_conn_id("h"),
                                      remote=request.remote_text)
         self.pipeline = Pipeline(server.router, self.ctx, self.limits, self,
                                  on_request=server.on_request, step=server.step_in_callback)
-        self._events: deque[tuple[int, bytes]] = deque()  # not yet known to be received
-        self._kept = 0  # bytes of `_events`
+        self._unsent: deque[tuple[int, bytes]] = deque()  # not yet written to a stream
+        self._unsent_bytes = 0
+        self._sent: deque[tuple[int, bytes]] = deque()  # written; kept for a Last-Event-ID
+        self._sent_bytes = 0
         self._next = 1  # the id of the next event
-        self._written = 0  # the last id written to a stream
         self._wake = asyncio.Event()
         self._readable = asyncio.Event()
         self._readable.set()
@@ -88,7 +115,8 @@ class HttpSession(Served):
         self._gone = asyncio.Event()
         self._beating = False  # the heartbeat woke the stream
         self.closed = False
-        self.touched = _perf()
+        self.unbound = False  # authentication on and no token has bound the session yet
+        self.opened_at = self.touched = _perf()
 
     # -- the pipeline's sink --------------------------------------------------------------------
 
@@ -96,11 +124,19 @@ class HttpSession(Served):
         """Buffer one reply for the stream."""
         if self.closed:
             return
-        self._events.append((self._next, data))
+        if self.unbound and self.ctx.identity is not None:  # the handshake's token bound it
+            self.sessions.bound(self)
+        self._unsent.append((self._next, data))
         self._next += 1
-        self._kept += len(data)
+        self._unsent_bytes += len(data)
         self._wake.set()
-        self._trim()
+        if self._unsent_bytes > self.limits.max_unsent_bytes:
+            if not self._stream:
+                log.warning("session %s: %d bytes of replies and no stream to read them;"
+                            " closed", self.ctx.conn_id, self._unsent_bytes)
+                self.end()
+            else:
+                self.pipeline.pause_writing()
 
     def set_reading(self, reading: bool) -> None:
         """The request core can take more (True) or not (False)."""
@@ -109,25 +145,24 @@ class HttpSession(Served):
         else:
             self._readable.clear()
 
-    def _unsent(self) -> int:
-        return sum(len(d) for i, d in self._events if i > self._written)
+    def _keep(self, event: tuple[int, bytes]) -> None:
+        """`event` was written to a stream: keep it for a reconnect, within the bound."""
+        sent = self._sent
+        sent.append(event)
+        self._sent_bytes += len(event[1])
+        most = self.limits.max_replay_bytes
+        while self._sent_bytes > most and sent:
+            self._sent_bytes -= len(sent.popleft()[1])
 
-    def _trim(self) -> None:
-        """Keep the buffer within `max_unsent_bytes`: drop the oldest events already written
-        to a stream, then (no stream open) close the session, or (a stream is slow) hold the
-        request core's replies."""
-        most = self.limits.max_unsent_bytes
-        events = self._events
-        while self._kept > most and events and events[0][0] <= self._written:
-            self._kept -= len(events.popleft()[1])
-        if self._kept <= most:
-            return
-        if not self._stream:
-            log.warning("session %s: %d bytes of replies and no stream to read them; closed",
-                        self.ctx.conn_id, self._kept)
-            self.end()
-        else:
-            self.pipeline.pause_writing()
+    @property
+    def unsent_bytes(self) -> int:
+        """Bytes of events no stream has written yet."""
+        return self._unsent_bytes
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of events held: unsent, and sent but kept for a reconnect."""
+        return self._unsent_bytes + self._sent_bytes
 
     # -- the stream -----------------------------------------------------------------------------
 
@@ -137,27 +172,23 @@ class HttpSession(Served):
         me = self._stream = self._streams
         self._wake.set()  # a stream before this one ends
         if last_id is not None:
-            self._ack(last_id)
-            pos = last_id
-        else:
-            pos = self._written
+            self._replay(last_id)
+        unsent = self._unsent
         try:
             yield b"retry: 1000\n\n"
             while not self.closed and self._stream == me:
-                sent = False
-                for i, data in list(self._events):
-                    if i <= pos:
-                        continue
-                    yield b"id: %d\ndata: %b\n\n" % (i, data)
-                    pos = i
-                    self._written = max(self._written, i)
-                    sent = True
-                    if self._stream != me:
-                        return
-                if sent:
-                    self._trim()
-                    if self._unsent() <= self.limits.max_unsent_bytes // 2:
+                if unsent:
+                    parts: list[bytes] = []
+                    size = 0
+                    while unsent and size < _BATCH:
+                        event = unsent.popleft()
+                        self._unsent_bytes -= len(event[1])
+                        parts.append(b"id: %d\ndata: %b\n\n" % event)
+                        size += len(event[1])
+                        self._keep(event)
+                    if self._unsent_bytes <= self.limits.max_unsent_bytes // 2:
                         self.pipeline.resume_writing()
+                    yield b"".join(parts)
                     continue
                 self._wake.clear()
                 if self.closed:
@@ -179,15 +210,23 @@ class HttpSession(Served):
         self._beating = True
         self._wake.set()
 
-    def _ack(self, last_id: int) -> None:
-        """The client has every event up to `last_id`: they need not be kept."""
-        events = self._events
-        if events and events[0][0] > last_id + 1:
+    def _replay(self, last_id: int) -> None:
+        """A reconnect with `Last-Event-ID: last_id`: the client has every event up to it; the
+        kept ones after it are sent again (before the unsent ones)."""
+        sent = self._sent
+        first = sent[0][0] if sent else (self._unsent[0][0] if self._unsent else self._next)
+        if last_id + 1 < first:
             log.warning("session %s: Last-Event-ID %d is older than the kept events (%d on)",
-                        self.ctx.conn_id, last_id, events[0][0])
-        while events and events[0][0] <= last_id:
-            self._kept -= len(events.popleft()[1])
-        self._written = max(self._written, min(last_id, self._next - 1))
+                        self.ctx.conn_id, last_id, first)
+        while sent and sent[-1][0] > last_id:  # newest first, to the front of the unsent
+            event = sent.pop()
+            self._sent_bytes -= len(event[1])
+            self._unsent.appendleft(event)
+            self._unsent_bytes += len(event[1])
+        while sent:  # acknowledged: not kept
+            self._sent_bytes -= len(sent.popleft()[1])
+        if self._unsent_bytes > self.limits.max_unsent_bytes:
+            self.pipeline.pause_writing()
 
     # -- messages in ----------------------------------------------------------------------------
 
@@ -198,7 +237,7 @@ class HttpSession(Served):
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return HttpReply(HTTPStatus.BAD_REQUEST, "the body is not UTF-8\n")
-        lines = [line for line in text.split("\n") if line.strip()] if "\n" in text else [text]
+        lines = messages_of(text)
         if not self._readable.is_set():
             return self._receive_later(lines)
         return self._take(lines)
@@ -224,10 +263,21 @@ class HttpSession(Served):
     # -- the server's side ----------------------------------------------------------------------
 
     def expire(self, now: float, timeout: float) -> None:
-        """The request deadline, and the end of an idle session."""
+        """The request deadline, the end of an idle session, and of one no token bound in
+        time."""
         self.pipeline.expire(now, timeout)
-        idle = self.sessions.server.config.server.session_idle_timeout
-        if not self._stream and now - self.touched > idle and not self.closed:
+        if self.closed:
+            return
+        srv = self.sessions.server.config.server
+        if self.unbound:
+            if self.ctx.identity is not None:
+                self.sessions.bound(self)
+            elif now - self.opened_at > srv.unbound_session_timeout:
+                log.info("session %s: no token within %.0f s; closed", self.ctx.conn_id,
+                         srv.unbound_session_timeout)
+                self.end()
+                return
+        if not self._stream and now - self.touched > srv.session_idle_timeout:
             log.info("session %s idle for %.0f s; closed", self.ctx.conn_id, now - self.touched)
             self.end()
 
@@ -259,11 +309,26 @@ class HttpSession(Served):
 
 
 class HttpSessions:
-    """The HTTP + SSE endpoints of a server and its open sessions."""
+    """The HTTP + SSE endpoints of a server and its open sessions.
+
+    Sessions are counted per IP (at most `limits.max_connections_per_ip`, as TCP connections
+    are). With authentication on, a session opened without a valid token (the SDK's
+    `POST /session` carries none) is *unbound* until a token binds it, at `POST /session`
+    (`Authorization`), at a later request's `Authorization` or by the handshake's
+    `auth_token`: unbound sessions are capped per IP (`limits.max_unbound_sessions_per_ip`)
+    and end after `server.unbound_session_timeout`; when every session slot
+    (`limits.max_connections`) is taken, a `POST /session` with a valid token ends the oldest
+    unbound session to make room, so a flood of sessions without tokens cannot lock out an
+    agent that has one."""
 
     def __init__(self, server: HostServer) -> None:
         self.server = server
+        self.auth_on = bool(server.config.auth.tokens)  # fixed for the host's life
         self.open: dict[str, HttpSession] = {}
+        self.per_ip: Counter[str] = Counter()
+        self.unbound: dict[str, HttpSession] = {}  # oldest first
+        self.unbound_per_ip: Counter[str] = Counter()
+        self.refused = 0
         server.add_route("/session", self._session)
         server.add_route("/send", self._send)
         server.add_route("/stream", self._stream)
@@ -272,7 +337,16 @@ class HttpSessions:
         """A session closed: forget it."""
         if self.open.get(session.session_id) is session:
             del self.open[session.session_id]
+            _drop(self.per_ip, session.ip)
+        self.bound(session)
         self.server.closed(session)
+
+    def bound(self, session: HttpSession) -> None:
+        """`session` is no longer unbound (a token bound it, or it ended)."""
+        if session.unbound:
+            session.unbound = False
+            if self.unbound.pop(session.session_id, None) is session:
+                _drop(self.unbound_per_ip, session.ip)
 
     def _check(self, request: HttpRequest, method: str) -> HttpSession | HttpReply:
         """The session of a request: the gates, the method, its `X-Session-Id`, its identity;
@@ -292,7 +366,16 @@ class HttpSessions:
             refusal = check(session.ctx, request)
             if refusal is not None:
                 return refusal
+        if session.unbound and session.ctx.identity is not None:
+            self.bound(session)
         return session
+
+    def _refused(self, status: HTTPStatus, text: str, ip: str) -> HttpReply:
+        self.refused += 1
+        if self.refused % 1000 == 1:  # a flood logs a line a thousand refusals
+            log.warning("refused a session from %s: %s (%d open, %d refused)", ip,
+                        text.strip(), len(self.open), self.refused)
+        return HttpReply(status, text)
 
     def _session(self, request: HttpRequest) -> HttpReply:
         if request.method == "DELETE":
@@ -309,12 +392,32 @@ class HttpSessions:
                              {"Allow": "POST, DELETE"})
         if self.server.stopping:
             return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "host shutting down\n")
-        if len(self.open) >= self.server.config.limits.max_connections:
-            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "too many sessions\n")
+        limits = self.server.config.limits
+        ip = request.remote[0] if request.remote else ""
+        # the bearer gate passed: an Authorization header here holds a valid token
+        bound = self.auth_on and request.headers.get("Authorization") is not None
+        unbound = self.auth_on and not bound
+        if self.per_ip[ip] >= limits.max_connections_per_ip:
+            return self._refused(HTTPStatus.TOO_MANY_REQUESTS, "too many sessions from here\n", ip)
+        if unbound and self.unbound_per_ip[ip] >= limits.max_unbound_sessions_per_ip:
+            return self._refused(HTTPStatus.TOO_MANY_REQUESTS,
+                                 "too many sessions without a token from here\n", ip)
+        if len(self.open) >= limits.max_connections:
+            if not (bound and self.unbound):
+                return self._refused(HTTPStatus.SERVICE_UNAVAILABLE, "too many sessions\n", ip)
+            oldest = next(iter(self.unbound.values()))
+            log.info("session %s without a token ended to make room for one with a token",
+                     oldest.ctx.conn_id)
+            oldest.end()
         sid = secrets.token_urlsafe(24)
         session = HttpSession(self, sid, request)
         self.open[sid] = session
-        self.server.opened(session)
+        self.per_ip[ip] += 1
+        self.server.opened(session)  # binds the token of an Authorization header
+        if self.auth_on and session.ctx.identity is None:
+            session.unbound = True
+            self.unbound[sid] = session
+            self.unbound_per_ip[ip] += 1
         return _json(HTTPStatus.OK, {"session_id": sid})
 
     def _send(self, request: HttpRequest) -> HttpReply | Awaitable[HttpReply]:
@@ -326,9 +429,13 @@ class HttpSessions:
         if not isinstance(found, HttpSession):
             return found
         last = request.headers.get("Last-Event-ID")
-        try:
-            last_id = int(last) if last else None
-        except ValueError:
+        if last and not (last.isascii() and last.isdigit() and len(last) < 20):
             return HttpReply(HTTPStatus.BAD_REQUEST, "Last-Event-ID is not an event id\n")
-        return HttpStream(HTTPStatus.OK, found.events(last_id),
+        return HttpStream(HTTPStatus.OK, found.events(int(last) if last else None),
                           {"Content-Type": "text/event-stream; charset=utf-8"})
+
+
+def _drop(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]

@@ -115,9 +115,14 @@ def _text(req: Request, name: str) -> str:
 
 
 def _back(text: str, ns: str) -> str:
-    """A return address inside the browser (anything else: the namespace's entries)."""
-    if text.startswith(PREFIX + "/") and not text.startswith("//") and "\\" not in text:
-        return text
+    """A return address inside the browser: a same-origin path under /ui without control
+    characters (CR LF would end the Location header), non-ASCII percent-encoded; anything
+    else: the namespace's entries."""
+    from urllib.parse import quote
+
+    if text.startswith(PREFIX + "/") and "\\" not in text \
+            and not any(c < " " or c == "\x7f" for c in text):
+        return quote(text, safe="/?&=%:+,;@._~!$'()*-")
     return f"{PREFIX}/entries?ns={_quote(ns)}"
 
 
