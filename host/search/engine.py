@@ -19,9 +19,10 @@ A query search (see docs/search.md):
    would have in the store's index (`host.text.bm25`), joining the candidates;
 5. the entries written just before and after the best `neighbour_hits` candidates (same tier
    and owner, readable) join the candidates;
-6. BM25 and exact similarity of every candidate fused (`host.search.fusion`) into `relevance`;
-   a neighbour of a candidate that stands out ranks at least `neighbour_weight` ** distance of
-   that candidate's fused z-score (a reply written right after a matching question).
+6. every candidate scored by `host.search.ranking`: its `relevance` from the pair (query,
+   entry) alone, its order (`fused`) from that and how far it stands out among the
+   candidates; a neighbour of a candidate that stands out and matches (`neighbour_min`) orders
+   at least `neighbour_weight` ** distance of that candidate's order, keeping its own relevance.
 
 A store that searches vectors itself (`host.store.base.VectorSearch`: PostgreSQL with pgvector,
 shared by several hosts) keeps no vectors in this process: its worker is a `SharedWorker`,
@@ -34,14 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from host.search import ranking
 from host.search.embed import Embedder
-from host.search.fusion import CALIBRATIONS, calibrated, fuse
 from host.search.queries import QueryVectors
 from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, group_of
 from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
@@ -49,29 +49,17 @@ from host.store.base import Query, Scope, StoredEntry, VectorSearch, owner_for
 from host.text.bm25 import Analysis, Bm25Stats, bm25
 from host.text.keyword import query_terms
 
+if TYPE_CHECKING:
+    from host.config import SearchConfig
+
 __all__ = ["KeywordStats", "SearchEngine", "StoreVectors", "VectorStore", "WorkingEntries"]
 
 log = logging.getLogger("a2e_host.search")
 
-# Texts on unrelated subjects: the similarity of these queries to these documents is what
-# "no relation" looks like for an embedder, the prior for memories too small to tell.
-_CALIBRATION_DOCS = (
-    "The meeting was moved to Thursday at three.", "She planted tomatoes in the garden.",
-    "The invoice total is 420 euros.", "Our cat sleeps on the windowsill.",
-    "The train to Lyon leaves from platform 4.", "He is allergic to peanuts.",
-    "The database backup runs every night at 2 am.", "They hiked up the mountain on Sunday.",
-    "The recipe needs two cups of flour.", "My sister plays the violin.",
-    "The river flooded the old bridge.", "We watched a documentary about whales.",
-    "The lease ends in September.", "Paint the fence before the rain.",
-    "The user prefers dark mode.", "Grandpa told stories about the war.",
-)
-_CALIBRATION_QUERIES = (
-    "What is the capital of Peru?", "How do I reset my password?",
-    "Which football team won yesterday?", "When is the dentist appointment?",
-    "What does the error log say?", "Who wrote this poem?",
-)
 _PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a query
-_PRIORS: dict[str, tuple[float, float]] = {}  # embedder name -> (mean, max) unrelated similarity
+# embedder name -> (highest similarity of unrelated queries and texts, the unit vectors of
+# `ranking.REFERENCE_TEXTS`)
+_PRIORS: dict[str, tuple[float, np.ndarray]] = {}
 
 
 @runtime_checkable
@@ -125,7 +113,7 @@ class SearchEngine:
     """
 
     def __init__(
-        self, store: Any, embedder: Embedder | None, cfg: Any,
+        self, store: Any, embedder: Embedder | None, cfg: SearchConfig,
         busy: Callable[[], bool] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
@@ -136,7 +124,7 @@ class SearchEngine:
         # what the store offers, checked once (a runtime Protocol check inspects every method)
         self._fetches = self.shared or isinstance(store, VectorStore)
         self._bm25 = isinstance(store, KeywordStats)
-        self._prior: asyncio.Future[tuple[float, float]] | None = None
+        self._prior: asyncio.Future[tuple[float, np.ndarray]] | None = None
         self._busy = busy or (lambda: False)
         self._on_batch = on_batch
         self.use_embedder(embedder)
@@ -147,8 +135,10 @@ class SearchEngine:
         cfg, store = self.cfg, self.store
         self.embedder = embedder if self._fetches else None
         kind = kind or (cfg.embedder if self.embedder is not None else "none")
-        # relevance weights: the configured ones, else those fitted for this embedder, else none
-        self.calibration: list[float] = list(cfg.calibration) or CALIBRATIONS.get(kind, [])
+        # pair relevance weights: the configured ones, else those fitted for this embedder,
+        # else none (relevance is then the order's logistic, see host.search.ranking)
+        self.calibration: list[float] = (list(cfg.calibration)
+                                         or ranking.CALIBRATIONS.get(kind, []))
         self.index = (VectorIndexes(self.embedder.dim)
                       if self.embedder is not None and not self.shared else None)
         self.worker: EmbeddingWorker | None = None
@@ -216,15 +206,15 @@ class SearchEngine:
         `search(ticket=...)`), 0 without an embedder."""
         return self.worker.wrote() if self.worker is not None else 0
 
-    async def _calibrate(self) -> tuple[float, float]:
+    async def _calibrate(self) -> tuple[float, np.ndarray]:
         assert self.embedder is not None and self.queries is not None
         cached = _PRIORS.get(self.embedder.name)
         if cached is None:
             emb = self.embedder
-            docs = await self.queries.embed_now(emb.embed, list(_CALIBRATION_DOCS))
-            qs = await self.queries.embed_now(emb.embed_queries, list(_CALIBRATION_QUERIES))
-            sims = qs @ docs.T
-            cached = _PRIORS[emb.name] = (float(sims.mean()), float(sims.max()))
+            docs = await self.queries.embed_now(emb.embed, list(ranking.REFERENCE_TEXTS))
+            qs = await self.queries.embed_now(emb.embed_queries,
+                                              list(ranking.REFERENCE_QUERIES))
+            cached = _PRIORS[emb.name] = (float((qs @ docs.T).max()), docs.astype(np.float64))
         return cached
 
     async def embed_pending(self) -> int:
@@ -255,8 +245,9 @@ class SearchEngine:
         self, scope: Scope, q: Query, text: str, now: float, candidates: int,
         working: WorkingEntries | None = None, ticket: int = 0, conn: str = "",
     ) -> list[StoredEntry]:
-        """Candidates for `text` that `q` lets `scope` read, each with its fused `relevance`
-        in (0, 1); unordered, `limit` is the caller's.
+        """Candidates for `text` that `q` lets `scope` read, each with its `relevance` in (0, 1)
+        (of the pair query/entry alone) and its order `fused` (`host.search.ranking`);
+        unordered, `limit` is the caller's.
 
         `working` (the session's working tier, when the query reads it) adds its entries that
         match `q`'s keys and tags and share a term with the query: each scored with the BM25 it
@@ -302,48 +293,55 @@ class SearchEngine:
             return kw + own
         own = await self._working(scope, q, words, now, working)
         if qv_future is None or (index is None and not self.shared):
-            return await self._fused(scope, q, now, kw, np.full(len(kw), np.nan), own, None, None)
+            return await self._fused(scope, q, now, words, kw, np.full(len(kw), np.nan), own,
+                                     None, None)
         qv = await qv_future
         if self.shared:  # the store ranks, within visibility, in its own query
             index = await self._shared_vectors(scope, q, qv, now, [e.id for e in kw])
         assert index is not None
         hits = await self._nearest(scope, q, qv, now, index)
         seen = {e.id for e in kw}
-        extra = [int(i) for i in self._standouts(hits, await self._background_prior())
-                 if int(i) not in seen]
+        prior, docs = await self._background_prior()
+        ref = float((docs @ qv.astype(np.float64)).mean())  # the pair relevance's `reference`
+        extra = [int(i) for i in self._standouts(hits, prior, ref) if int(i) not in seen]
         found = await self.store.fetch(scope, q, extra, now) if extra else []
         stored = kw + found
         sims = await self._similarity(index, qv, [e.id for e in stored])
-        return await self._fused(scope, q, now, stored, sims, own, qv, index)
+        return await self._fused(scope, q, now, words, stored, sims, own, qv, index, ref)
 
     async def _fused(
-        self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
-        own: list[StoredEntry], qv: np.ndarray | None, index: Any,
+        self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
+        sims: np.ndarray, own: list[StoredEntry], qv: np.ndarray | None, index: Any,
+        ref: float = 0.0,
     ) -> list[StoredEntry]:
         """The stored candidates (`sims`: their similarities), their neighbours when the store
-        can fetch them (`_neighbours`), and the working entries `own`, with fused relevance."""
+        can fetch them (`_neighbours`), and the working entries `own`, scored for the query
+        `text` (`host.search.ranking.score`; `ref`: the query's reference similarity)."""
         links: dict[int, tuple[int, int]] = {}
         added = 0
         if self.cfg.neighbour_hits > 0 and stored and self._fetches:
             stored, sims, links, added = await self._neighbours(
-                scope, q, now, stored, sims, qv, index)
-        return _with_relevance(stored + own, np.concatenate([sims, np.full(len(own), np.nan)]),
-                               self.cfg, links, len(stored) - added, added, self.calibration)
+                scope, q, now, text, stored, sims, qv, index, ref)
+        return ranking.score(stored + own, text,
+                             np.concatenate([sims, np.full(len(own), np.nan)]), self.cfg,
+                             self.calibration, ref, links, len(stored) - added, added)
 
     async def _neighbours(
-        self, scope: Scope, q: Query, now: float, stored: list[StoredEntry], sims: np.ndarray,
-        qv: np.ndarray | None, index: Any,
+        self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
+        sims: np.ndarray, qv: np.ndarray | None, index: Any, ref: float = 0.0,
     ) -> tuple[list[StoredEntry], np.ndarray, dict[int, tuple[int, int]], int]:
         """Append the entries written just before and after the best candidates (row ids within
         `neighbour_span`, same tier and owner, readable under `q`) to the candidates; also the
-        links {neighbour id: (candidate id, distance)} (see `_with_relevance`) and how many
-        entries were appended."""
+        links {neighbour id: (candidate id, distance)} (see `host.search.ranking.score`) and
+        how many entries were appended."""
         cfg = self.cfg
-        first = fuse(np.array([e.keyword or 0.0 for e in stored]), sims,
-                     cfg.keyword_weight, cfg.vector_weight)
+        first, rel, _z = ranking.orders(stored, text, sims, cfg, self.calibration, ref)
+        first = np.where(rel >= cfg.neighbour_min, first, -np.inf)  # who may lift neighbours
         by_id = {e.id: e for e in stored}
         wanted: dict[int, tuple[StoredEntry, int]] = {}
         for j in np.argsort(-first)[: cfg.neighbour_hits]:
+            if not np.isfinite(first[j]):
+                break
             hit = stored[int(j)]
             assert hit.id is not None
             for d in range(1, cfg.neighbour_span + 1):
@@ -433,20 +431,22 @@ class SearchEngine:
             return text
         return " ".join(query_terms(text[: limit * 64])[:limit])
 
-    async def _background_prior(self) -> tuple[float, float]:
+    async def _background_prior(self) -> tuple[float, np.ndarray]:
         if self._prior is None:
             self._prior = asyncio.ensure_future(self._calibrate())
         return await asyncio.shield(self._prior)
 
-    def _standouts(self, hits: Hits, prior: tuple[float, float]) -> np.ndarray:
+    def _standouts(self, hits: Hits, prior: float, ref: float) -> np.ndarray:
         """The hit ids whose similarity passes the match threshold: `vector_min_z` standard
         deviations above the query's mean similarity to the memory it may read, blended (as
-        `_PRIOR_WEIGHT` rows) with the highest similarity unrelated texts reach, so that in a
-        memory of a few entries only a clear paraphrase counts."""
+        `_PRIOR_WEIGHT` rows) with the highest similarity unrelated texts reach (`prior`), so
+        that in a memory of a few entries only a clear paraphrase counts; and, in any memory,
+        those whose cosine alone gives relevance 0.5 (`ref`: the query's reference similarity)."""
         n = float(hits.allowed)
         scope = hits.mean + self.cfg.vector_min_z * hits.std
-        threshold = (n * scope + _PRIOR_WEIGHT * prior[1]) / (n + _PRIOR_WEIGHT)
-        return hits.ids[hits.similarities >= threshold]
+        threshold = (n * scope + _PRIOR_WEIGHT * prior) / (n + _PRIOR_WEIGHT)
+        half = ranking.cosine_at_half(self.calibration, ref)
+        return hits.ids[(hits.similarities >= threshold) | (hits.similarities >= half)]
 
 
 def _retrieved(fut: asyncio.Future[Any]) -> None:
@@ -470,51 +470,3 @@ class StoreVectors:
         """Similarity of the query to each of `ids` as the store answered it (among the nearest,
         or asked by `SearchEngine._similarity`); NaN for an id without a vector or not asked."""
         return np.array([self.known.get(int(i), np.nan) for i in ids], dtype=np.float64)
-
-
-def _with_relevance(
-    entries: list[StoredEntry], sims: np.ndarray, cfg: Any,
-    links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
-    calibration: Sequence[float] = (),
-) -> list[StoredEntry]:
-    """Set each entry's fused relevance from its `keyword` (BM25, None as 0) and `sims`
-    (kept as its `similarity`, None for NaN).
-
-    With `links` ({neighbour id: (candidate id, distance)}): the `added` entries after the
-    first `first` are neighbours brought in, scored on the scale of the other candidates (they
-    do not move the mean and deviation), and a neighbour of a candidate that stands out (fused
-    z > 0) takes the larger of its own fused z and the candidate's times `neighbour_weight` **
-    distance: the turn that answers a matching question, written next to it, ranks near it."""
-    if not entries:
-        return entries
-    keyword = np.array([e.keyword or 0.0 for e in entries])
-    basis = None
-    if added:
-        basis = np.ones(len(entries), dtype=bool)
-        basis[first:first + added] = False
-    rel = fuse(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
-    similarity = np.asarray(sims, dtype=np.float64)
-    if links:
-        z = np.log(np.clip(rel, 1e-12, None) / np.clip(1.0 - rel, 1e-12, None))
-        pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
-        lifted = z.copy()
-        for n, (h, d) in links.items():
-            jn, jh = pos.get(n), pos.get(h)
-            if jn is not None and jh is not None and z[jh] > 0:
-                lifted[jn] = max(lifted[jn], z[jh] * cfg.neighbour_weight ** d)
-        rel = 1.0 / (1.0 + np.exp(-lifted))
-        # a neighbour brought in that no standing-out candidate lifted is no match
-        keep = np.ones(len(entries), dtype=bool)
-        keep[first:first + added] = lifted[first:first + added] > z[first:first + added]
-        entries = [e for e, k in zip(entries, keep.tolist(), strict=True) if k]
-        rel = rel[keep]
-        keyword, sims, similarity = keyword[keep], sims[keep], similarity[keep]
-    fused = rel
-    if calibration:
-        rel = calibrated(rel, sims, keyword, calibration)
-    for e, r, f, v in zip(entries, rel.tolist(), fused.tolist(), similarity.tolist(),
-                          strict=True):
-        e.relevance = r
-        e.fused = f
-        e.similarity = v if math.isfinite(v) else None  # a score part the memory browser shows
-    return entries

@@ -84,8 +84,8 @@ def rank_matches(
     """The candidates that match (relevance > 0 and >= `min_score`), each with its combined
     score, best first: the order of a `memory/retrieve` with a query."""
     ranked = [
-        # ordered on the fused relevance when the search set one (how far the candidate
-        # stands out among the query's), filtered on the calibrated `relevance` it reports
+        # ordered on the search's order when it set one (`fused`: the pair's relevance and how
+        # far the candidate stands out among the query's), filtered on the pair's `relevance`
         (combined_score(_ranking(e), e.score, e.updated_at, now, w), e)
         for e in candidates
         if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
@@ -96,8 +96,8 @@ def rank_matches(
 
 @dataclass(frozen=True, slots=True)
 class ScoreParts:
-    """Why a match ranked where it did: `relevance` (the calibrated match the reply reports),
-    `fused` (keyword and vector fused among the query's candidates, see `host.search.fusion`:
+    """Why a match ranked where it did: `relevance` (of the pair query/entry alone: what the
+    reply reports), `fused` (its order among the query's candidates, see `host.search.ranking`:
     the relevance term of `combined`, the same as `relevance` when the search set none), its
     inputs `keyword` (BM25, None when the store has none) and `vector` (cosine similarity,
     None without a vector yet), and the other two terms of `combined`: `importance` (the

@@ -118,10 +118,10 @@ class StoredEntry:
     updated_at: float
     relevance: float | None = None
     id: int | None = None  # the backend's row id, set by query searches (vector index key)
-    keyword: float | None = None  # BM25 of a query search, higher is better (host.search.fusion)
+    keyword: float | None = None  # BM25 of a query search, higher is better (host.search.ranking)
     similarity: float | None = None  # cosine to the query's vector in a query search (None: none)
-    # the fused relevance among the query's candidates (ranks; `relevance` is the calibrated
-    # probability that min_score filters and replies carry), set by a query search
+    # the order among the query's candidates, in (0, 1) (ranks; `relevance` is of the pair
+    # query/entry alone: what min_score filters and replies carry), set by a query search
     fused: float | None = None
 
 

@@ -1,7 +1,7 @@
 """Okapi BM25 of a text that is not in the keyword index, on the index's own scale.
 
 The working tier lives in process memory, outside the store's keyword index; to rank its entries
-against stored ones with the same fusion (`host.search.fusion`), each working entry gets the
+against stored ones with the same fusion (`host.search.ranking`), each working entry gets the
 BM25 it would have if it were a row of that index: the index's statistics (rows, average row
 length, rows holding each query term) and the index's own analysis of the text (its tokeniser
 and stemmer, so "running" counts for the query term "run" exactly as in SQL). The formula is

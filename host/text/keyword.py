@@ -16,14 +16,27 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["STOP_WORDS", "tokens", "query_terms", "coverage", "fts_match_expression"]
+__all__ = ["COMMON_WORDS", "STOP_WORDS", "coverage", "fts_match_expression", "pair_coverage",
+           "query_terms", "stem", "term_weights", "tokens"]
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
+# The pieces the tokeniser splits off possessives and contractions ("user's" -> "user", "s";
+# "don't" -> "don", "t") are stop words too: "What's the weather?" does not match "The user's
+# laptop" on "s".
 STOP_WORDS: frozenset[str] = frozenset(
     """a an and are as at be but by did do does for from had has have he her his how i in is it
     its me my of on or our she so that the their them they this to was we were what when where
-    which who whom why will with you your""".split()
+    which who whom why will with you your am been being any some there can could would should
+    about into if than then also just very s t d m ll re ve don doesn didn isn aren wasn""".split()
+)
+
+# Words of questions that say little about what is asked ("What do I need to get?"): a term
+# among them counts a third in `term_weights`. A fixed list, the same for every namespace.
+COMMON_WORDS: frozenset[str] = frozenset(
+    """get got need want like know go going make take use thing things time day days good new
+    much many more one first last next every other still really well way back see look say said
+    tell told think feel ever often usual usually kind sort lot place people""".split()
 )
 
 
@@ -53,6 +66,45 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
         return 0.0
     present = set(tokens(text))
     return sum(1 for t in terms if t in present) / len(terms)
+
+
+def stem(token: str) -> str:
+    """A light English stem of a token (plurals, -ing, -ed), the same for query and entry:
+    "lives" and "live", "lessons" and "lesson" meet. Numbers and short tokens stay as they are."""
+    n = len(token)
+    if n <= 3 or not token.isalpha():
+        return token
+    if token.endswith("ies") and n > 4:
+        return token[:-3] + "y"
+    if token.endswith("sses"):
+        return token[:-2]
+    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        token = token[:-1]
+    elif token.endswith("ing") and n > 5:
+        token = token[:-3]
+    elif token.endswith("ed") and n > 4:
+        token = token[:-2]
+    return token[:-1] if token.endswith("e") and len(token) > 3 else token
+
+
+def term_weights(query: str) -> dict[str, float]:
+    """The stemmed content terms of a query (stop words out) with their weight in
+    `pair_coverage`: 1, or a third for a `COMMON_WORDS` term. Empty when the query has none."""
+    out: dict[str, float] = {}
+    for t in dict.fromkeys(tokens(query)):
+        if t not in STOP_WORDS:
+            out.setdefault(stem(t), 1.0 / 3.0 if t in COMMON_WORDS else 1.0)
+    return out
+
+
+def pair_coverage(weights: dict[str, float], text: str) -> float:
+    """The weighted share of a query's `term_weights` that `text` contains (stemmed alike), in
+    [0, 1]: a property of the two texts alone, whatever else a memory holds."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    present = {stem(t) for t in tokens(text)}
+    return sum(w for t, w in weights.items() if t in present) / total
 
 
 def fts_match_expression(terms: tuple[str, ...]) -> str:

