@@ -1,0 +1,373 @@
+"""Hostile clients on the HTTP side of the host's port, against a real host.
+
+    python scripts/attack_host.py [--only http|streams] [--transport websockets|picows]
+                                  [--sessions 10000] [--events 108000] [--json]
+
+It starts `a2e-host serve` in subprocesses (fresh SQLite files in a temporary folder), runs
+each attack and prints its figure:
+
+1. browsers of other origins: a WebSocket upgrade and a `POST /session` with
+   `Origin: https://evil.example`, and with `Host: evil.example` (DNS rebinding), on a host with
+   authentication off and the default configuration. Printed: the status codes (403 is held),
+   and those of an agent without an Origin header (101 / 200).
+2. a flood of sessions without a token: on a host with a token and `max_connections = 256`,
+   `--sessions` `POST /session` without a token from 32 loopback addresses, kept-alive, as
+   fast as the host answers; then a `POST /session` with the valid token, which must get a
+   session and store. Printed: sessions opened, refused 429 / 503, the flood's seconds, the
+   token's status.
+3. CR LF in the memory browser's `back` address (`/ui/forget?back=...%0D%0ASet-Cookie:...`):
+   the Location written, whether an injected header or a second response came back.
+4. malformed HTTP: a bad request line, a header line without a colon, conflicting
+   Content-Length, `+5` as a length, a bare CR in a header, a POST without a length, a 20 KB
+   head: the status of each (400 / 411 / 431 is held).
+5. a stream that never reconnects with `Last-Event-ID` (the SDK's): one HTTP + SSE session
+   gets `--events` replies of about 150 bytes, all read. Printed: ping round trips on that
+   session and another WebSocket client's retrieve p50, before (a baseline measured in the
+   same run) and after; the session's kept bytes against `limits.max_replay_bytes`; the
+   host's RSS before and after.
+6. a pretty-printed JSON message to `POST /send`: the replies it gets (one, not a parse_error
+   a line).
+
+With `--only streams` (or no `--only`), `scripts/attack_streams.py` runs too when it exists
+(its own arguments can follow). The load average is printed with the figures: a timing taken
+above 2 is not a result. Exit 0 when every attack is held, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+from support.procs import LOAD_LIMITS, HostProcess  # noqa: E402
+
+from host.cli.token import token_toml  # noqa: E402
+from host.client import MemoryClient  # noqa: E402
+from host.config import TokenConfig  # noqa: E402
+from host.core.auth import hash_token, new_token  # noqa: E402
+from host.net.clients import HttpChannel  # noqa: E402
+
+__all__ = ["run_all"]
+
+NS = "attack-host"
+
+
+def _msg(kind: str, req_id: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, "id": req_id, "version": "1.0", **fields})
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _exchange(port: int, data: bytes, source: str = "", first_only: bool = False) -> bytes:
+    """`data` on a fresh socket; what the host answers until it closes (or its first head)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=15,
+                                 source_address=(source, 0) if source else None)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not chunk:
+                break
+            out += chunk
+            if first_only and b"\r\n\r\n" in out:
+                break
+        return out
+    finally:
+        s.close()
+
+
+def _status(answer: bytes) -> int:
+    try:
+        return int(answer.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _upgrade(port: int, extra: str) -> int:
+    key = base64.b64encode(os.urandom(16)).decode()
+    return _status(_exchange(port, (
+        "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n").encode(),
+        first_only=True))
+
+
+def _post_session(port: int, extra: str) -> int:
+    return _status(_exchange(port, (f"POST /session HTTP/1.1\r\n{extra}Content-Length: 0\r\n"
+                                    "Connection: close\r\n\r\n").encode()))
+
+
+# -- the attacks -----------------------------------------------------------------------------------
+
+
+def attack_origins(port: int) -> dict[str, Any]:
+    here = f"Host: 127.0.0.1:{port}\r\n"
+    evil_origin = here + "Origin: https://evil.example\r\n"
+    rebound = f"Host: evil.example:{port}\r\nOrigin: http://evil.example:{port}\r\n"
+    out = {
+        "websocket_foreign_origin": _upgrade(port, evil_origin),
+        "websocket_foreign_host": _upgrade(port, rebound),
+        "http_session_foreign_origin": _post_session(port, evil_origin),
+        "http_session_foreign_host": _post_session(port, rebound),
+        "websocket_agent_without_origin": _upgrade(port, here),
+        "http_session_agent_without_origin": _post_session(port, here),
+    }
+    refused = [v for k, v in out.items() if "foreign" in k]
+    out["held"] = all(v == 403 for v in refused) and out["websocket_agent_without_origin"] == 101 \
+        and out["http_session_agent_without_origin"] == 200
+    return {"attack": "browser pages of other origins, DNS rebinding (auth off)", **out}
+
+
+async def _flood_from(port: int, source: str, n: int, codes: list[int]) -> None:
+    """`n` POST /session on one kept-alive connection from `source`."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    request = b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+    try:
+        for _ in range(n):
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            codes.append(_status(head))
+            if b"connection: close" in head.lower():
+                break
+    finally:
+        writer.close()
+
+
+async def attack_flood(port: int, token: str, sessions: int) -> dict[str, Any]:
+    sources = [f"127.0.0.{i}" for i in range(2, 34)]
+    codes: list[int] = []
+    t0 = time.perf_counter()
+    await asyncio.gather(*(_flood_from(port, s, sessions // len(sources), codes)
+                           for s in sources))
+    flood_s = time.perf_counter() - t0
+    ch = HttpChannel(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
+    status, _, body = await ch.request("POST", "/session", b"", ch.extra, session=False)
+    stored = False
+    if status == 200:
+        ch.session_id = json.loads(body)["session_id"]
+        await ch.open_stream()
+        c = MemoryClient(ch)
+        await c.init(NS)
+        stored = bool((await c.store([{"key": {"k": 1}, "content": "v",
+                                        "tier": "episodic"}])).stored)
+        await c.close()
+    return {"attack": f"a flood of {sessions} sessions without a token (tokens on,"
+                      f" max_connections 256, {len(sources)} addresses)",
+            "opened": codes.count(200), "refused_429": codes.count(429),
+            "refused_503": codes.count(503), "flood_seconds": round(flood_s, 2),
+            "valid_token_session_status": status, "valid_token_stored": stored,
+            "held": status == 200 and stored}
+
+
+def attack_crlf(port: int) -> dict[str, Any]:
+    evil = ("/ui/entries%0D%0ASet-Cookie:%20evil=1%0D%0AContent-Length:%200%0D%0A%0D%0A"
+            "HTTP/1.1%20200%20OK%0D%0AX-Smuggled:%201")
+    answer = _exchange(port, (f"GET /ui/forget?ns=n&id=424242&back={evil} HTTP/1.1\r\n"
+                              f"Host: 127.0.0.1:{port}\r\n\r\n").encode(), first_only=True)
+    time.sleep(0.2)
+    head = answer.split(b"\r\n\r\n", 1)[0]
+    location = [x.decode() for x in head.split(b"\r\n") if x.lower().startswith(b"location:")]
+    injected = b"evil=1" in answer or b"X-Smuggled" in answer
+    return {"attack": "CR LF in the browser's back address", "status": _status(answer),
+            "location": location, "injected_header_or_response": injected,
+            "held": not injected and answer.count(b"HTTP/1.1 ") == 1}
+
+
+def attack_malformed(port: int) -> dict[str, Any]:
+    h = f"Host: 127.0.0.1:{port}\r\n"
+    cases = {
+        "bad request line": (b"GET /healthz\r\n\r\n", 400),
+        "header line without a colon": (f"GET /healthz HTTP/1.1\r\n{h}X-A\r\n\r\n".encode(), 400),
+        "conflicting Content-Length": (f"POST /healthz HTTP/1.1\r\n{h}Content-Length: 2\r\n"
+                                       "Content-Length: 5\r\n\r\nab".encode(), 400),
+        "Content-Length +2": (f"POST /healthz HTTP/1.1\r\n{h}Content-Length: +2\r\n\r\nab"
+                              .encode(), 400),
+        "bare CR in a header": (f"GET /healthz HTTP/1.1\r\n{h}X-A: a\rSet-Cookie: e=1\r\n\r\n"
+                                .encode(), 400),
+        "POST without a length": (f"POST /session HTTP/1.1\r\n{h}\r\n".encode(), 411),
+        "20 KB head": (f"GET /healthz HTTP/1.1\r\n{h}X-Big: {'a' * 20_000}\r\n\r\n".encode(), 431),
+    }
+    got = {name: _status(_exchange(port, data)) for name, (data, _) in cases.items()}
+    return {"attack": "malformed HTTP/1.1", **got,
+            "held": all(got[name] == want for name, (_, want) in cases.items())}
+
+
+async def _p50_ms(samples: int, op: Any) -> float:
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        await op()
+        times.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(times), 3)
+
+
+async def attack_kept_events(port: int, pid: int, events: int, replay: int) -> dict[str, Any]:
+    other = await MemoryClient.connect(f"ws://127.0.0.1:{port}")
+    await other.init(NS, {"agent": "other"})
+    await other.store([{"key": {"i": i}, "content": f"note {i}", "tier": "episodic"}
+                       for i in range(200)])
+    c = await MemoryClient.connect_http(f"http://127.0.0.1:{port}")
+    ch = c.channel
+    assert isinstance(ch, HttpChannel)
+    await c.init(NS, {"agent": "streamer"})
+
+    async def measure() -> tuple[float, float]:
+        ping = await _p50_ms(200, c.ping)
+        retrieve = await _p50_ms(200, lambda: other.retrieve(keys=[{"i": 7}]))
+        return ping, retrieve
+
+    rss0 = _rss_mib(pid)
+    ping0, retrieve0 = await measure()
+    c._reader.cancel()
+    it = ch.__aiter__()
+    batch = 1000
+    pad = "x" * 60
+    t0 = time.perf_counter()
+    for b in range(events // batch):
+        await ch.send("\n".join(_msg("ping", f"e{b}-{i}", metadata=pad) for i in range(batch)))
+        for _ in range(batch):
+            await it.__anext__()
+    push_s = time.perf_counter() - t0
+    c._reader = asyncio.get_running_loop().create_task(c._read())
+    ping1, retrieve1 = await measure()
+    rss1 = _rss_mib(pid)
+    await c.close()
+    await other.close()
+    return {"attack": f"a stream with {events} events sent and no Last-Event-ID",
+            "ping_p50_ms_before": ping0, "ping_p50_ms_after": ping1,
+            "other_retrieve_p50_ms_before": retrieve0, "other_retrieve_p50_ms_after": retrieve1,
+            "events_per_second": round(events / push_s),
+            "rss_mib_before": round(rss0, 1), "rss_mib_after": round(rss1, 1),
+            "replay_bound_bytes": replay,
+            "held": rss1 - rss0 < 16 + replay / 2**20 and ping1 < 3 * ping0 + 1}
+
+
+async def attack_pretty_send(port: int) -> dict[str, Any]:
+    c = await MemoryClient.connect_http(f"http://127.0.0.1:{port}")
+    ch = c.channel
+    assert isinstance(ch, HttpChannel)
+    c._reader.cancel()
+    await ch.send(json.dumps(json.loads(_msg("ping", "pretty")), indent=2))
+    await ch.send(_msg("ping", "after"))
+    it = ch.__aiter__()
+    got = []
+    while True:
+        reply = json.loads(await it.__anext__())
+        got.append(reply.get("code") or f"{reply['type']} {reply.get('req_id')}")
+        if reply.get("req_id") == "after":
+            break
+    await ch.close()
+    return {"attack": "a pretty-printed JSON message to POST /send", "replies": got,
+            "held": got == ["pong pretty", "pong after"]}
+
+
+# -- running them ----------------------------------------------------------------------------------
+
+
+def _http_attacks(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    base = '[search]\nembedder = "none"\n'
+    open_cfg = tmp / "open.toml"
+    open_cfg.write_text(LOAD_LIMITS + base)
+    from host.config import load_config
+
+    replay = getattr(load_config(str(open_cfg)).limits, "max_replay_bytes", 0)
+    host = HostProcess(tmp / "open.db", "--config", str(open_cfg), transport=args.transport,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        results.append(attack_origins(host.port))
+        results.append(attack_crlf(host.port))
+        results.append(attack_malformed(host.port))
+        results.append(asyncio.run(attack_kept_events(host.port, host.pid, args.events, replay)))
+        results.append(asyncio.run(attack_pretty_send(host.port)))
+    finally:
+        host.terminate()
+    token = new_token()
+    spec = TokenConfig(sha256=hash_token(token), agent="agent-1", namespaces=["*"])
+    auth_cfg = tmp / "auth.toml"
+    auth_cfg.write_text("[limits]\nmax_connections = 256\n" + base + token_toml(spec) + "\n")
+    host = HostProcess(tmp / "auth.db", "--config", str(auth_cfg), transport=args.transport,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        results.insert(1, asyncio.run(attack_flood(host.port, token, args.sessions)))
+    finally:
+        host.terminate()
+    return results
+
+
+def _print(results: list[dict[str, Any]], as_json: bool) -> None:
+    load = _load()
+    if as_json:
+        print(json.dumps({"load_average": load, "results": results}, ensure_ascii=False))
+        return
+    print(f"load average {load:.2f}" + ("  (above 2: timings are not a result)"
+                                        if load > 2 else ""))
+    for r in results:
+        print(f"{'held' if r['held'] else 'NOT HELD'}: {r['attack']}")
+        for k, v in r.items():
+            if k not in ("attack", "held"):
+                print(f"    {k}: {v}")
+
+
+def run_all(argv: list[str]) -> int:
+    """Run the attacks (arguments as on the command line); 0 when every one is held."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=("http", "streams"), default=None)
+    ap.add_argument("--transport", default="websockets", choices=("websockets", "picows"))
+    ap.add_argument("--sessions", type=int, default=10_000, help="sessions the flood opens")
+    ap.add_argument("--events", type=int, default=108_000, help="events of the kept stream")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args, rest = ap.parse_known_args(argv)
+    code = 0
+    if args.only in (None, "http"):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = _http_attacks(args, Path(tmp))
+        _print(results, args.json)
+        code |= 0 if all(r["held"] for r in results) else 1
+    streams = HERE / "attack_streams.py"
+    if args.only in (None, "streams") and streams.exists():
+        spec = importlib.util.spec_from_file_location("attack_streams", streams)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        extra = ["--transport", args.transport] + (["--json"] if args.json else [])
+        code |= int(module.run_all(extra + rest))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(run_all(sys.argv[1:]))
