@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -163,9 +163,19 @@ class MemoryClient:
 
     async def request(self, msg: Any) -> Any:
         """Send a request struct and wait for its reply; raises `RemoteError` on `error`."""
+        return await (await self.submit(msg))
+
+    async def submit(self, msg: Any) -> Awaitable[Any]:
+        """Send a request struct now and return the awaitable of its reply (which raises
+        `RemoteError` on `error`): requests submitted one after the other are sent, and so
+        answered, in that order, with no round trip between them (pipelining)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg.id] = fut
         await self.channel.send(encode(msg).decode())
+        return self._reply(fut)
+
+    @staticmethod
+    async def _reply(fut: asyncio.Future[Any]) -> Any:
         reply = await fut
         if isinstance(reply, Error):
             raise RemoteError(reply)

@@ -1,0 +1,307 @@
+"""`host.langgraph`: A2EStore and AsyncA2EStore behave as LangGraph's own stores, on a real
+host over real sockets: items, namespaces, search with filters and offsets, namespace listing,
+batches in op order, search by meaning both ways, TTL, and tenancy."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from authkit import issue, running
+from conftest import url_of
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from test_metrics import get, metric_value
+
+from host.app import Host
+from host.langgraph import A2EStore, AsyncA2EStore
+
+pytestmark = pytest.mark.all_transports("websocket")
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    """A deterministic 4-dimensional embedding: counts of a, b, c and everything else."""
+    return [[t.count("a"), t.count("b"), t.count("c"), len(t) - sum(t.count(x) for x in "abc")]
+            for t in texts]
+
+
+def cosine(u: list[float], v: list[float]) -> float:
+    nu, nv = math.sqrt(sum(x * x for x in u)), math.sqrt(sum(x * x for x in v))
+    return sum(a * b for a, b in zip(u, v)) / (nu * nv)
+
+
+INDEX = {"dims": 4, "embed": embed, "fields": ["text"]}
+
+
+@pytest.fixture
+def open_store(host: Host) -> Iterator[Callable[..., A2EStore]]:
+    """A factory of A2EStores on the host (opened in a worker thread; closed after)."""
+    stores: list[A2EStore] = []
+
+    def _open(**kw: Any) -> A2EStore:
+        kw.setdefault("namespace", "lg")
+        s = A2EStore(url_of(host), **kw)
+        stores.append(s)
+        return s
+
+    yield _open
+    for s in stores:
+        s.close()
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """`fn(*args, **kw)` in a worker thread: a sync store blocks, the host's loop must not."""
+    return await asyncio.to_thread(fn, *args, **kw)
+
+
+@pytest.fixture
+async def astore(host: Host) -> AsyncIterator[AsyncA2EStore]:
+    """An AsyncA2EStore on the host's loop."""
+    async with AsyncA2EStore.from_conn_string(url_of(host), namespace="lg-async") as s:
+        await s.setup()
+        yield s
+
+
+async def test_put_get_delete_keep_timestamps(open_store: Callable[..., A2EStore]) -> None:
+    """An item comes back with its value and timestamps; a put again keeps `created_at` and
+    moves `updated_at`; a delete leaves nothing."""
+    store = await in_thread(open_store)
+    await in_thread(store.put, ("users", "u1"), "prefs", {"lang": "py"})
+    first = await in_thread(store.get, ("users", "u1"), "prefs")
+    assert first.value == {"lang": "py"} and first.namespace == ("users", "u1")
+    assert first.key == "prefs" and first.created_at == first.updated_at
+    await in_thread(store.put, ("users", "u1"), "prefs", {"lang": "rust"})
+    second = await in_thread(store.get, ("users", "u1"), "prefs")
+    assert second.value == {"lang": "rust"} and second.created_at == first.created_at
+    assert second.updated_at > first.updated_at
+    assert await in_thread(store.get, ("users",), "prefs") is None
+    await in_thread(store.delete, ("users", "u1"), "prefs")
+    assert await in_thread(store.get, ("users", "u1"), "prefs") is None
+
+
+async def test_namespaces_are_validated_as_langgraph_does(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """Empty namespaces, a "langgraph" root, labels with periods or empty labels are
+    `InvalidNamespaceError`, also for ops given straight to `batch`."""
+    store = await in_thread(open_store)
+    for ns in [(), ("langgraph", "x"), ("a.b",), ("a", "")]:
+        with pytest.raises(InvalidNamespaceError):
+            await in_thread(store.put, ns, "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError):
+        await in_thread(store.batch, [GetOp(("a.b",), "k")])
+    with pytest.raises(InvalidNamespaceError):
+        await in_thread(store.search, ("x.y",))
+
+
+async def test_search_filters_offsets_and_prefix_boundaries(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """A search reads the namespace prefix on whole labels, filters on value fields with
+    LangGraph's operators and nested paths, newest first, paged by limit and offset; a filter
+    key LangGraph refuses is `ValueError`."""
+    store = await in_thread(open_store)
+    for i in range(6):
+        await in_thread(store.put, ("docs", "team"), f"d{i}",
+                        {"n": i, "kind": "even" if i % 2 == 0 else "odd", "meta": {"lvl": i}})
+    await in_thread(store.put, ("docsx",), "other", {"n": 100, "kind": "even"})
+    all_docs = await in_thread(store.search, ("docs",), limit=20)
+    assert [r.key for r in all_docs] == [f"d{i}" for i in reversed(range(6))]
+    assert all(r.score is None for r in all_docs)
+    assert [r.key for r in await in_thread(store.search, ("docs",), limit=2, offset=1)] == [
+        "d4", "d3"]
+    even = await in_thread(store.search, ("docs",), filter={"kind": "even"})
+    assert sorted(r.key for r in even) == ["d0", "d2", "d4"]
+    ranged = await in_thread(store.search, ("docs",), filter={"n": {"$gte": 2, "$lt": 4}})
+    assert sorted(r.key for r in ranged) == ["d2", "d3"]
+    nested = await in_thread(store.search, ("docs",), filter={"meta.lvl": {"$gt": 3}})
+    assert sorted(r.key for r in nested) == ["d4", "d5"]
+    assert len(await in_thread(store.search, (), filter={"kind": "even"}, limit=10)) == 4
+    with pytest.raises(ValueError):
+        await in_thread(store.search, ("docs",), filter={"n'; DROP": 1})
+    unbounded = await in_thread(store.search, ("docs",), filter={"n": {"$lt": float("inf")}})
+    assert len(unbounded) == 6
+    assert await in_thread(store.search, ("docs",), filter={"n": float("nan")}) == []
+
+
+async def test_list_namespaces_with_wildcards_depth_and_pages(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """`list_namespaces` lists distinct namespaces by prefix and suffix (with `*`), cut to
+    `max_depth`, sorted, paged."""
+    store = await in_thread(open_store)
+    for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("f",), ("x", "b", "c")]:
+        await in_thread(store.put, ns, "k", {"v": 1})
+    assert await in_thread(store.list_namespaces) == [
+        ("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("f",), ("x", "b", "c")]
+    assert await in_thread(store.list_namespaces, prefix=("a",)) == [
+        ("a", "b", "c"), ("a", "b", "d"), ("a", "e")]
+    assert await in_thread(store.list_namespaces, prefix=("*", "b")) == [
+        ("a", "b", "c"), ("a", "b", "d"), ("x", "b", "c")]
+    assert await in_thread(store.list_namespaces, suffix=("c",)) == [
+        ("a", "b", "c"), ("x", "b", "c")]
+    assert await in_thread(store.list_namespaces, max_depth=1) == [("a",), ("f",), ("x",)]
+    assert await in_thread(store.list_namespaces, limit=2, offset=1) == [
+        ("a", "b", "d"), ("a", "e")]
+
+
+async def test_batch_keeps_op_order_and_is_one_store_request(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """A batch's ops apply in order (a get before a put sees nothing, after it the value), the
+    last put of a key wins, and N puts are one store request."""
+    store = await in_thread(open_store)
+    results = await in_thread(store.batch, [
+        GetOp(("b",), "k"),
+        PutOp(("b",), "k", {"v": 1}),
+        PutOp(("b",), "k", {"v": 2}),
+        GetOp(("b",), "k"),
+        SearchOp(("b",)),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("b",)),)),
+        PutOp(("b",), "k", None),
+        GetOp(("b",), "k"),
+    ])
+    assert results[0] is None and results[1] is None and results[2] is None
+    assert results[3].value == {"v": 2}
+    assert [r.value for r in results[4]] == [{"v": 2}]
+    assert results[5] == [("b",)]
+    assert results[6] is None and results[7] is None
+    _, _, before = await get(host.port, "/metrics")
+    await in_thread(store.batch, [PutOp(("many",), f"k{i}", {"i": i}) for i in range(50)])
+    _, _, after = await get(host.port, "/metrics")
+    stores = [metric_value(t, "a2e_requests_total", type="memory/store/req")
+              for t in (before, after)]
+    assert stores[1] - stores[0] == 1
+    assert len(await in_thread(store.search, ("many",), limit=100)) == 50
+
+
+async def test_query_without_index_is_the_hosts_search(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """With no `index`, a query is answered by the host's own search: matching items first,
+    each with a score in (0, 1]."""
+    store = await in_thread(open_store)
+    await in_thread(store.put, ("m",), "1", {"text": "the user prefers concise Python code"})
+    await in_thread(store.put, ("m",), "2", {"text": "lunch is at noon on Fridays"})
+    hits = await in_thread(store.search, ("m",), query="python code style")
+    assert hits and hits[0].key == "1"
+    assert all(r.score is not None and 0 < r.score <= 1 for r in hits)
+
+
+async def test_index_embeds_on_the_client_and_scores_by_cosine(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """With an `index`, items are embedded with the user's function, a query's score is the
+    cosine similarity, `index=False` keeps an item out of it and `index=[fields]` picks the
+    fields embedded."""
+    store = await in_thread(open_store, index=INDEX)
+    await in_thread(store.put, ("v",), "a", {"text": "aaaa"})
+    await in_thread(store.put, ("v",), "b", {"text": "abab"})
+    await in_thread(store.put, ("v",), "skip", {"text": "aaaa"}, index=False)
+    await in_thread(store.put, ("v",), "other", {"text": "zzzz", "title": "cccc"},
+                    index=["title"])
+    hits = await in_thread(store.search, ("v",), query="aa")
+    assert [h.key for h in hits] == ["a", "b", "other"]
+    want = [cosine(embed(["aa"])[0], embed([t])[0]) for t in ("aaaa", "abab", "cccc")]
+    assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)
+    assert (await in_thread(store.search, ("v",), query="cc"))[0].key == "other"
+    assert [h.key for h in await in_thread(store.search, ("v",), query="aa",
+                                           filter={"text": "abab"})] == ["b"]
+
+
+async def test_ttl_default_override_refresh_and_sweep(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """Items expire after `default_ttl` or their own `ttl` (minutes), a read with
+    `refresh_ttl` under `refresh_on_read` restarts the clock, and `sweep_ttl` counts what it
+    deleted."""
+    store = await in_thread(open_store, ttl={"default_ttl": 1, "refresh_on_read": True})
+    await in_thread(store.put, ("t",), "default", {"v": 1})
+    await in_thread(store.put, ("t",), "short", {"v": 2}, ttl=0.5)
+    await in_thread(store.put, ("t",), "forever", {"v": 3}, ttl=None)
+    await in_thread(store.put, ("t",), "read", {"v": 4})
+    host.clock.advance(40)  # type: ignore[attr-defined]
+    assert await in_thread(store.get, ("t",), "short") is None
+    assert await in_thread(store.get, ("t",), "read", refresh_ttl=True) is not None
+    host.clock.advance(40)  # type: ignore[attr-defined]
+    assert await in_thread(store.get, ("t",), "default", refresh_ttl=False) is None
+    assert await in_thread(store.get, ("t",), "read", refresh_ttl=False) is not None
+    assert await in_thread(store.get, ("t",), "forever") is not None
+    assert await in_thread(store.sweep_ttl) == 2
+    assert await in_thread(store.sweep_ttl) == 0
+
+
+async def test_async_store_batches_and_refuses_sync_calls_on_its_loop(
+    astore: AsyncA2EStore,
+) -> None:
+    """The async store serves the same calls; its sync methods raise InvalidStateError on its
+    own loop and work from another thread."""
+    await asyncio.gather(*(astore.aput(("a",), f"k{i}", {"i": i}) for i in range(10)))
+    got = await asyncio.gather(*(astore.aget(("a",), f"k{i}") for i in range(10)))
+    assert [g.value["i"] for g in got] == list(range(10))
+    assert len(await astore.asearch(("a",), filter={"i": {"$gte": 5}})) == 5
+    assert await astore.alist_namespaces() == [("a",)]
+    with pytest.raises(asyncio.InvalidStateError):
+        astore.get(("a",), "k1")
+    with pytest.raises(asyncio.InvalidStateError):
+        astore.batch([GetOp(("a",), "k1")])
+    item = await asyncio.to_thread(astore.get, ("a",), "k1")
+    assert item is not None and item.value == {"i": 1}
+    await astore.adelete(("a",), "k1")
+    assert await astore.aget(("a",), "k1") is None
+
+
+async def test_stores_of_other_agents_or_namespaces_see_nothing(tmp_path: Path) -> None:
+    """Two A2EStores with tokens of different agents, or of different A2E namespaces, never
+    see each other's items, in gets, searches or namespace listings."""
+    t1, s1 = issue("agent-1")
+    t2, s2 = issue("agent-2")
+    async with running(tmp_path / "db", [s1, s2]) as host:
+        url = url_of(host)
+
+        def check() -> None:
+            with A2EStore.from_conn_string(url, namespace="shared", token=t1) as a, \
+                    A2EStore.from_conn_string(url, namespace="shared", token=t2) as b, \
+                    A2EStore.from_conn_string(url, namespace="other", token=t1) as c:
+                a.put(("mem",), "k", {"secret": "a's"})
+                for s in (b, c):
+                    assert s.get(("mem",), "k") is None
+                    assert s.search(("mem",)) == []
+                    assert s.list_namespaces() == []
+                with A2EStore.from_conn_string(url, namespace="shared", token=t1) as again:
+                    assert again.get(("mem",), "k").value == {"secret": "a's"}
+
+        await in_thread(check)
+
+
+def test_a_sync_store_needs_a_host_address() -> None:
+    """An address that is not ws://, wss://, http:// or https:// is `ValueError`."""
+    with pytest.raises(ValueError):
+        A2EStore("sqlite:///x.db")
+
+
+async def test_ttl_sweepers_start_and_stop(host: Host, open_store: Callable[..., A2EStore],
+                                           astore: AsyncA2EStore) -> None:
+    """Without a TTL config a sweeper is a done no-op; with one it runs until stopped, on
+    both stores."""
+    plain = await in_thread(open_store)
+    assert (await in_thread(plain.start_ttl_sweeper)).done()
+    store = await in_thread(open_store, ttl={"default_ttl": 1, "sweep_interval_minutes": 1})
+    future = await in_thread(store.start_ttl_sweeper)
+    assert not future.done()
+    assert await in_thread(store.stop_ttl_sweeper, 10) is True
+    assert future.result(timeout=10) is None
+    astore.ttl_config = {"default_ttl": 1}
+    task = await astore.start_ttl_sweeper(1)
+    assert not task.done()
+    assert await astore.stop_ttl_sweeper(10) is True and task.done()
