@@ -135,3 +135,39 @@ async def test_the_same_ranking_through_the_library_and_mcp(tmp_path: Path, quer
         # combined moves only with recency between the three searches (seconds apart)
         assert other == [(i, pytest.approx(r, abs=1e-9), pytest.approx(c, abs=1e-4))
                          for i, r, c in by_lib]
+
+
+# Facts and questions sharing no content word with them, among unrelated memories.
+BY_MEANING = [
+    ("Maria adopted a beagle named Toby last week.", "Who got a new dog recently?"),
+    ("The dentist appointment is on Friday at 3 pm.", "When do I see the tooth doctor?"),
+    ("We keep our passwords in Bitwarden.", "Which tool stores our login secrets?"),
+]
+UNRELATED = ["The quarterly budget review is on Monday.", "The office printer is out of toner.",
+             "Lunch on Friday is pizza.", "The staging server runs Debian."]
+
+
+def test_every_library_store_ranks_with_the_host_engine(tmp_path: Path) -> None:
+    """The same memories in `InMemoryStore`, `JSONFileStore` and `SQLiteStore` are found by
+    meaning, with the same hits, the same relevance and the same order in all three."""
+    from host.config import SearchConfig
+    from host.library import InMemoryStore, JSONFileStore
+
+    cfg = SearchConfig(vector_wait=60.0)  # each search waits for the vectors (no time asserted)
+    facts = [memory(f) for f, _q in BY_MEANING]
+    items = [(m.id, m) for m in [memory(t) for t in UNRELATED] + facts]
+    results = []
+    for store in (InMemoryStore(search=cfg), JSONFileStore(tmp_path / "m.json", search=cfg),
+                  SQLiteStore(tmp_path / "m.db", search=cfg)):
+        with store:
+            for key, m in items:
+                store.set(key, m)
+            results.append([[(h.memory.id, h.relevance_score, h.combined_score)
+                             for h in store.search(q, k=3)] for _f, q in BY_MEANING])
+    for fact, hits in zip(facts, results[0], strict=True):
+        assert fact.id in [h[0] for h in hits]
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            assert [h[0] for h in b] == [h[0] for h in a]
+            assert [h[1] for h in b] == pytest.approx([h[1] for h in a], abs=1e-9)
+            assert [h[2] for h in b] == pytest.approx([h[2] for h in a], abs=1e-6)

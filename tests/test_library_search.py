@@ -1,4 +1,5 @@
-"""Library search (host/library/search.py): keyword relevance fed to the host's ranking formula."""
+"""The in-process stores' own keyword search (host/library/search.py, `search=False`): the
+share of the query's terms fed to the host's ranking formula."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ NO_RECENCY = RankWeights(relevance=0.7, importance=0.2, recency=0.0)
 
 def test_combined_score_is_the_host_formula() -> None:
     """The combined score is rank.combined_score of relevance and the level's wire score."""
-    s = InMemoryStore(weights=NO_RECENCY)
+    s = InMemoryStore(weights=NO_RECENCY, search=False)
     m = Memory(content="alpha beta", importance=MemoryImportance.HIGH)
     s.set(m.id, m)
     hit = s.search("alpha gamma")[0]
@@ -24,7 +25,7 @@ def test_combined_score_is_the_host_formula() -> None:
 
 def test_stop_words_do_not_dilute() -> None:
     """Stop words in the query are not terms: "what is python" matches "python" fully."""
-    s = InMemoryStore()
+    s = InMemoryStore(search=False)
     m = Memory(content="python")
     s.set(m.id, m)
     assert s.search("what is python")[0].relevance_score == 1.0
@@ -36,7 +37,7 @@ def test_stop_words_do_not_dilute() -> None:
 ])
 def test_weights_decide_between_relevance_and_importance(weights: RankWeights, first: str) -> None:
     """The store ranks with the weights it was given."""
-    s = InMemoryStore(weights=weights)
+    s = InMemoryStore(weights=weights, search=False)
     s.set("relevant", Memory(content="disk quota alert", importance=MemoryImportance.LOW))
     s.set("critical", Memory(content="disk", importance=MemoryImportance.CRITICAL))
     hits = s.search("disk quota alert", k=2)
@@ -45,7 +46,7 @@ def test_weights_decide_between_relevance_and_importance(weights: RankWeights, f
 
 def test_equal_scores_have_a_stable_order() -> None:
     """Memories that score the same come back in key order, whatever the insertion order."""
-    s = InMemoryStore()
+    s = InMemoryStore(search=False)
     m = Memory(content="same")
     for key in ("c", "a", "b"):
         s.set(key, m.model_copy(update={"id": key}))

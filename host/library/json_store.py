@@ -37,8 +37,9 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
-from host.config import LibraryConfig
+from host.config import LibraryConfig, SearchConfig
 from host.library.files import FileLock, atomic_write
 from host.library.memory_store import InMemoryStore
 from host.library.models import Memory
@@ -151,8 +152,9 @@ class JSONFileStore(InMemoryStore):
         flush_delay: float | None = None,
         retry_delay: float | None = None,
         lock_timeout: float | None = None,
+        search: SearchConfig | Literal[False] | None = None,
     ) -> None:
-        super().__init__(weights=weights)
+        super().__init__(weights=weights, search=search)
         cfg = LibraryConfig()
         self.path = Path(path)
         self.flush_delay = cfg.json_flush_delay if flush_delay is None else flush_delay
@@ -293,6 +295,7 @@ class JSONFileStore(InMemoryStore):
         self._thread.join()
         self._filelock.close()
         _OPEN.discard(self)
+        self._close_search()
         if error is not None:
             raise error
 

@@ -1,21 +1,31 @@
 """`InMemoryStore`: the volatile backend (FR-3), and the in-process table other backends build on.
 
 get/set/delete are O(1) (a dict operation, plus copying the memory, tokenising its content and
-updating the token index on set); search ranks only the memories sharing a term with the query
-(`host.library.table`): O(n) at worst, when every memory matches. Every method is thread-safe.
+updating the token index on set). `search` is the host's own search: a `SearchEngine` over a
+private copy of the memories (`host.library.mirror`, started at the first search; the changes
+since the last search are written to it first), with the embedder of `search` (keywords and
+vectors, the calibrated relevance a `memory/retrieve` reports), ranked as the wire ranks. With
+`SearchConfig(embedder="none")` it is BM25 alone; with `search=False` the store keeps its own
+keyword search instead (the share of the query's terms in a memory, `host.library.search`,
+O(matches)), the fallback when no host database may be made. Every method is thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING, Literal
 
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
 from host.library.search import Row, make_row, search_rows, touched_row
 from host.library.table import Table
-from host.search.rank import RankWeights
+from host.search.rank import RankWeights, rank_matches
 from host.text.keyword import query_terms
+
+if TYPE_CHECKING:
+    from host.config import SearchConfig
+    from host.library.mirror import EngineMirror
 
 __all__ = ["InMemoryStore", "default_weights"]
 
@@ -30,13 +40,20 @@ def default_weights() -> RankWeights:
 class InMemoryStore(Closing):
     """A `Store` held in this process only; its contents are gone when it is.
 
-    `weights` are the ranking weights (default: the configuration's defaults).
+    `weights` are the ranking weights (default: the configuration's defaults); `search` the
+    search engine's settings (default `SearchConfig()`: the shipped embedder), or False for
+    the store's own keyword search (see the module docstring).
     """
 
-    def __init__(self, *, weights: RankWeights | None = None) -> None:
+    def __init__(self, *, weights: RankWeights | None = None,
+                 search: SearchConfig | Literal[False] | None = None) -> None:
         self.weights = weights if weights is not None else default_weights()
         self._table = Table()
         self._lock = threading.Lock()
+        self._search = search
+        self._mirror: EngineMirror | None = None  # started by the first search
+        self._mirror_lock = threading.Lock()
+        self._unsynced: dict[str, Row | None] = {}  # changes the mirror has not had yet
 
     # The hooks a persistent subclass uses; both are called with `_lock` held.
     def _changed(self, key: str, row: Row | None) -> None:
@@ -64,6 +81,8 @@ class InMemoryStore(Closing):
             self._check_open()
             self._table.put(key, row)
             self._changed(key, row)
+            if self._mirror is not None:
+                self._unsynced[key] = row
 
     def delete(self, key: str) -> bool:
         """Remove the memory under `key`; True when there was one."""
@@ -72,16 +91,75 @@ class InMemoryStore(Closing):
             found = self._table.pop(key) is not None
             if found:
                 self._changed(key, None)
+                if self._mirror is not None:
+                    self._unsynced[key] = None
             return found
 
     def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
         """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        terms = query_terms(query)
+        if self._search is False or not terms:
+            with self._lock:
+                self._check_open()
+                rows = self._table.candidates(terms)
+            return search_rows(rows, query, k, self.weights, time.time())
+        mirror = self._synced_mirror()
+        now = time.time()
+        found = mirror.search(query, now)
         with self._lock:
             self._check_open()
-            rows = self._table.candidates(query_terms(query))
-        return search_rows(rows, query, k, self.weights, time.time())
+            live = []
+            for key, e in found:
+                row = self._table.get(key)
+                if row is not None:
+                    e.updated_at = row.accessed  # recency: the memory's last access
+                    live.append((e, row))
+        row_of = {id(e): row for e, row in live}
+        return [
+            RetrievalResult(memory=row_of[id(e)].memory.copy_for_store(),
+                            relevance_score=float(e.relevance or 0.0),
+                            combined_score=min(1.0, max(0.0, combined)))
+            for combined, e in rank_matches([e for e, _ in live], 0.0, now, self.weights)[:k]
+        ]
+
+    def _synced_mirror(self) -> EngineMirror:
+        """The mirror, started if need be, holding every change made before this call."""
+        from host.config import RankingConfig, SearchConfig
+        from host.library.mirror import EngineMirror
+
+        with self._mirror_lock:
+            with self._lock:
+                self._check_open()
+                mirror = self._mirror
+            if mirror is None:
+                cfg = self._search if self._search else SearchConfig()
+                mirror = EngineMirror(cfg, RankingConfig().search_candidates)
+                with self._lock:
+                    if self._closed:
+                        mirror.close()
+                        self._check_open()
+                    self._mirror = mirror
+            with self._lock:
+                table, changes, self._unsynced = self._table, self._unsynced, {}
+                rows = dict(table.rows) if mirror.table is not table else None
+            mirror.sync(table, rows, changes)
+            return mirror
+
+    def embed_pending(self) -> int:
+        """Embed now every memory still waiting for its vector (a search otherwise waits at
+        most `search.vector_wait` for them); the number embedded (0 keyword-only)."""
+        if self._search is False:
+            return 0
+        return self._synced_mirror().embed_pending()
+
+    def _close_search(self) -> None:
+        """Stop the search engine and remove its copy (call once `_closed` is set)."""
+        with self._mirror_lock:
+            mirror, self._mirror = self._mirror, None
+        if mirror is not None:
+            mirror.close()
 
     def __len__(self) -> int:
         return len(self._table)
@@ -95,3 +173,4 @@ class InMemoryStore(Closing):
         """Close the store; later calls raise `StoreClosedError`. Closing twice is harmless."""
         with self._lock:
             self._closed = True
+        self._close_search()
