@@ -7,11 +7,13 @@ get/set/delete should stay flat as the store grows (O(1)); search follows the ma
 in-process stores index tokens), O(n) at worst. The JSON file store also reports opening
 (loading) the file and one full flush. The SQLite store (the host's engine) commits each set
 and delete durably, so it runs fewer of them, and is filled with one `set_many` transaction;
-its search is the host's `SearchEngine`: `sqlite` with the default embedder (the fill is
-embedded first, `SQLiteStore.embed_pending`, timed as `embed_ms` a memory; sizes above
-`--max-embedded` are skipped, 100k memories take minutes to embed), `sqlite-keywords` with
-`embedder = "none"` (BM25 alone). Prints a Markdown table (the figures in docs/benchmarks.md
-come from it). Bounded: a few minutes in all on 2 cores.
+every store's search is the host's `SearchEngine` (the in-process stores' over a private copy,
+`host.library.mirror`): `memory`, `json` and `sqlite` with the default embedder (the fill is
+embedded first, `embed_pending()`, timed as `embed_ms` a memory, and again after the timed
+sets; sizes above `--max-embedded` are skipped: 100k memories take minutes to embed),
+`sqlite-keywords` with `embedder = "none"` (BM25 alone), `memory-terms` the in-process
+stores' own term-share search (`search=False`). Prints a Markdown table (the figures in
+docs/benchmarks.md come from it). Bounded: a few minutes in all on 2 cores.
 
 With the `bench` extra (`pip install -e '.[bench]'`) the same run adds LangGraph's
 `InMemoryStore` and `SqliteStore` (langgraph-checkpoint-sqlite) for comparison, driven the same
@@ -115,9 +117,14 @@ class LangGraphStore:
             self.conn.close()
 
 
+EMBEDS = ("memory", "json", "sqlite")  # the backends whose search embeds (capped sizes)
+
+
 def _open(backend: str, path: Path) -> Any:
     if backend == "memory":
         return InMemoryStore()
+    if backend == "memory-terms":
+        return InMemoryStore(search=False)
     if backend == "json":
         return JSONFileStore(path.with_suffix(".json"))
     if backend == "sqlite":
@@ -139,7 +146,7 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
         for m in fill:
             store.set(m.id, m)
     out: dict[str, float] = {}
-    if backend == "sqlite":
+    if backend in EMBEDS:
         t = time.perf_counter()
         embedded = store.embed_pending()
         out["embed_ms"] = (time.perf_counter() - t) * 1e3 / max(1, embedded)
@@ -153,6 +160,8 @@ def bench(backend: str, n: int, folder: Path, seed: int = 7) -> dict[str, float]
     queries = [" ".join(rng.choices(WORDS, k=2)) for _ in range(QUERIES)]
     out["get_us"] = _best_per_op_us(store.get, keys)
     out["set_us"] = _best_per_op_us(lambda i: store.set(keys[i], fresh[i]), list(range(writes)))
+    if backend in EMBEDS:
+        store.embed_pending()  # the replaced memories' vectors, before searches are timed
     out["search_ms"] = _best_per_op_us(lambda q: store.search(q, k=10), queries) / 1e3
     out["delete_us"] = _best_per_op_us(store.delete, keys[:writes])
     store.close()
@@ -169,14 +178,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--backends", nargs="+", default=None,
-                        choices=["memory", "json", "sqlite", "sqlite-keywords", "lg-memory",
-                                 "lg-sqlite"],
+                        choices=["memory", "memory-terms", "json", "sqlite", "sqlite-keywords",
+                                 "lg-memory", "lg-sqlite"],
                         help="default: the library's stores, and LangGraph's two when installed")
     parser.add_argument("--max-embedded", type=int, default=10_000,
-                        help="the largest size the sqlite backend (which embeds) runs")
+                        help="the largest size the backends that embed run (memory, json, sqlite)")
     args = parser.parse_args(argv)
     if args.backends is None:
-        args.backends = ["memory", "json", "sqlite", "sqlite-keywords"]
+        args.backends = ["memory", "memory-terms", "json", "sqlite", "sqlite-keywords"]
         if importlib.util.find_spec("langgraph") is not None:
             args.backends += ["lg-memory", "lg-sqlite"]
         else:
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for backend in args.backends:
             for n in args.sizes:
-                if backend == "sqlite" and n > args.max_embedded:
+                if backend in EMBEDS and n > args.max_embedded:
                     continue
                 r = bench(backend, n, Path(tmp))
                 cells = [f"{r[c]:.2f}" if c in r else "-" for c in cols]
