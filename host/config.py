@@ -60,7 +60,7 @@ class ServerConfig(_Section):
     transport: Literal["websockets", "picows"] = Field(
         "websockets",
         description="WebSocket library: `websockets` (pure Python framing) or `picows`"
-        " (Cython; a fraction of the CPU a frame; no compression).",
+        " (Cython, the `picows` extra; 10-20 % less CPU on a key read; no compression).",
     )
     compression: bool = Field(
         False, description="Negotiate permessage-deflate (costs ~35% CPU on small frames;"
