@@ -64,19 +64,24 @@ def browser_gate(server: ServerConfig, auth_on: bool) -> Gate:
     hosts = frozenset(host_name(h) for h in server.allowed_hosts)
     listen = host_name(server.host)
 
+    refused = 0
+
+    def refuse(request: Upgrade, what: str, value: str, setting: str) -> HttpReply:
+        nonlocal refused
+        refused += 1
+        if refused % 1000 == 1:  # a flood logs a line a thousand refusals
+            log.warning("refused a request from %s: %s %r is not allowed (%s; %d refused)",
+                        request.remote_text, what, value[:200], setting, refused)
+        return HttpReply(HTTPStatus.FORBIDDEN, f"{what} not allowed ({setting})\n")
+
     def gate(request: Upgrade) -> HttpReply | None:
         origin = request.headers.get("Origin")
         if origin is not None and not any_origin and origin not in origins:
-            log.warning("refused a request from %s: Origin %r is not allowed",
-                        request.remote_text, origin[:200])
-            return HttpReply(HTTPStatus.FORBIDDEN, "origin not allowed (server.allowed_origins)\n")
+            return refuse(request, "Origin", origin, "server.allowed_origins")
         if not auth_on:
             host = request.headers.get("Host")
             if host is not None and not _own_host(host_name(host), listen, hosts):
-                log.warning("refused a request from %s: Host %r is not this host",
-                            request.remote_text, host[:200])
-                return HttpReply(HTTPStatus.FORBIDDEN,
-                                 "host name not allowed (server.allowed_hosts)\n")
+                return refuse(request, "Host", host, "server.allowed_hosts")
         return None
 
     return gate
