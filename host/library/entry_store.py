@@ -47,6 +47,7 @@ from host.memory.working import WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, EntryStore, Query, Scope, StoredEntry
+from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["EntryStoreMemories"]
@@ -150,6 +151,8 @@ class EntryStoreMemories:
         `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        if not query_terms(query):
+            return []  # no searchable word: nothing matches, as in every library store
         now = time.time()
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
         found = await self.engine.search(self.scope, q, query, now, self.candidates,

@@ -48,6 +48,7 @@ from host.search.rank import RankWeights
 from host.store.base import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
+from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 
 __all__ = ["DEFAULT_AGENT", "DEFAULT_NAMESPACE", "SQLiteStore", "StoreFullError"]
@@ -177,6 +178,8 @@ class SQLiteStore(Closing):
         """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        if not query_terms(query):
+            return []  # no searchable word: nothing matches, as in every library store
         now = time.time()
         with self._lock:
             self._check_open()
