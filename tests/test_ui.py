@@ -256,6 +256,31 @@ async def test_search_ranks_as_retrieve_and_shows_score_parts(host: Host) -> Non
         assert (await UiClient(_app(host)).get("/ui/search?ns=proj&q=x&limit=abc")).status == 200
 
 
+async def test_search_of_a_paraphrase_shows_the_wire_hits_and_relevance(host: Host) -> None:
+    """A question sharing no word with a fact: the browser's Search lists the hits a retrieve
+    returns, in its order, each with the relevance and combined score the wire reports."""
+    facts = ["Maria adopted a beagle named Toby last week.",
+             "The quarterly budget review is on Monday.", "The office printer is out of toner.",
+             "Lunch on Friday is pizza.", "The staging server runs Debian."]
+    question = "Who got a new dog recently?"
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await c.init("proj", {"agent": "a1"})
+        await c.store([{"key": {"n": i}, "content": f, "tier": "semantic"}
+                       for i, f in enumerate(facts)])
+        await host.search.drain()
+        wire = (await c.retrieve(query=question, limit=5)).entries
+        qs = urlencode({"ns": "proj", "q": question, "agent": "a1", "limit": 5})
+        page = text(await UiClient(_app(host)).get(f"/ui/search?{qs}"))
+    assert wire and wire[0]["key"] == {"n": 0}
+    cards = page.split('<span class="rank">#')[1:]
+    assert len(cards) == len(wire)
+    for card, e in zip(cards, wire, strict=True):
+        assert f"&quot;n&quot;: {e['key']['n']}" in card or f"&quot;n&quot;:{e['key']['n']}" in card
+        for part in ("relevance", "combined"):
+            shown = card.split(f'data-part="{part}"', 1)[1].split("<strong>", 1)[1]
+            assert abs(float(shown.split("<", 1)[0]) - e[part]) < 2e-3, part
+
+
 async def test_search_covers_every_agent_unless_an_agent_is_named(
         filled_host: Host) -> None:
     """Search with no agent finds the matches of every agent of the namespace, each entry
