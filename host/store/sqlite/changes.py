@@ -10,10 +10,12 @@ age. `change_floor` keeps the highest `seq` pruned from each namespace.
 
 `change_keys` ties each entry row to the `stored` changes that carry its content. Deleting an
 entry row that has such changes (a forget, a TTL collection, an expired entry a store replaces,
-another tool) queues it in `change_gone` (the `entries_changes_ad` trigger), and the next
-`log_change` - in the same transaction, for every delete the store logs - takes its records out
-of those changes (`forget_gone`): a replay never shows the content of what was forgotten or
-expired, only the `forgotten` or `expired` change. A `stored` change left with no entry stays,
+another tool) queues it in `change_gone` with the newest change then logged (the
+`entries_changes_ad` trigger), and logging the `forgotten` or `expired` change of that delete -
+in the same transaction - takes its records out of those changes first (`forget_gone`; a row
+deleted by another tool, which logs nothing, at the next such change or log pruning): a replay
+never shows the content of what was forgotten or expired, only the `forgotten` or `expired`
+change. A `stored` change left with no entry stays,
 empty (nobody is sent it), so the numbers do not move. The write functions of
 `host.store.sqlite.ops` call `log_change` inside their transaction, whoever runs them (the wire
 path, the library, the CLI).
@@ -29,7 +31,7 @@ from host.store.changes import Change, encode_records, without_entries
 __all__ = ["changes_after", "floor", "forget_gone", "head", "heads", "log_change", "prune"]
 
 _PRUNE_BATCH = 1000  # changes one DELETE removes at most
-_HEAD = ("SELECT max(coalesce((SELECT max(seq) FROM changes WHERE namespace = ?1), 0),"
+_HEAD = ("max(coalesce((SELECT max(seq) FROM changes WHERE namespace = ?1), 0),"
          " coalesce((SELECT seq FROM change_floor WHERE namespace = ?1), 0))")
 
 
@@ -38,39 +40,39 @@ def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Seque
     """Append one change (inside the caller's transaction); its sequence number. `entry_ids`
     are the rows whose content a `stored` change carries, in record order (looked up when not
     given); the content of rows deleted since the last change leaves the log first."""
-    forget_gone(conn)
-    seq = int(conn.execute(_HEAD, (namespace,)).fetchone()[0]) + 1
-    cur = conn.execute("INSERT INTO changes (namespace, seq, at, op, entries)"
-                       " VALUES (?, ?, ?, ?, ?)",
-                       (namespace, seq, now, op, encode_records(records)))
+    if op != "stored":
+        forget_gone(conn)
+    change_id, seq = conn.execute(
+        f"INSERT INTO changes (namespace, seq, at, op, entries) VALUES (?1, {_HEAD} + 1, ?2, ?3,"
+        " ?4) RETURNING id, seq", (namespace, now, op, encode_records(records))).fetchone()
     if op == "stored":
         if entry_ids is None:
             entry_ids = [r[0] for r in (conn.execute(
                 "SELECT id FROM entries WHERE namespace = ? AND tier = ? AND owner = ?"
                 " AND key = ?", (namespace, rec[0], rec[1], bytes(rec[2]).decode())).fetchone()
                 for rec in records) if r is not None]
-        change_id = cur.lastrowid
-        conn.executemany("INSERT OR IGNORE INTO change_keys (entry_id, change_id) VALUES (?, ?)",
-                         [(i, change_id) for i in entry_ids])
-    return seq
+        if len(entry_ids) == 1:
+            conn.execute("INSERT OR IGNORE INTO change_keys (entry_id, change_id) VALUES (?, ?)",
+                         (entry_ids[0], change_id))
+        else:
+            conn.executemany("INSERT OR IGNORE INTO change_keys (entry_id, change_id)"
+                             " VALUES (?, ?)", [(i, change_id) for i in entry_ids])
+    return int(seq)
 
 
 def forget_gone(conn: sqlite3.Connection) -> None:
     """Take the records of the entry rows queued in `change_gone` out of the changes that carry
     them (inside the caller's transaction)."""
-    gone = conn.execute("DELETE FROM change_gone RETURNING entry_id, tier, owner, key").fetchall()
+    gone = conn.execute(
+        "DELETE FROM change_gone RETURNING entry_id, tier, owner, key, upto").fetchall()
     if not gone:
         return
-    address = {int(r[0]): (r[1], r[2], r[3].encode()) for r in gone}
-    ids = list(address)
     by_change: dict[int, set[tuple[str, str, bytes]]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        marks = ",".join("?" * len(part))
-        for entry_id, change_id in conn.execute(
-                f"DELETE FROM change_keys WHERE entry_id IN ({marks})"
-                " RETURNING entry_id, change_id", part).fetchall():
-            by_change.setdefault(change_id, set()).add(address[entry_id])
+    for entry_id, tier, owner, key, upto in gone:  # the changes logged before its delete
+        for (change_id,) in conn.execute(
+                "DELETE FROM change_keys WHERE entry_id = ? AND change_id <= ?"
+                " RETURNING change_id", (entry_id, upto)).fetchall():
+            by_change.setdefault(change_id, set()).add((tier, owner, key.encode()))
     for change_id, addresses in by_change.items():
         row = conn.execute("SELECT entries FROM changes WHERE id = ?", (change_id,)).fetchone()
         if row is not None:
@@ -86,7 +88,7 @@ def floor(conn: sqlite3.Connection, namespace: str) -> int:
 
 def head(conn: sqlite3.Connection, namespace: str) -> int:
     """The newest sequence of `namespace`, or its floor when the log holds none of it."""
-    return int(conn.execute(_HEAD, (namespace,)).fetchone()[0])
+    return int(conn.execute(f"SELECT {_HEAD}", (namespace,)).fetchone()[0])
 
 
 def heads(conn: sqlite3.Connection, namespaces: Sequence[str]) -> dict[str, int]:
@@ -119,7 +121,9 @@ def _raise_floors(conn: sqlite3.Connection, cut: dict[str, int]) -> None:
 def prune(conn: sqlite3.Connection, before: float, max_rows: int) -> int:
     """Delete changes older than `before` and those past the newest `max_rows` of their
     namespace (inside the caller's transaction), raising the floors; the number deleted.
-    Their `change_keys` rows go with them (the `changes_ad` trigger)."""
+    Their `change_keys` rows go with them (the `changes_ad` trigger); rows deleted by another
+    tool since the last logged delete leave the log now."""
+    forget_gone(conn)
     cut: dict[str, int] = {}
     n = 0
     while True:

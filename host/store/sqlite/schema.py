@@ -274,15 +274,17 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM change_keys WHERE change_id = old.id;
     END;
     CREATE TABLE change_gone (
-        entry_id INTEGER PRIMARY KEY,
+        entry_id INTEGER NOT NULL,
         tier TEXT NOT NULL,
         owner TEXT NOT NULL,
-        key TEXT NOT NULL
+        key TEXT NOT NULL,
+        upto INTEGER NOT NULL
     );
     CREATE TRIGGER entries_changes_ad AFTER DELETE ON entries
     WHEN EXISTS (SELECT 1 FROM change_keys WHERE entry_id = old.id) BEGIN
-        INSERT OR REPLACE INTO change_gone (entry_id, tier, owner, key)
-            VALUES (old.id, old.tier, old.owner, old.key);
+        INSERT INTO change_gone (entry_id, tier, owner, key, upto)
+            VALUES (old.id, old.tier, old.owner, old.key,
+                    coalesce((SELECT max(id) FROM changes), 0));
     END;
     UPDATE changes SET entries = (
         SELECT json_group_array(json(j.value)) FROM json_each(changes.entries) j
