@@ -249,3 +249,33 @@ async def test_a_connection_that_does_not_read_is_held_to_max_unsent_bytes(
                 await asyncio.sleep(0.05)
             await writer.store([entry({"i": n}, big)])
             assert (await changed(bystander)).entries[0]["key"] == {"i": n}
+
+
+async def test_an_entry_deleted_by_another_tool_leaves_the_change_log_too(
+    store_db: str, host: Host, connect: Callable[..., Any],
+) -> None:
+    """An entry deleted with plain SQL by another process (not through the host) has its
+    content taken out of the change log too: at once on PostgreSQL (the delete trigger), by
+    the next pruning of the log on SQLite; the entry stored beside it keeps its record."""
+    writer = await session(connect, "w")
+    await writer.store([entry({"k": "gone"}, "SECRET-SQL"), entry({"k": "kept"}, "visible")])
+    if store_db.startswith("postgresql://"):
+        import asyncpg
+
+        conn = await asyncpg.connect(store_db)
+        try:
+            assert await conn.execute("DELETE FROM a2e_entries WHERE key = $1",
+                                      '{"k":"gone"}') == "DELETE 1"
+        finally:
+            await conn.close()
+    else:
+        import sqlite3
+
+        other = sqlite3.connect(store_db)
+        with other:
+            assert other.execute("DELETE FROM entries WHERE key = ?",
+                                 ('{"k":"gone"}',)).rowcount == 1
+        other.close()
+    await host.memory.watches.collected(host.clock())
+    logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 100))
+    assert b"SECRET-SQL" not in logged and b"visible" in logged
