@@ -259,7 +259,8 @@ class HttpFront(asyncio.Protocol):
         upgrade = (headers.get("Upgrade") or "").lower() == "websocket"
         if route is None and upgrade and method == "GET":
             refusal = self.server.refusal(request)
-            if refusal is None and ("Content-Length" in headers or "Transfer-Encoding" in headers):
+            if refusal is None and ((headers.get("Content-Length") or "0") != "0"
+                                    or "Transfer-Encoding" in headers):
                 refusal = _plain(HTTPStatus.BAD_REQUEST, "an upgrade request has no body\n")
             if refusal is not None:
                 self._refuse(refusal)
