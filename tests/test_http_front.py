@@ -14,12 +14,13 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import h11
 import pytest
 from authkit import issue, running
 
 from host.client import MemoryClient
 from host.net.clients import HttpChannel
-from host.net.http import HttpReply, HttpRequest
+from host.net.http import HttpReply, HttpRequest, HttpStream
 from host.net.transport_http import HttpSession
 
 
@@ -367,3 +368,47 @@ async def test_a_pretty_printed_json_body_is_one_message(db_path: Path) -> None:
         assert [(g["type"], g.get("req_id")) for g in got] == [
             ("pong", "pretty"), ("pong", "a"), ("pong", "b")]
         await ch.close()
+
+
+async def test_sessions_from_one_ip_are_capped(db_path: Path) -> None:
+    """Authentication off, HTTP + SSE sessions from one IP are at most
+    `limits.max_connections_per_ip` (429 past it), however many TCP connections they used;
+    another IP still gets one."""
+    async with running(db_path, search={"embedder": "none"},
+                       limits={"max_connections_per_ip": 5}) as host:
+        post = (b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
+                b"Connection: close\r\n\r\n")
+        codes = [status_of(await asyncio.to_thread(_exchange, host.port, post)) for _ in range(8)]
+        assert codes == [200] * 5 + [429] * 3
+        other = await asyncio.to_thread(_exchange, host.port, post, True, "127.0.0.2")
+        assert status_of(other) == 200 and len(host.server.sessions.open) == 6
+
+
+async def test_an_upgrade_with_a_body_is_400(db_path: Path) -> None:
+    """A WebSocket upgrade request that carries a body is 400 (its bytes would be read as
+    frames); one with `Content-Length: 0` upgrades."""
+    async with running(db_path, search={"embedder": "none"}) as host:
+        port = host.port
+        assert await upgrade(port, f"Host: 127.0.0.1:{port}\r\nContent-Length: 0\r\n") == 101
+        assert await upgrade(port, f"Host: 127.0.0.1:{port}\r\nContent-Length: 4\r\n") == 400
+
+
+async def test_the_bundled_client_reads_chunked_replies_and_sends_no_cr_lf(db_path: Path) -> None:
+    """The bundled client's HTTP reads a chunked reply whole on a kept-alive connection and
+    refuses to send a header value with CR LF."""
+    async with running(db_path, search={"embedder": "none"}) as host:
+        async def parts() -> Any:
+            for i in range(3):
+                yield f"part {i}\n".encode()
+
+        host.server.add_route("/parts", lambda r: HttpStream(200, parts()))
+        ch = HttpChannel(f"http://127.0.0.1:{host.port}")
+        status, headers, body = await ch.request("GET", "/parts", session=False)
+        assert status == 200 and headers["transfer-encoding"] == "chunked"
+        assert body == b"part 0\npart 1\npart 2\n"
+        status, _, body = await ch.request("GET", "/healthz", session=False)
+        assert (status, body) == (200, b"ok\n")
+        with pytest.raises(h11.LocalProtocolError):
+            await ch.request("GET", "/healthz", headers={"X-A": "a\r\nX-B: b"}, session=False)
+        if ch._conn is not None:
+            ch._conn[1].close()
