@@ -279,3 +279,18 @@ async def test_an_entry_deleted_by_another_tool_leaves_the_change_log_too(
     await host.memory.watches.collected(host.clock())
     logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 100))
     assert b"SECRET-SQL" not in logged and b"visible" in logged
+
+
+async def test_a_page_of_the_change_log_is_bounded_in_bytes(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """`changes_after` with `max_bytes` stops after the change that takes the page to that
+    many bytes (a replay holds one page), and the next page goes on from there."""
+    writer = await session(connect, "w")
+    for i in range(5):
+        await writer.store([entry({"i": i}, "x" * 50_000)])
+    first = await host.store.changes_after("ns", 0, 256, 120_000)
+    assert [c.seq for c in first] == [1, 2, 3]
+    rest = await host.store.changes_after("ns", first[-1].seq, 256, 120_000)
+    assert [c.seq for c in rest] == [4, 5]
+    assert len(await host.store.changes_after("ns", 0, 256)) == 5
