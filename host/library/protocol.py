@@ -76,10 +76,12 @@ class AsyncStore(Protocol):
 class AsyncStoreAdapter:
     """An `AsyncStore` over a `Store`.
 
-    By default the calls run inline on the event loop, without a thread hop: right for stores
-    whose methods do not block on I/O (`InMemoryStore`, and `JSONFileStore`, which writes in
-    its own thread). With `in_thread=True` each call runs in a worker thread
-    (`asyncio.to_thread`): right for `SQLiteStore`, whose writes wait for a commit.
+    By default get, set and delete run inline on the event loop, without a thread hop: right
+    for stores whose methods do not block on I/O (`InMemoryStore`, and `JSONFileStore`, which
+    writes in its own thread). With `in_thread=True` each call runs in a worker thread
+    (`asyncio.to_thread`): right for `SQLiteStore`, whose writes wait for a commit. `search`
+    always runs in a worker thread: every library store's search waits for the host's search
+    engine, on a thread of its own (it embeds the query, and may wait for vectors).
     `aclose()` always closes the wrapped store in a worker thread.
     """
 
@@ -105,8 +107,8 @@ class AsyncStoreAdapter:
         return await self._call(self.store.delete, key)
 
     async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """See `Store.search`."""
-        return await self._call(self.store.search, query, k)
+        """See `Store.search` (in a worker thread: it waits for the search engine)."""
+        return await asyncio.to_thread(self.store.search, query, k)
 
     async def aclose(self) -> None:
         """Close the wrapped store (if it has `close`) without blocking the event loop."""
