@@ -21,8 +21,10 @@ keyword-only calibration, as a host with `embedder = "none"`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -38,6 +40,10 @@ __all__ = ["EngineSearcher", "load_embedder"]
 log = logging.getLogger("a2e_host.library")
 
 T = TypeVar("T")
+
+# Searchers not closed yet: closed at interpreter exit, so that no embedder call is still
+# running when the process leaves (onnxruntime aborts a process that exits mid-call).
+_OPEN: weakref.WeakSet[EngineSearcher] = weakref.WeakSet()
 
 
 def load_embedder(cfg: SearchConfig) -> Embedder | None:
@@ -71,6 +77,7 @@ class EngineSearcher:
             self._thread.join()
             self._loop.close()
             raise
+        _OPEN.add(self)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -112,6 +119,7 @@ class EngineSearcher:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         try:
             self._run(self._stop())
         finally:
@@ -124,3 +132,15 @@ class EngineSearcher:
             await self.engine.stop()
         finally:
             await self.store.close()
+
+
+@atexit.register
+def _stop_open_searchers() -> None:
+    """At exit, stop the engines of the searchers left open: their embedding calls return
+    before the process leaves. (Their stores are not closed: the interpreter has stopped its
+    thread pools by now; every write they made is committed.)"""
+    for searcher in list(_OPEN):
+        try:
+            searcher._run(searcher.engine.stop())
+        except Exception:  # at exit: nothing left to tell
+            log.debug("stopping a library search engine at exit failed", exc_info=True)
