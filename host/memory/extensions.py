@@ -28,7 +28,14 @@ from host.memory.access import Access
 from host.memory.watch import WatchHub
 from host.search.client_vectors import MAX_DIMS, nearest, unit_rows
 from host.search.engine import SearchEngine
-from host.store.base import PERSISTENT_TIERS, EntryStore, Query, StoredEntry, StoreExtensions
+from host.store.base import (
+    PERSISTENT_TIERS,
+    ClientVectors,
+    EntryStore,
+    Query,
+    StoredEntry,
+    StoreExtensions,
+)
 from host.store.filters import (
     Condition,
     FilterError,
@@ -161,7 +168,9 @@ class StoreExtensionHandlers:
             v = unit_rows([req.vector])[0]
         except ValueError as err:
             raise _invalid(str(err), req.id, "vector") from None
-        store = self._store(req.id, "vector")
+        store = self.plugin.store
+        if not isinstance(store, ClientVectors):
+            raise _invalid("this host's store keeps no client vectors", req.id, "vector")
         if not q.tiers:
             return [], 0
         dims, rows = await store.client_vectors(session.scope, q, space, t)

@@ -30,6 +30,7 @@ __all__ = [
     "Browse",
     "BrowseFilter",
     "BrowsedEntry",
+    "ClientVectors",
     "EntryStore",
     "ExportRow",
     "Hits",
@@ -265,13 +266,7 @@ class StoreExtensions(Protocol):
     """Optional capability of an `EntryStore`: what the store extensions of the wire need
     beyond filters (docs/protocol.md, "Store extensions"). Both backends have it.
 
-    Client vectors are unit float32 rows kept per (namespace, space) and never returned;
-    reads apply `q` (visibility, liveness, keys, tags, `where`, `key_prefix`) in the query."""
-
-    async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
-                             ) -> tuple[int, list[tuple[int, np.ndarray]]]:
-        """The dimension of the namespace's `space` (0: none yet) and (row id, its vectors
-        as a (n, dims) array) of every entry `q` lets `scope` read with vectors in it."""
+    Reads apply `q` (visibility, liveness, keys, tags, `where`, `key_prefix`) in the query."""
 
     def refresh(self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], now: float
                 ) -> Awaitable[int]:
@@ -286,6 +281,19 @@ class StoreExtensions(Protocol):
                         now: float) -> list[bytes]:
         """The distinct JSON texts of the arrays under key member `field` among the entries
         `q` lets `scope` read, with `prefix`'s elements ("*": any) leading."""
+
+
+@runtime_checkable
+class ClientVectors(Protocol):
+    """Optional capability of an `EntryStore`: it keeps client-supplied vectors (the store
+    extension; SQLite has it). `put` writes a `NewEntry`'s `vectors` in its transaction and
+    refuses rows of another dimension than their space's (`Refusal.VECTOR_DIMS`). Unit float32
+    rows kept per (namespace, space), never returned."""
+
+    async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
+                             ) -> tuple[int, list[tuple[int, np.ndarray]]]:
+        """The dimension of the namespace's `space` (0: none yet) and (row id, its vectors
+        as a (n, dims) array) of every entry `q` lets `scope` read with vectors in it."""
 
 
 # -- the value types of `VectorSearch` (also those of the search engine's own index) ---------

@@ -39,6 +39,7 @@ import numpy as np
 
 from host.extras import require
 from host.lifecycle import Opens
+from host.store import filters
 from host.store.base import (
     BrowsedEntry,
     BrowseFilter,
@@ -59,6 +60,7 @@ from host.store.base import (
 )
 from host.store.changes import Change
 from host.store.postgres import browse as pg_browse
+from host.store.postgres import filters as pg_filters
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
     LOCK_CLASS,
@@ -172,6 +174,8 @@ def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
                 f" AND e.key = ANY({keys}::text[])")
     if q.tags:
         sql += f" AND e.tags @> {p(list(dict.fromkeys(q.tags)))}::text[]"
+    if q.where or q.key_prefix:  # the store extensions' filters (postgres/filters.py)
+        sql += pg_filters.where_sql(q.where, q.key_prefix, p)
     return sql
 
 
@@ -478,9 +482,14 @@ class PostgresEntryStore(Opens):
             where += f" AND e.score >= {p(q.min_score)}"
         rows = await self.pool.fetch(
             f"SELECT {_COLUMNS}, count(*) OVER () FROM a2e_entries e WHERE {where}"
-            f" ORDER BY e.score DESC, e.updated_at DESC LIMIT {p(q.limit)}",
+            f" ORDER BY e.score DESC, e.updated_at DESC LIMIT {p(q.limit)}"
+            f" OFFSET {p(q.offset)}",
             *p.values,
         )
+        if not rows and q.offset:  # a page past the end still counts the matches
+            total = await self.pool.fetchval(
+                f"SELECT count(*) FROM a2e_entries e WHERE {where}", *p.values[:-2])
+            return [], int(total)
         total = rows[0][10] if rows else 0
         return [_row(r) for r in rows], total
 
@@ -504,10 +513,59 @@ class PostgresEntryStore(Opens):
         out = []
         for r in rows:
             entry = _row(r, r[10])
+            if (q.where or q.key_prefix) and not filters.matches(
+                    _decode(entry.content), _decode(entry.key), q.where, q.key_prefix):
+                continue  # a2e_keyword_search applies keys and tags; the extensions' here
             entry.keyword = r[11]
             entry.relevance = coverage(tuple(r[13]), " ".join(r[12]))
             out.append(entry)
         return out
+
+    # -- the store extensions (host.store.base.StoreExtensions) ------------------------------
+
+    async def refresh(self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes],
+                      now: float) -> int:
+        """Restart the TTL of the live entries under `keys` that have one (they expire `ttl`
+        seconds after `now`); how many. Returns after COMMIT."""
+        if not keys or not tiers:
+            return 0
+        p = _Params()
+        where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now, p)
+        status = await self.pool.execute(
+            f"UPDATE a2e_entries e SET expires_at = {p(now)} + e.ttl WHERE {where}"
+            " AND e.ttl > 0", *p.values)
+        return int(status.split()[-1])
+
+    async def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> int:
+        """Delete the expired entries of `scope`'s namespace it may see in `tiers` (logged as
+        `expired`, under the namespace's lock); how many. Returns after COMMIT."""
+        if not tiers:
+            return 0
+        p = _Params()
+        vis = " OR ".join(f"(tier = {p(t)} AND owner = {p(owner_for(t, scope.agent))})"
+                          for t in tiers)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT a2e_lock_namespace($1),"
+                               " set_config('a2e.change_op', 'expired', true)",
+                               scope.namespace)
+            status = await conn.execute(
+                f"DELETE FROM a2e_entries WHERE namespace = {p(scope.namespace)} AND ({vis})"
+                f" AND expires_at IS NOT NULL AND expires_at <= {p(now)}", *p.values)
+        return int(status.split()[-1])
+
+    async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
+                        now: float) -> list[bytes]:
+        """The distinct JSON arrays under key member `field` that `q` lets `scope` read, with
+        `prefix`'s elements ("*": any) leading."""
+        p = _Params()
+        where = _where(scope, q, now, p)
+        member = f"((e.key::jsonb) -> {p(field)}::text)"
+        extra = "".join(f" AND ({member} -> {i}) = to_jsonb({p(el)}::text)"
+                        for i, el in enumerate(prefix) if el != "*")
+        rows = await self.pool.fetch(
+            f"SELECT DISTINCT {member}::text FROM a2e_entries e WHERE {where}"
+            f" AND jsonb_typeof({member}) = 'array'{extra}", *p.values)
+        return [r[0].encode() for r in rows]
 
     def _cap(self, terms: Sequence[str]) -> int:
         """`max_term_docs` for a query of `terms` (a single term is always searched: 0)."""
