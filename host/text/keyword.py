@@ -13,6 +13,7 @@ so a match needs at least one shared term (the documented floor: relevance > 0),
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -68,6 +69,7 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
     return sum(1 for t in terms if t in present) / len(terms)
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(token: str) -> str:
     """A light English stem of a token (plurals, -ing, -ed), the same for query and entry:
     "lives" and "live", "lessons" and "lesson" meet. Numbers and short tokens stay as they are."""
@@ -103,8 +105,22 @@ def pair_coverage(weights: dict[str, float], text: str) -> float:
     total = sum(weights.values())
     if total <= 0:
         return 0.0
-    present = {stem(t) for t in tokens(text)}
-    return sum(w for t, w in weights.items() if t in present) / total
+    folded = _fold(text)
+    return sum(w for t, w in weights.items() if _holds(folded, t)) / total
+
+
+def _holds(folded: str, term: str) -> bool:
+    """True when the folded text has a token whose `stem` is `term`. A stem is a prefix of its
+    word (but for "-ies" -> "y"), so only the tokens starting with it are stemmed."""
+    prefix = term.rstrip("y") or term
+    i = folded.find(prefix)
+    while i >= 0:
+        if i == 0 or not folded[i - 1].isalnum():
+            m = _TOKEN.match(folded, i)
+            if m is not None and stem(m.group()) == term:
+                return True
+        i = folded.find(prefix, i + 1)
+    return False
 
 
 def fts_match_expression(terms: tuple[str, ...]) -> str:
