@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
@@ -263,3 +264,21 @@ async def test_postgres_refuses_client_vectors_clearly(
     reply = await c.store([entry({"k": 1}, 1, vectors=[[1.0, 0.0]]), entry({"k": 2}, 2)])
     assert reply.stored == [{"k": 2}] and "invalid_message" in reply.errors[0]
     assert await bad(c.retrieve(vector=[1.0, 0.0])) == "vector"
+
+
+async def test_a_filtered_query_finds_by_meaning_beyond_the_unfiltered_nearest(
+    store_db: str,
+) -> None:
+    """With a filter, the vector candidates are the nearest among the entries the filter
+    keeps, not the nearest of all then filtered: a paraphrase is found though closer entries
+    that the filter drops fill the pool."""
+    config = make_config(store_db, search={"fusion_pool": 2})
+    async with running_host(config) as host, \
+            await MemoryClient.connect(url_of(host)) as c:
+        await c.init("ns", {"agent": "a1"})
+        near = [entry({"k": i}, {"text": "the cat sat on the mat", "kind": "other"})
+                for i in range(4)]
+        await c.store(near + [entry({"k": 9}, {"text": "a kitten resting on a rug",
+                                                "kind": "target"})])
+        got = await c.retrieve(query="feline lying on carpet", filter={"kind": "target"})
+        assert [e["key"]["k"] for e in got.entries] == [9]

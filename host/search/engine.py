@@ -390,7 +390,7 @@ class SearchEngine:
         if isinstance(index, StoreVectors):
             return index.hits
         groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
-        only = await self.store.allowed_ids(scope, q, now) if (q.keys or q.tags) else None
+        only = await self.store.allowed_ids(scope, q, now) if q.narrowed else None
         return index.search(qv, self.cfg.fusion_pool, groups, now, only)
 
     async def _shared_vectors(
