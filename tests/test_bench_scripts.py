@@ -159,3 +159,22 @@ def test_bench_start_times_a_start_against_a_bare_interpreter() -> None:
     and reports the time with the bare interpreter's and the environment's size."""
     figures = _load("bench_start").main(["--runs", "1", "--json"])
     assert figures["serve_ready_s"] > figures["python_bare_s"] > 0 and figures["env_mb"] > 1
+
+
+def test_bench_langgraph_times_every_operation_of_every_store() -> None:
+    """A tiny run of scripts/bench_langgraph.py prints a rate for each operation of A2EStore,
+    LangGraph's SqliteStore and InMemoryStore, alone and concurrent, and the load average."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "bench_langgraph.py"), "--items", "20", "--ops", "4",
+         "--rounds", "1", "--clients", "1", "2"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+            if line.startswith("| ") and "---" not in line and "store" not in line]
+    seen = {(r[0].strip(), r[1].strip(), r[2].strip()) for r in rows}
+    ops = ["get", "search_filter", "search_query", "put"]
+    want = {(s, c, o) for s in ("a2e", "sqlite", "memory") for c in ("1", "2") for o in ops}
+    want |= {(s, "1", "batch100_items") for s in ("a2e", "sqlite", "memory")}
+    assert seen == want
+    assert all(float(r[3].replace(",", "")) > 0 for r in rows)
+    assert "load average before" in done.stdout and "load average after" in done.stdout
