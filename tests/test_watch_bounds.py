@@ -294,3 +294,51 @@ async def test_a_page_of_the_change_log_is_bounded_in_bytes(
     rest = await host.store.changes_after("ns", first[-1].seq, 256, 120_000)
     assert [c.seq for c in rest] == [4, 5]
     assert len(await host.store.changes_after("ns", 0, 256)) == 5
+
+
+@pytest.mark.all_transports("websocket")
+async def test_the_watches_of_a_stalled_connection_hold_one_copy_of_a_change(
+    store_db: str, transport: str,
+) -> None:
+    """Sixteen watches of one connection that does not read, waiting for the same changes,
+    share one encoding of each change's entries instead of holding sixteen copies."""
+    from websockets.asyncio.client import connect as ws_connect
+
+    config = make_config(store_db, server={"transport": transport},
+                         search={"embedder": "none"})
+    async with running_host(config) as host:
+        url = url_of(host)
+        async with await MemoryClient.connect(url) as writer, \
+                await MemoryClient.connect(url) as bystander:
+            await writer.init("ns", {"agent": "w"})
+            await bystander.init("ns", {"agent": "b"})
+            await bystander.watch()
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", host.port))
+            stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None,
+                                       compression=None)
+            await stalled.send(json.dumps({"type": "memory/init/req", "id": "i",
+                                           "version": "1.0", "namespace": "ns",
+                                           "scope": {"agent": "s"}}))
+            mid = json.loads(await stalled.recv())["memory_id"]
+            for i in range(16):
+                await stalled.send(json.dumps({"type": "memory/watch/req", "id": f"w{i}",
+                                               "version": "1.0", "memory_id": mid}))
+                assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"
+            (conn_id,) = [k for k, ws in host.memory.watches._by_conn.items() if len(ws) == 16]
+            (conn,) = [c for c in host.server.connections if c.ctx.conn_id == conn_id]
+            pipe = conn.pipeline
+            n = 0
+            while len(pipe._replies) < 64:  # events wait in the request core, not the socket
+                assert n < 200, "nothing waited"
+                await writer.store([entry({"i": n}, "y" * 20_000)])
+                await changed(bystander)
+                n += 1
+            waiting = [item[4] for item in pipe._replies]
+            assert all(hasattr(p, "parts") for p in waiting), "each event a copy of its own"
+            bodies = {id(p.parts[1]) for p in waiting}
+            assert len(bodies) <= len(waiting) // 16 + 2  # one a change, not one a watch
+            await stalled.close()
+            sock.close()
+

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from host.core.grant import Grant
 
-__all__ = ["CapabilityState", "ConnectionContext"]
+__all__ = ["CapabilityState", "ConnectionContext", "Pieces"]
 
 
 class CapabilityState(Protocol):
@@ -19,6 +19,26 @@ class CapabilityState(Protocol):
 
     def close(self) -> None:
         """The connection is gone: drop what it held."""
+
+
+class Pieces:
+    """An encoded message in pieces, for `ConnectionContext.push`: a piece several messages
+    share (the entries of a change, sent to every watch that sees them) is held once, however
+    many of them wait; the pieces are joined when the message is sent. `len()` is the whole
+    message's, which is what the bounds on unsent bytes count."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, *parts: bytes) -> None:
+        self.parts = parts
+        self.size = sum(len(p) for p in parts)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def join(self) -> bytes:
+        """The message as one bytes object."""
+        return b"".join(self.parts)
 
 
 @dataclass(slots=True)
@@ -32,9 +52,9 @@ class ConnectionContext:
     `last_write` is the newest pending write of this connection: a read waits for it first, so
     a connection always reads its own writes.
 
-    `push(message, key=None, limit=0) -> bool` sends a server-initiated message (an event)
-    after the replies owed (set by the transport's request core; None on a transport that
-    carries no events).
+    `push(message, key=None, limit=0) -> bool` sends a server-initiated message (an event: a
+    protocol struct, its encoding, or `Pieces` of it) after the replies owed (set by the
+    transport's request core; None on a transport that carries no events).
     """
 
     conn_id: str

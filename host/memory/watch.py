@@ -35,7 +35,7 @@ from enum import Enum
 import msgspec
 
 from host.config import WatchConfig
-from host.core.context import ConnectionContext
+from host.core.context import ConnectionContext, Pieces
 from host.memory.access import Access
 from host.memory.session import Session
 from host.store.base import PERSISTENT_TIERS, Scope, StoredEntry
@@ -67,9 +67,12 @@ CAPABILITY = "memory.watch"  # the hub's key in `ConnectionContext.capabilities`
 log = logging.getLogger("a2e_host.watch")
 
 _RING = 512  # decoded changes a feed keeps (a live watch behind them replays from the log)
-_RING_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
+_RING_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them and their encodings
 _PAGE = 256  # changes one read of the log returns at most
 _PAGE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
+_encode = msgspec.json.Encoder().encode
+_SPLIT = msgspec.Raw(b"0")  # where an event's entries go, when they are encoded apart
+_SPLIT_AT = b'"entries":0'
 _ROOM_WAIT = (0.005, 0.2)  # a replay's first and longest wait for room on its connection
 
 
@@ -139,6 +142,7 @@ class _Row:
     op: str
     entries: list[ChangedEntry]
     size: int  # bytes of the change as logged
+    every: bytes | None = None  # the JSON array of all its entries, once a watch saw them all
 
 
 class _Feed:
@@ -167,7 +171,8 @@ class _Feed:
             cut, left = 0, self.bytes  # down to half the count and half the bytes
             while cut < len(self.rows) - 1 and (len(self.rows) - cut > _RING // 2
                                                 or left > _RING_BYTES // 2):
-                left -= self.rows[cut].size
+                row = self.rows[cut]
+                left -= row.size + (len(row.every) if row.every is not None else 0)
                 cut += 1
             self.complete_after = self.seqs[cut - 1]
             self.bytes = left
@@ -418,7 +423,18 @@ class WatchHub:
             return
         for row in feed.after(w.position):
             seen = [e.wire for e in row.entries if w.visible(e)]
-            if seen and not self._push_at(w, row.seq, row.op, seen):
+            if not seen:
+                w.position = row.seq
+                w.working = 0
+                continue
+            if len(seen) == len(row.entries):  # one encoding for every watch that sees it all
+                if row.every is None:
+                    row.every = _encode(seen)
+                    feed.bytes += len(row.every)
+                body = row.every
+            else:
+                body = _encode(seen)
+            if not self._push_body(w, row.seq, row.op, body):
                 self._end(w, "lagging", "the client does not read its events")
                 return
             w.position = row.seq
@@ -428,6 +444,23 @@ class WatchHub:
         before = (w.position, w.working)
         w.position, w.working = seq, 0
         if self._push(w, op, seen):
+            return True
+        w.position, w.working = before
+        return False
+
+    def _push_body(self, w: Watch, seq: int, op: str, body: bytes) -> bool:
+        """`_push_at` of entries already encoded (`body`, a JSON array): the event goes as
+        `Pieces`, so the watches of one connection that get the same change hold it once."""
+        before = (w.position, w.working)
+        w.position, w.working = seq, 0
+        head = _encode(MemoryChangedEvent(id=new_id(), version=VERSION, ts=now(),
+                                          watch_id=w.id, cursor=w.cursor, op=op,
+                                          entries=_SPLIT))  # type: ignore[arg-type]
+        cut = head.index(_SPLIT_AT) + len(_SPLIT_AT) - 1
+        push = w.ctx.push
+        if push is not None and push(Pieces(head[:cut], body, head[cut + 1:]), key=w.id,
+                                     limit=self.config.max_pending_events):
+            self.events_sent += 1
             return True
         w.position, w.working = before
         return False

@@ -47,7 +47,8 @@ Server-initiated messages (the watch capability's `memory/changed/event`):
     ok = ctx.push(message, key=watch_id, limit=n)   # in a handler or a commit callback
 
 `ctx.push` is this pipeline's `push`, set on the connection's `ConnectionContext`. The message
-(a protocol struct, or bytes already encoded) is sent after every reply owed when it is pushed,
+(a protocol struct, bytes already encoded, or `Pieces` of them: a piece several events share is
+held once while they wait) is sent after every reply owed when it is pushed,
 so an event never overtakes the reply of a request that came before it. `key` (any hashable:
 a watch id) and `limit` bound the events queued unsent under that key: `push` returns False,
 and queues nothing, when `limit` of them are already waiting (the client does not read); the
@@ -70,7 +71,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from host.config import LimitsConfig
-from host.core.context import ConnectionContext
+from host.core.context import ConnectionContext, Pieces
 from host.core.router import Router
 from host.net.limits import RequestRate
 from protocol.codec import decode_request, encode, error_reply
@@ -244,9 +245,9 @@ class Pipeline:
             return False
         if key is not None and limit > 0 and self._pushed.get(key, 0) >= limit:
             return False
-        data = message if isinstance(message, bytes) else encode(message)
+        data = message if isinstance(message, (bytes, Pieces)) else encode(message)
         if not self._replies and not self._writing_paused:
-            self.sink.send(data)
+            self.sink.send(data if isinstance(data, bytes) else data.join())
             return True
         if key is not None and self._unsent and \
                 self._unsent + len(data) > self.limits.max_unsent_bytes:
@@ -474,7 +475,7 @@ class Pipeline:
                 self._unsent -= len(data)
             replies.popleft()
             self._taken_bytes -= item[5]
-            self.sink.send(data)
+            self.sink.send(data if isinstance(data, bytes) else data.join())  # `Pieces` of an event
             if item[2] is _EVENT:
                 key = item[6]
                 if key is not None:
