@@ -110,7 +110,7 @@ class MemoryPlugin:
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
         self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
-                                self.access)
+                                self.access, max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
 
     def register(self, router: Router) -> None:
