@@ -149,8 +149,9 @@ class LimitsConfig(_Section):
         " client that does not read its replies)."
     )
     max_unsent_bytes: int = Field(
-        16 * MIB, ge=1, description="Encoded replies one connection may have waiting to be"
-        " sent; beyond it the host reads no more of its frames until the client reads."
+        16 * MIB, ge=1, description="Encoded replies and events one connection may have waiting"
+        " to be sent; beyond it the host reads no more of its frames until the client reads, and"
+        " a watch event that would pass it ends its watch (reason `lagging`)."
     )
     max_request_bytes_in_flight: int = Field(
         16 * MIB, ge=1024, description="Bytes of requests one connection may have sent and not"
@@ -492,7 +493,8 @@ class WatchConfig(_Section):
     )
     max_pending_events: int = Field(
         1_000, ge=1, description="Events of one watch waiting to be sent to a client that does"
-        " not read; one more ends the watch (`memory/watch/ended/event`, reason `lagging`)."
+        " not read; one more ends the watch (`memory/watch/ended/event`, reason `lagging`), as"
+        " does passing `limits.max_unsent_bytes`."
     )
     max_watches_per_connection: int = Field(
         16, ge=1, description="Watches one connection may hold; one more is `memory_full`."

@@ -9,17 +9,23 @@ from the session itself (in process: never logged, never replayed).
 One `_Feed` a namespace watched on this host reads the log once for all its watches: after
 each commit through this host (`poke`), after each garbage collection, and every
 `watch.poll_interval` seconds for the changes other processes or hosts committed (one query for
-every watched namespace). It keeps the newest changes it read (`_RING` of them), decoded, so a
-live watch is served from memory; a watch behind that (a `since` replay) reads the log itself,
-page by page, and joins the feed when it has caught up. A cursor is the sequence number of the
-last change delivered (`"<seq>"`); a working-tier event, which has no place in the log, carries
-`"<seq>.<n>"`, the durable position and a count, so cursors stay strictly increasing.
+every watched namespace). It keeps the newest changes it read, decoded (`_RING` of them and at
+most `_RING_BYTES`), so a live watch is served from memory; a watch behind that, or one started
+with `since`, reads the log itself up to where it started (the log holds no content of what was
+forgotten since; the feed's memory may), page by page (`_PAGE` changes, `_PAGE_BYTES`), and
+joins the feed when it has caught up. A cursor is the namespace's sequence number of the last
+change delivered (`"<seq>"`); a working-tier event, which has no place in the log, carries
+`"<seq>.<n>"`, the durable position and a count from 1, so cursors stay strictly increasing.
+`parse_cursor` accepts exactly these forms.
 
 Delivery goes through the connection's `ctx.push(message, key, limit)` (the request core's
 ordered output): an event is queued after every reply owed when it is pushed, at most
-`watch.max_pending_events` of one watch unsent. A live watch over that bound is ended with
+`watch.max_pending_events` of one watch unsent and, with everything else the connection has
+waiting, `limits.max_unsent_bytes`. A live watch over either bound is ended with
 `memory/watch/ended/event` (reason `lagging`, the last cursor delivered) and costs nothing
-more; other watches are not held up. A replay waits for room instead (it holds one page).
+more; other watches are not held up. A replay waits for room instead (it holds one page). A
+live change that a watch sees whole goes as `Pieces`: its entries encoded once, shared by every
+watch that gets them.
 """
 
 from __future__ import annotations
