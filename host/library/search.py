@@ -1,4 +1,7 @@
-"""Search over memories held in process: keyword relevance, then the host's ranking formula.
+"""The in-process stores' own keyword search (`InMemoryStore(search=False)`, `JSONFileStore(...,
+search=False)`), the fallback where no host database may be made: by default every library
+store searches with the host's engine instead (`host.library.mirror`, `host.library.searcher`).
+Keyword relevance, then the host's ranking formula:
 
     relevance = (query terms found in the memory's content) / (query terms)   (host.text.keyword)
     combined  = host.search.rank.combined_score(relevance, importance score, last_accessed, now)
