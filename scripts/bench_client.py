@@ -213,6 +213,7 @@ class _HttpConn(_Conn):
         self._answers: deque[asyncio.Future[bytes]] = deque()  # replies to set-up POSTs
         self._pbuf = b""
         self._sbuf = b""
+        self._ebuf = b""  # the start of an event whose end is in a later chunk
         self._head = True
 
     async def open(self, host: str, port: int) -> None:
@@ -221,11 +222,11 @@ class _HttpConn(_Conn):
             lambda: _Lines(self._post_data, self._gone), host, port)
         fut = loop.create_future()
         self._answers.append(fut)
-        self.post.write(b"POST /session HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n")
+        self.post.write(b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
         self.sid = msgspec.json.decode(await fut)["session_id"].encode()
         stream, _ = await loop.create_connection(
             lambda: _Lines(self._stream_data, self._gone), host, port)
-        stream.write(b"GET /stream HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n"
+        stream.write(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
                      b"X-Session-Id: " + self.sid + b"\r\n\r\n")
         self.t = stream  # a truthy transport, as the WebSocket's
 
@@ -259,7 +260,7 @@ class _HttpConn(_Conn):
                 return
             buf = buf[end + 4:]
             self._head = False
-        while True:  # chunks of "id: N\ndata: JSON\n\n" (or a comment)
+        while True:  # chunks of events "id: N\ndata: JSON\n\n" (or comments), any number a chunk
             end = buf.find(b"\r\n")
             if end < 0:
                 break
@@ -267,21 +268,24 @@ class _HttpConn(_Conn):
             if len(buf) < end + 2 + size + 2:
                 break
             chunk, buf = buf[end + 2:end + 2 + size], buf[end + 4 + size:]
-            i = chunk.find(b"data: ")
-            if i >= 0:
-                self.reply(chunk[i + 6:].rstrip(b"\n"))
+            events = (self._ebuf + chunk).split(b"\n\n")
+            self._ebuf = events.pop()  # an event the next chunk ends
+            for event in events:
+                i = event.find(b"data: ")
+                if i >= 0:
+                    self.reply(event[i + 6:].split(b"\n", 1)[0])
         self._sbuf = buf
 
     def _gone(self) -> None:
         self.on_ws_disconnected(None)  # type: ignore[arg-type]
 
     def _write(self, frame: bytes) -> None:
-        self.post.write(b"POST /send HTTP/1.1\r\nHost: b\r\nContent-Type: text/plain\r\n"
+        self.post.write(b"POST /send HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
                         b"X-Session-Id: " + self.sid + b"\r\nContent-Length: "
                         + str(len(frame)).encode() + b"\r\n\r\n" + frame)
 
     def close(self) -> None:
-        self.post.write(b"DELETE /session HTTP/1.1\r\nHost: b\r\nX-Session-Id: " + self.sid
+        self.post.write(b"DELETE /session HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-Id: " + self.sid
                         + b"\r\nContent-Length: 0\r\n\r\n")
         self.t.close()
 

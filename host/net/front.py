@@ -74,11 +74,28 @@ def _plain(status: HTTPStatus, text: str) -> HttpReply:
     return HttpReply(status, text)
 
 
+_HEADS: dict[tuple[Any, ...], h11.Response] = {}  # validated heads by content (no body)
+_HEADS_MAX = 256
+
+
 def _response(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
               fixed: list[tuple[str, str]]) -> h11.Response:
     """An h11 response head: `fixed` first, then `headers` not named there, then cookies.
     Raises `h11.LocalProtocolError` for a header h11 will not write (CR LF in a value, a
-    character outside Latin-1)."""
+    character outside Latin-1). The same head again (a 202 of /send, a 200 of /healthz) is
+    the one validated before: h11's events are immutable."""
+    key = (status, *fixed, *headers.items(), *cookies)
+    head = _HEADS.get(key)
+    if head is None:
+        head = _validated(status, headers, cookies, fixed)
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        _HEADS[key] = head
+    return head
+
+
+def _validated(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
+               fixed: list[tuple[str, str]]) -> h11.Response:
     names = {name.lower() for name, _ in fixed}
     items = list(fixed)
     items += [(n, v) for n, v in headers.items() if n.lower() not in names]
@@ -192,6 +209,8 @@ class HttpFront(asyncio.Protocol):
         """Give h11 the bytes received and act on its events, until it needs more, a request
         is being answered, or the connection was handed over or closed."""
         conn = self.conn
+        if self._pending and conn.their_state is not h11.DONE:
+            self._feed()
         while not self._closed and self._task is None:
             try:
                 event = conn.next_event()
@@ -201,10 +220,7 @@ class HttpFront(asyncio.Protocol):
             if event is h11.NEED_DATA:
                 if not self._pending:
                     return
-                reading_head = conn.their_state is h11.IDLE
-                n = _SLICE if reading_head else len(self._pending)
-                conn.receive_data(bytes(self._pending[:n]))
-                del self._pending[:n]
+                self._feed()
             elif event is h11.PAUSED:
                 if self._upgrade:  # the upgrade's head is read (h11 waits for a 101)
                     self._hand_over()
@@ -230,6 +246,16 @@ class HttpFront(asyncio.Protocol):
                 self._respond(request, self._route)
             else:  # ConnectionClosed: h11 is never told of an EOF, so not seen
                 return
+
+    def _feed(self) -> None:
+        """Give h11 the pending bytes: a slice while it reads a head, else all of them."""
+        pending = self._pending
+        if self.conn.their_state is h11.IDLE and len(pending) > _SLICE:
+            self.conn.receive_data(bytes(pending[:_SLICE]))
+            del pending[:_SLICE]
+        else:
+            self.conn.receive_data(bytes(pending))
+            pending.clear()
 
     def _bad(self, exc: h11.RemoteProtocolError) -> None:
         """Answer a request h11 refused (400, 431, ...) and close."""
