@@ -156,6 +156,29 @@ def test_two_stores_merge(tmp_path: Path) -> None:
     assert set(read_file(path)) == {"a1", "b1"}
 
 
+def test_search_finds_what_another_store_wrote_and_forgets_what_it_deleted(
+    tmp_path: Path,
+) -> None:
+    """A store whose search engine already runs, once it picks up another store's writes,
+    finds that store's new memory by meaning and no longer finds the one it deleted."""
+    path = tmp_path / "m.json"
+    with JSONFileStore(path, flush_delay=60) as a, JSONFileStore(path, flush_delay=60) as b:
+        b.set("printer", Memory(content="The office printer is out of toner."))
+        b.set("lunch", Memory(content="Lunch on Friday is pizza."))
+        b.flush()
+        assert [h.memory.content for h in b.search("toner", k=5)] == [
+            "The office printer is out of toner."]
+        a.flush()  # a picks up b's memories
+        a.set("dog", Memory(content="Maria adopted a beagle named Toby last week."))
+        a.delete("printer")
+        a.flush()
+        b.flush()  # b's table is replaced by the merged file
+        b.embed_pending()
+        found = [h.memory.content for h in b.search("Who got a new dog recently?", k=3)]
+        assert "Maria adopted a beagle named Toby last week." in found
+        assert b.search("toner", k=5) == []
+
+
 def test_same_key_later_flush_wins(tmp_path: Path) -> None:
     """When two stores write one key, the later write wins and other keys are kept."""
     path = tmp_path / "m.json"
