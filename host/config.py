@@ -390,7 +390,7 @@ class SearchConfig(_Section):
         " relevance is the order's logistic, relative to the query's candidates).",
     )
     pair_weight: float = Field(
-        1.5, ge=0, description="Weight of the pair relevance in the order of a query's"
+        0.5, ge=0, description="Weight of the pair relevance in the order of a query's"
         " results, added to the fused keyword and vector z-scores (docs/search.md)."
     )
     neighbour_min: float = Field(

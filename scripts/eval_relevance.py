@@ -124,11 +124,25 @@ def questions(data: dict[str, Any]) -> list[Question]:
     return out
 
 
+def label(i: int) -> str:
+    """A key value for entry `i` made of letters ("qb", "qbc"...): a key's values are part of an
+    entry's searchable text, embedded too, and numbers there would match the numbers of exact
+    lookups ("912 448 031") by keyword and by vector."""
+    out = ""
+    while True:
+        i, r = divmod(i, 26)
+        out = "abcdefghijklmnopqrstuvwxyz"[r] + out
+        if i == 0:
+            return "q" + out
+
+
 def memory(facts: list[str], filler: list[str]) -> list[dict[str, Any]]:
     """The entries of a memory: half the filler, the facts, the other half."""
     half = len(filler) // 2
-    fill = [{"key": {"fill": j}, "content": t, "tier": "episodic"} for j, t in enumerate(filler)]
-    own = [{"key": {"fact": i}, "content": t, "tier": "episodic"} for i, t in enumerate(facts)]
+    fill = [{"key": {"fill": label(j)}, "content": t, "tier": "episodic"}
+            for j, t in enumerate(filler)]
+    own = [{"key": {"fact": label(i)}, "content": t, "tier": "episodic"}
+           for i, t in enumerate(facts)]
     return fill[:half] + own + fill[half:]
 
 
@@ -165,7 +179,7 @@ async def ask_memory(host: Host, emb: Any, name: str, entries: list[dict[str, An
     scope = Scope(name, "eval")
     m = Memory(name, len(entries))
     for qi, q in enumerate(qs):
-        right = json.dumps({"fact": q.fact}) if q.fact is not None else None
+        right = json.dumps({"fact": label(q.fact)}) if q.fact is not None else None
         fam = m.top3.setdefault(q.family, {"vector": [], "bm25": [], "host": []})
         if vecs is not None and qvecs is not None:
             order = np.argsort(-(vecs @ qvecs[qi]))[:3]

