@@ -141,3 +141,25 @@ async def test_a_host_and_mcp_on_one_file_find_what_the_other_embedded(db_path: 
         for i in (0, 4):  # the car, the passwords
             hits = _ok(await client.call_tool("memory_search", {"query": theirs[i][1], "k": 3}))
             assert f"fact-{i}" in _top(hits), theirs[i][1]
+
+
+async def test_mcp_inside_a_host_searches_on_the_host_engine(db_path: Path) -> None:
+    """MCP tools built on a running host's store and engine find by meaning what a wire client
+    just stored (the host's own index, nothing to catch up), with the wire's relevance."""
+    config = _config(db_path)
+    async with running_host(config) as host, await client_of(host, "websockets") as ws:
+        await ws.init("ns", {"agent": "a1"})
+        await ws.store([{"key": {"id": f"fact-{i}"}, "tier": "semantic", "content": fact}
+                        for i, (fact, _q) in enumerate(FACTS)])
+        await host.search.drain()
+        async with McpApp(config, search=host.search) as app, \
+                Client(app.server, mode="legacy") as client:
+            assert app.store is host.store
+            question = FACTS[4][1]  # the dentist
+            hits = _ok(await client.call_tool("memory_search", {"query": question, "k": 3}))
+            wire = (await ws.retrieve(query=question, limit=3)).entries
+            assert "fact-4" in _top(hits)
+            assert _top(hits) == [e["key"]["id"] for e in wire]
+            assert [h["relevance_score"] for h in hits] == pytest.approx(
+                [e["relevance"] for e in wire], abs=1e-9)
+        assert (await ws.retrieve(query=question, limit=3)).entries  # the host still serves

@@ -8,7 +8,9 @@ The store is the one the WebSocket host uses (`host.app.make_store`), so both ma
 file at once; every tool acts as `config.mcp.agent` in `config.mcp.namespace`. `memory_search`
 runs on the host's `SearchEngine` with the configured embedder (`[search]`: keywords and
 vectors, the relevance scale of `memory/retrieve`); this process embeds what is queued in the
-background, as a host does.
+background, as a host does. Given a host's store and its engine (`McpApp(config, host.store,
+search=host.search)`), the tools run inside that host, on its engine: the host opens, starts and
+closes both.
 """
 
 from __future__ import annotations
@@ -37,18 +39,25 @@ log = logging.getLogger("a2e_host.mcp")
 
 
 class McpApp(Opens):
-    """One MCP server on the configured store. Use `async with` (or `open()`/`close()`)."""
+    """One MCP server on the configured store (or on a running host's: `store` and `search`,
+    the host's `SearchEngine` over it). Use `async with` (or `open()`/`close()`)."""
 
     def __init__(self, config: Config, store: EntryStore | None = None,
-                 config_path: str | Path | None = None) -> None:
+                 config_path: str | Path | None = None,
+                 search: SearchEngine | None = None) -> None:
         from host.app import make_store
 
         self.config = config
         self.config_path = config_path  # re-read for the tokens on SIGHUP (HTTP)
-        self.store = store if store is not None else make_store(config)
+        if store is None:
+            store = search.store if search is not None else make_store(config)
+        self.store = store
         cfg = config.mcp
         scope = Scope(cfg.namespace, cfg.agent)
-        self.search = SearchEngine(self.store, make_embedder(config.search), config.search)
+        # a host's engine (over `store`) is the host's to start and stop; else one of our own
+        self.own_search = search is None
+        self.search = search if search is not None else SearchEngine(
+            self.store, make_embedder(config.search), config.search)
         self.memories = EntryStoreMemories(self.store, scope, config, self.search)
         self.bus = InMemorySubscriptionBus()
         self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus) \
@@ -62,7 +71,12 @@ class McpApp(Opens):
 
     async def open(self) -> None:
         """Open (create or migrate) the store, load its vectors and start embedding in the
-        background; follow its change log for the namespace."""
+        background (not inside a host: the host did); follow its change log for the
+        namespace."""
+        if not self.own_search:  # inside a host: its store and engine are started
+            if self.feed is not None:
+                await self.feed.start()
+            return
         await self.store.open()
         try:
             await self.search.start()
@@ -73,9 +87,12 @@ class McpApp(Opens):
             await self.feed.start()
 
     async def close(self) -> None:
-        """Stop following and embedding, commit and close the store."""
+        """Stop following and embedding, commit and close the store (inside a host, only stop
+        following: the store and the engine are the host's)."""
         if self.feed is not None:
             await self.feed.stop()
+        if not self.own_search:
+            return
         await self.search.stop()
         await self.store.close()
 
