@@ -101,3 +101,42 @@ def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> 
     conn.execute("COMMIT")
     assert {k: v for k, v in stats().items() if v != (0, 0)} == recount()
     conn.close()
+
+
+def test_version_eight_change_log_keeps_its_cursors_and_forgets_what_is_gone(
+    tmp_path: Path,
+) -> None:
+    """A change log of schema 8 (one counter for every namespace) migrates with its numbers, so
+    cursors given out before resume, and each namespace goes on after its own highest; the
+    content of an entry already deleted leaves the log, and that of an entry still there leaves
+    it when it is forgotten."""
+    from host.store.changes import encode_records, stored_record
+    from host.store.sqlite import changes
+    from host.store.sqlite.bm25 import row_length
+
+    conn = connect(str(tmp_path / "old.db"))
+    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
+    conn.executescript("\n".join(MIGRATIONS[:8]) + "\nPRAGMA user_version = 8;")
+    conn.execute(
+        "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
+        " score, ttl, created_at, updated_at, expires_at, size)"
+        " VALUES (7, 'a', 'semantic', '', '{\"k\":\"kept\"}', 'w', '\"KEPT\"', '[]', '', 0.5,"
+        " 0, 1.0, 1.0, NULL, 18)")
+    for ns, key, content in [("a", b'{"k":"gone"}', b'"GONE"'), ("b", b'{"k":"x"}', b'"B"'),
+                             ("a", b'{"k":"kept"}', b'"KEPT"')]:
+        conn.execute("INSERT INTO changes (namespace, at, op, entries) VALUES (?, 1.0, ?, ?)",
+                     (ns, "stored", encode_records([stored_record(
+                         "semantic", "", key, content, [], "", 0.5, 0, 1.0, 1.0)])))
+    old = {ns: [c.seq for c in changes.changes_after(conn, ns, 0, 10)] for ns in ("a", "b")}
+    assert migrate(conn) == len(MIGRATIONS)
+    assert {ns: [c.seq for c in changes.changes_after(conn, ns, 0, 10)]
+            for ns in ("a", "b")} == old
+    logged = [bytes(c.entries) for c in changes.changes_after(conn, "a", 0, 10)]
+    assert not any(b"GONE" in e for e in logged) and any(b"KEPT" in e for e in logged)
+    assert changes.changes_after(conn, "a", old["a"][0], 10)[0].seq == old["a"][1]
+    with conn:
+        ops.forget_entries(conn, Scope("a", "w"), ["semantic"], [b'{"k":"kept"}'], [], 2.0)
+    after = changes.changes_after(conn, "a", 0, 10)
+    assert after[-1].seq == max(old["a"]) + 1 and after[-1].op == "forgotten"
+    assert not any(b"KEPT" in bytes(c.entries) for c in after)
+    conn.close()

@@ -287,7 +287,7 @@ MIGRATIONS: tuple[str, ...] = (
                     coalesce((SELECT max(id) FROM changes), 0));
     END;
     UPDATE changes SET entries = (
-        SELECT json_group_array(json(j.value)) FROM json_each(changes.entries) j
+        SELECT CAST(json_group_array(json(j.value)) AS BLOB) FROM json_each(changes.entries) j
         WHERE EXISTS (SELECT 1 FROM entries e WHERE e.namespace = changes.namespace
             AND e.tier = j.value ->> 0 AND e.owner = j.value ->> 1 AND e.key = j.value -> 2))
     WHERE op = 'stored';
