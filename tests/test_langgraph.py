@@ -199,13 +199,11 @@ async def test_query_without_index_is_the_hosts_search(
 
 
 async def test_index_embeds_on_the_client_and_scores_by_cosine(
-    open_store: Callable[..., A2EStore], store_db: str,
+    open_store: Callable[..., A2EStore],
 ) -> None:
     """With an `index`, items are embedded with the user's function, a query's score is the
     cosine similarity, `index=False` keeps an item out of it and `index=[fields]` picks the
     fields embedded."""
-    if store_db.startswith("postgresql"):
-        pytest.skip("client vectors are kept on SQLite only")
     store = await in_thread(open_store, index=INDEX)
     await in_thread(store.put, ("v",), "a", {"text": "aaaa"})
     await in_thread(store.put, ("v",), "b", {"text": "abab"})

@@ -28,12 +28,6 @@ async def session(connect: Callable[..., Any], agent: str = "a1", ns: str = "ns"
     return c
 
 
-def sqlite_only(store_db: str) -> None:
-    """Client vectors are kept by the SQLite store; PostgreSQL refuses them (tested below)."""
-    if store_db.startswith("postgresql"):
-        pytest.skip("client vectors are kept on SQLite only")
-
-
 async def keys_of(c: MemoryClient, **kw: Any) -> list[Any]:
     """The `k` of each entry a retrieve with `kw` returns, in order."""
     reply = await c.retrieve(**{"limit": 100, **kw})
@@ -120,11 +114,10 @@ async def test_bad_extension_fields_name_their_field(connect: Callable[..., Any]
 
 
 async def test_client_vectors_rank_by_cosine_and_are_never_returned(
-    connect: Callable[..., Any], store_db: str,
+    connect: Callable[..., Any],
 ) -> None:
     """A retrieve by `vector` returns the entries with vectors in that space by their best
     cosine similarity (relevance, negative ones included), never the vectors themselves."""
-    sqlite_only(store_db)
     c = await session(connect)
     reply = await c.store([
         entry({"k": 0}, {"t": "x"}, vectors=[[1.0, 0.0, 0.0]], vector_space="s"),
@@ -150,11 +143,10 @@ async def test_client_vectors_rank_by_cosine_and_are_never_returned(
     assert [e["key"]["k"] for e in got.entries] == [1, 2]
 
 
-async def test_bad_vectors_are_the_entries_errors(connect: Callable[..., Any], store_db: str) -> None:
+async def test_bad_vectors_are_the_entries_errors(connect: Callable[..., Any]) -> None:
     """Vectors of the wrong dimension for their space, of mixed lengths, not finite, too many
     or in the working tier fail their entry alone; a query vector of another dimension than
     the space is `invalid_message`."""
-    sqlite_only(store_db)
     c = await session(connect)
     await c.store([entry({"k": 0}, 1, vectors=[[1.0, 0.0]], vector_space="s")])
     reply = await c.store([
@@ -175,11 +167,10 @@ async def test_bad_vectors_are_the_entries_errors(connect: Callable[..., Any], s
 
 
 async def test_vectors_are_per_namespace_and_agent_as_entries(
-    connect: Callable[..., Any], store_db: str,
+    connect: Callable[..., Any],
 ) -> None:
     """Another namespace's space of the same name has its own dimension and its entries, and
     another agent's episodic entries are never found by vector."""
-    sqlite_only(store_db)
     a = await session(connect, "a1", "ns1")
     b = await session(connect, "a2", "ns1")
     other = await session(connect, "a1", "ns2")
@@ -250,20 +241,6 @@ async def test_paths_lists_distinct_key_arrays(connect: Callable[..., Any]) -> N
     assert await c.paths(max_depth=2, prefix=["a"]) == [["a", "b"], ["a", "e"]]
     assert await c.paths(limit=2, offset=1) == [["a", "b", "d"], ["a", "e"]]
     assert await other.paths() == sorted(paths + [["private"]])
-
-
-async def test_postgres_refuses_client_vectors_clearly(
-    connect: Callable[..., Any], store_db: str,
-) -> None:
-    """On a store that keeps no client vectors, an entry with vectors is that entry's
-    `invalid_message` (the others are stored) and a retrieve by vector is `invalid_message`
-    with `field: vector`."""
-    if not store_db.startswith("postgresql"):
-        pytest.skip("SQLite keeps client vectors")
-    c = await session(connect)
-    reply = await c.store([entry({"k": 1}, 1, vectors=[[1.0, 0.0]]), entry({"k": 2}, 2)])
-    assert reply.stored == [{"k": 2}] and "invalid_message" in reply.errors[0]
-    assert await bad(c.retrieve(vector=[1.0, 0.0])) == "vector"
 
 
 async def test_a_filtered_query_finds_by_meaning_beyond_the_unfiltered_nearest(

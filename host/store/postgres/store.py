@@ -60,6 +60,7 @@ from host.store.base import (
 )
 from host.store.changes import Change
 from host.store.postgres import browse as pg_browse
+from host.store.postgres import extensions as pg_ext
 from host.store.postgres import filters as pg_filters
 from host.store.postgres.batch import BatchError, PendingWrite, WriteBatcher
 from host.store.postgres.schema import (
@@ -133,7 +134,7 @@ def _text_array(values: Sequence[str]) -> str:
 def stored_size(e: NewEntry) -> int:
     """The bytes an entry counts against the byte quotas (`host.store.base.stored_bytes`, as
     on SQLite)."""
-    return stored_bytes(e.key, e.content, e.tags)
+    return stored_bytes(e.key, e.content, e.tags) + len(e.vectors)
 
 
 def _lexeme_counts(text: str) -> dict[str, int]:
@@ -290,7 +291,29 @@ class PostgresEntryStore(Opens):
     async def put(self, scope: Scope, entries: Sequence[NewEntry], now: float) -> list[StoreOutcome]:
         """Upsert `entries` in one transaction (with other puts of this host: group commit);
         returns after COMMIT. Raises `ValueError` for a NUL character in a tag or source
-        (PostgreSQL text cannot hold one), `BatchError` if the database refused the put."""
+        (PostgreSQL text cannot hold one), `BatchError` if the database refused the put.
+        Entries with client vectors (`host.store.postgres.extensions`): those of another
+        dimension than their space are `Refusal.VECTOR_DIMS`; the others' vectors are written
+        after the entries' commit."""
+        if not any(e.vectors for e in entries):
+            return await self._put(scope, entries, now)
+        fits = await pg_ext.spaces_fit(self.pool, scope.namespace, entries)
+        kept = [e for e, ok in zip(entries, fits) if ok]
+        done = iter(await self._put(scope, kept, now) if kept else [])
+        outcomes: list[StoreOutcome] = [next(done) if ok else Refusal.VECTOR_DIMS for ok in fits]
+        await pg_ext.write_vectors(self.pool, scope, [
+            e for e, ok, o in zip(entries, fits, outcomes) if ok and o is None])
+        return outcomes
+
+    async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
+                             ) -> tuple[int, list[tuple[int, np.ndarray]]]:
+        """The dimension of `space` (0: none) and the readable entries' vectors in it."""
+        p = _Params()
+        where = _where(scope, q, now, p)
+        return await pg_ext.read_vectors(self.pool, scope.namespace, space, where, p, p.values)
+
+    async def _put(self, scope: Scope, entries: Sequence[NewEntry], now: float
+                   ) -> list[StoreOutcome]:
         if not entries:
             return []
         rows: list[tuple[Any, ...]] = []

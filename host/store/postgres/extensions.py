@@ -1,0 +1,86 @@
+"""Client-supplied vectors on PostgreSQL (the store extension; migration 13).
+
+A put with vectors checks each entry's space first (`spaces_fit`: a space's first vectors fix
+its dimension, across hosts), then writes its entries through the group commit, then their
+vectors (`write_vectors`), keyed by the entry's address and the digest of the content they
+came with; `read_vectors` joins them only to entries whose content still has that digest.
+The vectors' statement follows the entries' commit: a crash between the two leaves the entry
+without vectors (found by a retrieve, not by a vector search) until it is stored again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from host.store.base import NewEntry, Scope, owner_for
+
+__all__ = ["digest", "read_vectors", "spaces_fit", "write_vectors"]
+
+
+def digest(content: bytes) -> bytes:
+    """The digest of an entry's content as the database computes it (`sha256` of its UTF-8)."""
+    return hashlib.sha256(content).digest()
+
+
+async def spaces_fit(pool: Any, namespace: str, entries: Sequence[NewEntry]) -> list[bool]:
+    """For each entry, True when it has no vectors or they have its space's dimension; the
+    spaces new to the namespace are recorded with the dimension of their first entry."""
+    first: dict[str, int] = {}
+    for e in entries:
+        if e.vectors:
+            first.setdefault(e.vector_space, e.dims)
+    if not first:
+        return [True] * len(entries)
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO a2e_client_spaces (namespace, space, dims)"
+            " SELECT $1, s, d FROM unnest($2::text[], $3::int[]) AS x(s, d)"
+            " ON CONFLICT (namespace, space) DO NOTHING",
+            namespace, list(first), list(first.values()))
+        rows = await conn.fetch("SELECT space, dims FROM a2e_client_spaces WHERE namespace = $1"
+                                " AND space = ANY($2::text[])", namespace, list(first))
+    dims = {r[0]: int(r[1]) for r in rows}
+    return [not e.vectors or dims.get(e.vector_space) == e.dims for e in entries]
+
+
+async def write_vectors(pool: Any, scope: Scope, entries: Sequence[NewEntry]) -> None:
+    """The vectors of `entries` (stored ones), replacing those of their addresses; the last
+    entry of an address wins, as in the put."""
+    last: dict[tuple[str, str, bytes], NewEntry] = {}
+    for e in entries:
+        if e.vectors:
+            last[(e.tier, owner_for(e.tier, scope.agent), e.key)] = e
+    if not last:
+        return
+    await pool.execute(
+        "INSERT INTO a2e_client_vectors (namespace, tier, owner, key_hash, digest, space, vecs)"
+        " SELECT $1, t.tier, t.owner, a2e_key_hash(t.key), t.digest, t.space, t.vecs"
+        " FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::bytea[])"
+        " AS t(tier, owner, key, digest, space, vecs)"
+        " ON CONFLICT (namespace, tier, owner, key_hash) DO UPDATE SET digest = excluded.digest,"
+        " space = excluded.space, vecs = excluded.vecs",
+        scope.namespace, [a[0] for a in last], [a[1] for a in last],
+        [a[2].decode() for a in last], [digest(e.content) for e in last.values()],
+        [e.vector_space for e in last.values()], [e.vectors for e in last.values()])
+
+
+async def read_vectors(pool: Any, namespace: str, space: str, where: str,
+                       p: Callable[[Any], str], values: list[Any]
+                       ) -> tuple[int, list[tuple[int, np.ndarray]]]:
+    """The dimension of `space` (0: none) and the vectors of the entries `where` selects."""
+    dims = await pool.fetchval("SELECT dims FROM a2e_client_spaces WHERE namespace = $1"
+                               " AND space = $2", namespace, space)
+    if dims is None:
+        return 0, []
+    sql = (f"SELECT e.id, v.vecs FROM a2e_entries e JOIN a2e_client_vectors v"
+           f" ON v.namespace = e.namespace AND v.tier = e.tier AND v.owner = e.owner"
+           f" AND v.key_hash = a2e_key_hash(e.key)"
+           f" AND v.digest = sha256(convert_to(e.content, 'UTF8'))"
+           f" WHERE {where} AND v.space = {p(space)}")
+    rows = await pool.fetch(sql, *values)
+    d = int(dims)
+    return d, [(int(r[0]), np.frombuffer(r[1], dtype=np.float32).reshape(-1, d)) for r in rows]
