@@ -133,6 +133,7 @@ class HttpFront(asyncio.Protocol):
         self._route: Any = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None  # loop time by which the client must progress
         self._idle = False  # waiting for a kept-alive connection's next request
         self._closed = False
         self._handed = False
@@ -196,13 +197,31 @@ class HttpFront(asyncio.Protocol):
             release()
 
     def _arm(self, seconds: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(seconds, self._timed_out)
+        """The connection must progress within `seconds`. One timer a connection, moved only
+        when the deadline comes sooner than it: a later one is checked when it fires, so a
+        kept-alive connection's requests cost no timer each."""
+        loop = asyncio.get_running_loop()
+        self._deadline = deadline = loop.time() + seconds
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= deadline:
+                return
+            timer.cancel()
+        self._timer = loop.call_at(deadline, self._timed_out)
+
+    def _disarm(self) -> None:
+        """No deadline while a request is answered."""
+        self._deadline = None
 
     def _timed_out(self) -> None:
         self._timer = None
-        if self._task is None and not self._closed:
+        deadline = self._deadline
+        if deadline is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < deadline:  # moved on since this timer was set
+            self._timer = loop.call_at(deadline, self._timed_out)
+        elif self._task is None:
             self.transport.abort()  # a slow or idle client: nothing to answer
 
     def _pump(self) -> None:
@@ -240,9 +259,7 @@ class HttpFront(asyncio.Protocol):
                 assert request is not None
                 request.body = bytes(self._body)
                 self._body.clear()
-                if self._timer is not None:
-                    self._timer.cancel()
-                    self._timer = None
+                self._disarm()
                 self._respond(request, self._route)
             else:  # ConnectionClosed: h11 is never told of an EOF, so not seen
                 return
