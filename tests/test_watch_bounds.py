@@ -342,3 +342,20 @@ async def test_the_watches_of_a_stalled_connection_hold_one_copy_of_a_change(
             await stalled.close()
             sock.close()
 
+
+
+def test_the_attack_script_finds_every_attack_held(capsys: pytest.CaptureFixture[str]) -> None:
+    """`scripts/attack_streams.py` on a small run reports every attack held (exit 0) and prints
+    a figure for each."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "attack_streams.py"
+    spec = importlib.util.spec_from_file_location("attack_streams", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    code = module.run_all(["--mib", "2", "--watches", "4", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["held"] for r in report["results"]] == [True] * 6, report
+    assert code == 0
