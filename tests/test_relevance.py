@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from host.app import Host
 from host.client import MemoryClient
+from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
 
@@ -123,3 +125,23 @@ async def test_a_pairs_relevance_stays_put_when_a_thousand_entries_join(
             assert a.entries[0]["key"] == b.entries[0]["key"] == {"fact": i}, q
             assert a.entries[0]["relevance"] == pytest.approx(b.entries[0]["relevance"],
                                                               abs=1e-6), q
+
+
+async def test_sqlite_and_postgresql_report_one_scale(db_path: Path, pg_url: str) -> None:
+    """The same facts and questions get the same relevance (within 1e-4) on SQLite, where the
+    host computes the cosine, and on PostgreSQL, where the database does."""
+    got: list[list[tuple[str, Any, float]]] = []
+    for db in (db_path, pg_url):
+        async with running_host(make_config(db)) as h, await MemoryClient.connect(url_of(h)) as c:
+            await c.init("ns", {"agent": "a1"})
+            await c.store(facts())
+            await h.search.drain()
+            rows = []
+            for q in [*PARAPHRASES, "When is my dentist appointment?", OFF_TOPIC[0]]:
+                for e in (await c.retrieve(query=q, limit=3)).entries:
+                    rows.append((q, e["key"], e["relevance"]))
+            got.append(sorted(rows, key=lambda r: (r[0], str(r[1]))))
+    sqlite, postgres = got
+    assert [r[:2] for r in sqlite] == [r[:2] for r in postgres]
+    for a, b in zip(sqlite, postgres, strict=True):
+        assert a[2] == pytest.approx(b[2], abs=1e-4), (a, b)
