@@ -122,3 +122,14 @@ def test_readme_names_every_doc() -> None:
     readme = (ROOT / "README.md").read_text()
     assert DOCS and not [p.name for p in DOCS if f"docs/{p.name}" not in readme
                          and f"`{p.name}`" not in readme]
+
+
+def test_readme_lists_every_extra() -> None:
+    """The README's table of extras has a row for each extra pyproject.toml defines, and no
+    other: a new optional part is found by who installs the host."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| extra | for |", 1)[1].split("\n\n", 1)[0]
+    rows = set(re.findall(r"(?m)^\| `([\w-]+)` \|", table))
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                 ["project"]["optional-dependencies"])
+    assert rows == extras, f"README lacks {extras - rows}, names unknown {rows - extras}"
