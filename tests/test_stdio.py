@@ -9,11 +9,13 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from host.client import MemoryClient
 from host.net.clients import StdioChannel
 
 
-def argv(db: Path, *extra: str) -> list[str]:
+def argv(db: Path | str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "host.cli", "stdio", "--db", str(db), *extra]
 
 
@@ -91,11 +93,12 @@ async def test_a_line_that_is_not_json_or_too_long_gets_an_error(tmp_path: Path)
     await ch.close()
 
 
-async def test_a_last_line_without_a_newline_is_answered(tmp_path: Path) -> None:
+@pytest.mark.all_backends
+async def test_a_last_line_without_a_newline_is_answered(store_db: str) -> None:
     """A last request not followed by a newline before the end of input is answered, not
     dropped."""
     proc = await asyncio.create_subprocess_exec(
-        *argv(tmp_path / "n.db"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        *argv(store_db), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL)
     out, _ = await proc.communicate(
         json.dumps({"type": "ping", "id": "p1", "version": "1.0"}).encode() + b"\n"
@@ -105,12 +108,13 @@ async def test_a_last_line_without_a_newline_is_answered(tmp_path: Path) -> None
     assert [(g["type"], g["req_id"]) for g in got] == [("pong", "p1"), ("pong", "last")]
 
 
+@pytest.mark.all_backends
 async def test_a_line_that_is_not_utf8_is_a_parse_error_and_nothing_else(
-    tmp_path: Path,
+    store_db: str,
 ) -> None:
     """A line with bytes that are not UTF-8 is answered parse_error and not taken up (no
     replacement characters stored); the session goes on."""
-    db = tmp_path / "u.db"
+    db = store_db
     init = {"type": "memory/init/req", "id": "i", "version": "1.0", "namespace": "ns",
             "scope": {"agent": "a"}}
     proc = await asyncio.create_subprocess_exec(
