@@ -259,3 +259,22 @@ async def test_a_filtered_query_finds_by_meaning_beyond_the_unfiltered_nearest(
                                                 "kind": "target"})])
         got = await c.retrieve(query="feline lying on carpet", filter={"kind": "target"})
         assert [e["key"]["k"] for e in got.entries] == [9]
+
+
+async def test_nul_characters_never_fail_a_filtered_read(connect: Callable[..., Any]) -> None:
+    """A content or key holding U+0000 (another agent's, in the same namespace) and filter
+    values, prefixes or path elements holding it leave every filtered read answered."""
+    a = await session(connect, "a1")
+    b = await session(connect, "a2")
+    await b.store([entry({"ns": ["x\u0000"], "k": 1}, {"s": "bad\u0000", "n": 1}),
+                   entry({"k": 2}, {"s": "bad\u0000", "n": 1}, tier="episodic")])
+    await a.store([entry({"ns": ["x"], "k": 3}, {"s": "good", "n": 1})])
+    assert 3 in await keys_of(a, filter={"n": 1})
+    assert await keys_of(a, filter={"s": "good"}) == [3]
+    assert await keys_of(a, filter={"s": "bad\u0000"}) in ([], [1])
+    assert 3 in await keys_of(a, filter={"s": {"$ne": "x\u0000"}})
+    assert 3 in await keys_of(a, filter={"s": {"$gt": "a\u0000"}})
+    assert await keys_of(a, key_prefix={"ns": ["x"]}) == [3]
+    assert await keys_of(a, key_prefix={"ns": ["y\u0000"]}) == []
+    assert await a.paths(prefix=["y\u0000"]) == []
+    assert ["x"] in await a.paths()

@@ -15,17 +15,39 @@ import msgspec
 
 from host.store.filters import Condition, KeyPrefix
 
-__all__ = ["where_sql"]
+__all__ = ["CONTENT", "KEY", "where_sql"]
 
 _SQL_OP = {"$eq": "=", "$ne": "<>", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _TYPE = {"null": "null", "boolean": "boolean", "number": "number", "string": "string",
          "array": "array", "object": "object"}
 
 
+# jsonb holds no U+0000: a content (or key) whose text has the escape is read as having no
+# fields here (CASE keeps the cast from it), so such a row never fails a filtered read
+CONTENT = "(CASE WHEN strpos(e.content, '\\u0000') = 0 THEN e.content::jsonb END)"
+KEY = "(CASE WHEN strpos(e.key, '\\u0000') = 0 THEN e.key::jsonb END)"
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return False
+
+
 def _condition(c: Condition, p: Callable[[Any], str]) -> str:
-    x = f"((e.content::jsonb) #> {p(list(c.path))}::text[])"
+    if _has_nul(c.value) and c.op == "$eq":  # no field read here holds U+0000 (CONTENT)
+        return "false"  # (before any parameter: an unused one has no type)
+    x = f"({CONTENT} #> {p(list(c.path))}::text[])"
     typed = f"jsonb_typeof({x}) = '{_TYPE[c.kind]}'"
     op = _SQL_OP[c.op]
+    if _has_nul(c.value):
+        if c.op == "$ne":
+            return typed
+        c = Condition(c.path, c.op, c.value.replace("\x00", ""), c.kind)
     if c.kind == "null":
         return typed if c.op == "$eq" else "false"
     if c.kind == "number":
@@ -38,7 +60,9 @@ def _condition(c: Condition, p: Callable[[Any], str]) -> str:
 
 
 def _prefix(k: KeyPrefix, p: Callable[[Any], str]) -> str:
-    member = f"((e.key::jsonb) -> {p(k.field)}::text)"
+    if _has_nul(list(k.elements)):
+        return "false"
+    member = f"({KEY} -> {p(k.field)}::text)"
     parts = [f"jsonb_typeof({member}) = 'array'"]
     for i, element in enumerate(k.elements):
         parts.append(f"({member} -> {int(i)}) = to_jsonb({p(element)}::text)")

@@ -580,9 +580,11 @@ class PostgresEntryStore(Opens):
                         now: float) -> list[bytes]:
         """The distinct JSON arrays under key member `field` that `q` lets `scope` read, with
         `prefix`'s elements ("*": any) leading."""
+        if any("\x00" in el for el in prefix):
+            return []  # no key read here holds U+0000 (postgres/filters.py)
         p = _Params()
         where = _where(scope, q, now, p)
-        member = f"((e.key::jsonb) -> {p(field)}::text)"
+        member = f"({pg_filters.KEY} -> {p(field)}::text)"
         extra = "".join(f" AND ({member} -> {i}) = to_jsonb({p(el)}::text)"
                         for i, el in enumerate(prefix) if el != "*")
         rows = await self.pool.fetch(

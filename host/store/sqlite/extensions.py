@@ -15,7 +15,7 @@ import numpy as np
 from host.store.base import Query, Scope, owner_for
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
-from host.store.sqlite.filters import json_path
+from host.store.sqlite.filters import NO_NUL_KEY, json_path
 from host.store.sqlite.ops import _removed, _where
 
 __all__ = [
@@ -80,10 +80,12 @@ def key_paths(conn: sqlite3.Connection, scope: Scope, q: Query, field: str,
               prefix: Sequence[str], now: float) -> Iterator[str]:
     """The distinct JSON texts of key member `field` (arrays) among the live entries `q` lets
     `scope` read, whose leading elements match `prefix` ("*" matches any)."""
+    if any("\x00" in el for el in prefix):
+        return  # no key read here holds U+0000 (sqlite/filters.py)
     member = json_path((field,))
     where, params = _where(scope, q, now)
     sql = [f"SELECT DISTINCT json_extract(e.key, '{member}') FROM entries e WHERE {where}"
-           f" AND json_type(e.key, '{member}') = 'array'"]
+           f" AND json_type(e.key, '{member}') = 'array' AND {NO_NUL_KEY}"]
     for i, element in enumerate(prefix):
         if element != "*":
             sql.append(f"json_extract(e.key, '{member}[{i}]') = ?")

@@ -9,12 +9,13 @@ quoted (`$."a"."b"`); the members were checked by `host.store.filters` (letters,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from host.store.filters import Condition, KeyPrefix
 
-__all__ = ["json_path", "where_sql"]
+__all__ = ["NO_NUL_CONTENT", "NO_NUL_KEY", "has_nul", "json_path", "where_sql"]
 
 _SQL_OP = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 # json_type() of each JSON type (integers and reals are one type: numbers)
@@ -22,13 +23,34 @@ _TYPES = {"null": "('null')", "boolean": "('true','false')", "number": "('intege
           "string": "('text')", "array": "('array')", "object": "('object')"}
 
 
+NO_NUL_CONTENT = "instr(e.content, '\\u0000') = 0"
+NO_NUL_KEY = "instr(e.key, '\\u0000') = 0"
+
+
 def json_path(path: Sequence[str]) -> str:
     """The SQLite JSON path of `path` (members quoted)."""
     return "$" + "".join(f'."{m}"' for m in path)
 
 
+def has_nul(value: Any) -> bool:
+    """True when a filter value (or any string in it) holds U+0000."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    return False
+
+
 def _condition(c: Condition) -> tuple[str, list[object]]:
     path = json_path(c.path)
+    if has_nul(c.value):  # no field a filter reads holds U+0000 (see where_sql)
+        if c.op == "$eq":
+            return "0", []
+        if c.op == "$ne":
+            return f"json_type(e.content, ?) IN {_TYPES[c.kind]}", [path]
+        c = Condition(c.path, c.op, c.value.replace("\x00", ""), c.kind)
     typed = f"json_type(e.content, ?) IN {_TYPES[c.kind]}"
     if c.kind == "null":
         return (typed if c.op == "$eq" else "0"), ([path] if c.op == "$eq" else [])
@@ -44,6 +66,8 @@ def _condition(c: Condition) -> tuple[str, list[object]]:
 
 
 def _prefix(p: KeyPrefix) -> tuple[str, list[object]]:
+    if has_nul(list(p.elements)):
+        return "0", []
     member = json_path((p.field,))
     parts = [f"json_type(e.key, '{member}') = 'array'"]
     params: list[object] = []
@@ -56,7 +80,11 @@ def _prefix(p: KeyPrefix) -> tuple[str, list[object]]:
 def where_sql(where: Sequence[Condition], prefixes: Sequence[KeyPrefix]
               ) -> tuple[str, list[object]]:
     """The SQL (starting with " AND ", or "") and parameters of `where` and `prefixes`."""
-    sql: list[str] = []
+    # SQLite's JSON functions cut a string at U+0000 ("a\u0000b" reads as "a"): a content or
+    # key whose text has the escape is read as having no fields, as on PostgreSQL
+    sql: list[str] = [NO_NUL_CONTENT] if where else []
+    if prefixes:
+        sql.append(NO_NUL_KEY)
     params: list[object] = []
     for c in where:
         s, p = _condition(c)
