@@ -24,7 +24,7 @@ from host.app import Host
 from host.cli.transfer import decode_line
 from host.client import MemoryClient
 from host.ui import Request, UiApp
-from host.ui.app import EXPORT_PAGE
+from host.ui.app import EXPORT_PAGE, SEARCH_AGENTS
 from host.ui.health import p99_of
 
 SECRET = "the-launch-code-is-7429"
@@ -307,6 +307,27 @@ async def test_search_covers_every_agent_unless_an_agent_is_named(
     assert len(only) == 2 and all("note" in k for k in only)
     form = text(await ui.get("/ui/search?ns=proj"))
     assert "every agent" in form
+
+
+async def test_search_of_every_agent_is_bounded_and_says_so(tmp_path: Path) -> None:
+    """Search with no agent reads the episodic entries of at most SEARCH_AGENTS agents (those
+    with the most), says so when there are more, and the agent field reaches the others."""
+    names = [f"ag{i:03d}" for i in range(SEARCH_AGENTS + 1)]
+    last = names[-1]  # every agent has one entry: ties go by name, the last is left out
+    config = make_config(tmp_path / "a2e.db", search={"embedder": "none"})
+    async with running_host(config) as host:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+            for name in names:  # one session an agent on one connection
+                await c.init("proj", {"agent": name})
+                await c.store([{"key": {"k": name}, "content": f"radishes noted by {name}",
+                                "tier": "episodic"}])
+        ui = UiClient(_app(host))
+        page = text(await ui.get(f"/ui/search?ns=proj&q=radishes&limit={len(names)}"))
+        assert f"the {SEARCH_AGENTS} agents with the most of {len(names)}" in page
+        assert page.count('<span class="rank">') == SEARCH_AGENTS
+        assert f"&quot;{last}&quot;" not in page
+        alone = text(await ui.get(f"/ui/search?ns=proj&q=radishes&agent={last}"))
+        assert f"&quot;{last}&quot;" in alone and "agents with the most" not in alone
 
 
 async def test_forget_asks_first_then_deletes_for_the_wire(tmp_path: Path) -> None:
