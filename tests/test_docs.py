@@ -77,6 +77,21 @@ def test_docs_point_at_nothing_outside_the_repository() -> None:
     assert not found, "docs point outside the repository:\n" + "\n".join(found)
 
 
+def test_code_points_at_nothing_outside_the_repository() -> None:
+    """The same holds for the code, the tests, the scripts and the build files: nothing names
+    a folder beside the checkout, the spec's files or an issue number."""
+    files = [ROOT / name for name in ("pyproject.toml", "Dockerfile", "docker-compose.yml",
+                                      ".ci/run")]
+    for top in ("host", "protocol", "tests", "scripts", "configs", "examples"):
+        files += [f for f in (ROOT / top).rglob("*") if f.is_file()
+                  and f.suffix in {".py", ".md", ".toml", ".sql", ".sh", ".yml", ".service"}]
+    found = [f"{f.relative_to(ROOT)}:{n}: {line.strip()}"
+             for f in files if f.exists() and f != Path(__file__)
+             for n, line in enumerate(f.read_text().splitlines(), start=1)
+             if _OUTSIDE.search(line)]
+    assert not found, "files point outside the repository:\n" + "\n".join(found)
+
+
 def test_readme_commands_are_the_ones_ci_runs() -> None:
     """The README's one-line set-up installs what .ci/run installs (the test extra) and its
     test command is the one .ci/run runs; every extra a page installs is one pyproject.toml
