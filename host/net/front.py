@@ -261,6 +261,9 @@ class HttpFront(asyncio.Protocol):
                 self._body.clear()
                 self._disarm()
                 self._respond(request, self._route)
+                if not self._pending and conn.their_state is h11.IDLE \
+                        and not conn.trailing_data[0]:
+                    return  # answered, and nothing more to read (h11 would say NEED_DATA)
             else:  # ConnectionClosed: h11 is never told of an EOF, so not seen
                 return
 
