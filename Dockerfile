@@ -9,8 +9,9 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY host ./host
-# the postgres extra (asyncpg) lets one image serve a SQLite file or a postgresql:// URL
-RUN pip install --no-cache-dir '.[postgres]' \
+# the postgres extra (asyncpg) lets one image serve a SQLite file or a postgresql:// URL, and
+# the picows extra lets it serve `server.transport = "picows"` (both optional in a checkout)
+RUN pip install --no-cache-dir '.[postgres,picows]' \
     && useradd --system --uid 10001 --home-dir /data a2e \
     && mkdir -p /data && chown a2e /data
 
