@@ -115,3 +115,19 @@ def test_search_finds_by_meaning_with_the_relevance_a_host_reports(tmp_path: Pat
         assert s.embed_pending() == 0
     with SQLiteStore(db, search=SearchConfig(embedder="none")) as keywords:
         assert keywords.search(_BY_MEANING[0][1], k=3) == []
+
+
+def test_an_embedder_that_cannot_load_leaves_a_keyword_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store whose embedder cannot be loaded says so in the log and searches by keywords."""
+    from host.config import SearchConfig
+
+    cfg = SearchConfig(embedder="sentence-transformers", model=str(tmp_path / "no-such-model"))
+    with caplog.at_level("WARNING", logger="a2e_host.library"), \
+            SQLiteStore(tmp_path / "m.db", search=cfg) as s:
+        s.set("dog", Memory(content=_BY_MEANING[0][0]))
+        assert [h.memory.content for h in s.search("beagle", k=3)] == [_BY_MEANING[0][0]]
+        assert s.search(_BY_MEANING[0][1], k=3) == []
+        assert s.embed_pending() == 0
+    assert any("keyword-only" in r.getMessage() for r in caplog.records)

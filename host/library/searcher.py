@@ -48,10 +48,11 @@ _OPEN: weakref.WeakSet[EngineSearcher] = weakref.WeakSet()
 
 def load_embedder(cfg: SearchConfig) -> Embedder | None:
     """The embedder `cfg` names, or None (keyword-only) for "none" or one that cannot be
-    loaded (logged)."""
+    loaded (logged): a bad model, an endpoint that fails, a missing extra (`MissingExtra`, an
+    `ImportError`)."""
     try:
         return make_embedder(cfg)
-    except EmbedderError as err:
+    except (EmbedderError, ImportError) as err:
         log.warning("library search is keyword-only: embedder %r unavailable (%s)",
                     cfg.embedder, err)
         return None
