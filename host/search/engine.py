@@ -319,23 +319,28 @@ class SearchEngine:
         `text` (`host.search.ranking.score`; `ref`: the query's reference similarity)."""
         links: dict[int, tuple[int, int]] = {}
         added = 0
+        # each candidate's coverage of the query, computed once (it reads the entry's text)
+        cov = ranking.coverages(text, stored) if self.calibration else None
         if self.cfg.neighbour_hits > 0 and stored and self._fetches:
             stored, sims, links, added = await self._neighbours(
-                scope, q, now, text, stored, sims, qv, index, ref)
+                scope, q, now, text, stored, sims, qv, index, ref, cov)
+        if cov is not None:
+            cov = np.concatenate([cov, ranking.coverages(text, stored[len(cov):] + own)])
         return ranking.score(stored + own, text,
                              np.concatenate([sims, np.full(len(own), np.nan)]), self.cfg,
-                             self.calibration, ref, links, len(stored) - added, added)
+                             self.calibration, ref, links, len(stored) - added, added, cov)
 
     async def _neighbours(
         self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
         sims: np.ndarray, qv: np.ndarray | None, index: Any, ref: float = 0.0,
+        cov: np.ndarray | None = None,
     ) -> tuple[list[StoredEntry], np.ndarray, dict[int, tuple[int, int]], int]:
         """Append the entries written just before and after the best candidates (row ids within
         `neighbour_span`, same tier and owner, readable under `q`) to the candidates; also the
         links {neighbour id: (candidate id, distance)} (see `host.search.ranking.score`) and
         how many entries were appended."""
         cfg = self.cfg
-        first, rel, _z = ranking.orders(stored, text, sims, cfg, self.calibration, ref)
+        first, rel, _z = ranking.orders(stored, text, sims, cfg, self.calibration, ref, cov=cov)
         first = np.where(rel >= cfg.neighbour_min, first, -np.inf)  # who may lift neighbours
         by_id = {e.id: e for e in stored}
         wanted: dict[int, tuple[StoredEntry, int]] = {}

@@ -178,14 +178,18 @@ def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
 def orders(
     entries: Sequence[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
     weights: Sequence[float], reference: float = 0.0, basis: np.ndarray | None = None,
+    cov: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, relevance, z) of each candidate, steps 1 and 2 (no neighbours); without
-    `weights` the order is z and the relevance its logistic."""
+    `weights` the order is z and the relevance its logistic. `cov`: the candidates'
+    `coverages`, when the caller has them."""
     keyword = np.array([e.keyword or 0.0 for e in entries])
     z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
     if not weights:
         return z, _logistic(z), z
-    rel = pair_relevance(sims, coverages(query, entries), weights, reference)
+    if cov is None:
+        cov = coverages(query, entries)
+    rel = pair_relevance(sims, cov, weights, reference)
     return z + cfg.pair_weight * rel, rel, z
 
 
@@ -193,6 +197,7 @@ def score(
     entries: list[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
     weights: Sequence[float], reference: float = 0.0,
     links: dict[int, tuple[int, int]] | None = None, first: int = 0, added: int = 0,
+    cov: np.ndarray | None = None,
 ) -> list[StoredEntry]:
     """Set each candidate's `relevance`, `fused` (its order, as above) and `similarity` (from
     `sims`, None for NaN); `keyword` is its BM25 (None as 0), `reference` the query's mean
@@ -209,7 +214,7 @@ def score(
     if added:
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
-    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis)
+    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov)
     if links:
         pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
         lifted = order.copy()
