@@ -412,3 +412,34 @@ async def test_the_bundled_client_reads_chunked_replies_and_sends_no_cr_lf(db_pa
             await ch.request("GET", "/healthz", headers={"X-A": "a\r\nX-B: b"}, session=False)
         if ch._conn is not None:
             ch._conn[1].close()
+
+
+async def test_a_reconnect_gets_the_kept_events_only(db_path: Path) -> None:
+    """A reconnect with an old Last-Event-ID gets again the events still kept (the newest,
+    within `limits.max_replay_bytes`), in order and without a gap, not every event since."""
+    async with running(db_path, search={"embedder": "none"},
+                       limits={"max_replay_bytes": 4096}) as host:
+        c = await MemoryClient.connect_http(f"http://127.0.0.1:{host.port}")
+        ch = c.channel
+        assert isinstance(ch, HttpChannel)
+        c._reader.cancel()
+        it = ch.__aiter__()
+        await ch.send("\n".join(msg("ping", f"p{i}", metadata="x" * 200) for i in range(100)))
+        for _ in range(100):
+            await it.__anext__()
+        last = int(ch.last_id or 0)
+        assert last >= 100
+        await ch.drop_stream()
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(f"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-Id: {ch.session_id}"
+                     "\r\nLast-Event-ID: 5\r\n\r\n".encode())
+        text = b""
+        while f"id: {last}\n".encode() not in text:
+            text += await reader.read(65536)
+        lines = text.decode().split("\n")
+        ids = [int(line[4:]) for line in lines if line.startswith("id: ")]
+        kept = sum(len(line) - 6 for line in lines if line.startswith("data: "))
+        assert ids == list(range(ids[0], last + 1))
+        assert ids[0] > 6 and kept <= 4096
+        writer.close()
+        await ch.close()
