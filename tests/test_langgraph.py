@@ -305,3 +305,15 @@ async def test_ttl_sweepers_start_and_stop(host: Host, open_store: Callable[...,
     task = await astore.start_ttl_sweeper(1)
     assert not task.done()
     assert await astore.stop_ttl_sweeper(10) is True and task.done()
+
+
+async def test_a_store_over_http_and_sse(host: Host) -> None:
+    """An `http://` address speaks HTTP + SSE: the same items, searches and listings."""
+    def run() -> None:
+        with A2EStore.from_conn_string(f"http://127.0.0.1:{host.port}", namespace="h") as s:
+            s.batch([PutOp(("n", str(i)), "k", {"i": i}) for i in range(3)])
+            assert s.get(("n", "1"), "k").value == {"i": 1}
+            assert sorted(r.value["i"] for r in s.search(("n",), filter={"i": {"$gt": 0}})) == [1, 2]
+            assert s.list_namespaces(max_depth=1) == [("n",)]
+
+    await in_thread(run)
