@@ -278,3 +278,19 @@ async def test_nul_characters_never_fail_a_filtered_read(connect: Callable[..., 
     assert await keys_of(a, key_prefix={"ns": ["y\u0000"]}) == []
     assert await a.paths(prefix=["y\u0000"]) == []
     assert ["x"] in await a.paths()
+
+
+async def test_a_refreshed_entry_is_found_by_meaning_past_its_first_expiry(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """After a `refresh_ttl` read, a query that shares no word with the entry still finds it
+    by meaning once its first expiry has passed (the search's vectors expire with it)."""
+    c = await session(connect)
+    await c.store([entry({"k": 1}, {"text": "a kitten resting on a rug"}, ttl=100)])
+    assert [e["key"]["k"] for e in (await c.retrieve(query="feline lying on carpet")).entries
+            ] == [1]
+    host.clock.advance(80)  # type: ignore[attr-defined]
+    await c.retrieve(keys=[{"k": 1}], refresh_ttl=True)
+    host.clock.advance(40)  # type: ignore[attr-defined]
+    got = await c.retrieve(query="feline lying on carpet")
+    assert [e["key"]["k"] for e in got.entries] == [1]

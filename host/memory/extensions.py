@@ -203,8 +203,11 @@ class StoreExtensionHandlers:
         if not by_tier:
             return
         store = self._store(req_id, "refresh_ttl")
+        moved = 0
         for tier, keys in by_tier.items():
-            await store.refresh(session.scope, (tier,), keys, t)
+            moved += await store.refresh(session.scope, (tier,), keys, t)
+        if moved:  # the search's index learns the new expiry; a query of the session waits
+            session.vector_ticket = self.plugin.search.notify()
 
     async def paths(self, req: MemoryPathsRequest, ctx: ConnectionContext
                     ) -> MemoryPathsResponse:

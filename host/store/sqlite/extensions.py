@@ -46,14 +46,17 @@ def client_vectors(conn: sqlite3.Connection, scope: Scope, q: Query, space: str,
 def refresh_entries(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str],
                     keys: Sequence[bytes], now: float) -> int:
     """Restart the TTL of the live entries under `keys` in `tiers` that have one: they expire
-    `ttl` seconds after `now`. Nothing else changes (`updated_at` included); the number moved."""
+    `ttl` seconds after `now`. Nothing else changes (`updated_at` included); the number moved.
+    The entries are queued for the embedding worker, which finds their vectors current and
+    only moves their expiry in the search's in-memory index."""
     if not keys or not tiers:
         return 0
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now)
-    cur = conn.execute(
-        f"UPDATE entries AS e SET expires_at = ? + e.ttl WHERE {where} AND e.ttl > 0",
-        [now, *params])
-    return cur.rowcount
+    ids = conn.execute(
+        f"UPDATE entries AS e SET expires_at = ? + e.ttl WHERE {where} AND e.ttl > 0"
+        " RETURNING id", [now, *params]).fetchall()
+    conn.executemany("INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (?)", ids)
+    return len(ids)
 
 
 def sweep_expired(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], now: float,
