@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from authkit import issue
 from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
+from protocol.clock import ShiftedClock
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
+
+
+async def connect_as(host: Host, token: str) -> MemoryClient:
+    """A client of `host` with `token` as its bearer."""
+    return await MemoryClient.connect(url_of(host),
+                                      additional_headers={"Authorization": f"Bearer {token}"})
 
 
 def entry(key: Any, content: Any, tier: str = "semantic", **kw: Any) -> dict[str, Any]:
@@ -294,3 +303,36 @@ async def test_a_refreshed_entry_is_found_by_meaning_past_its_first_expiry(
     host.clock.advance(40)  # type: ignore[attr-defined]
     got = await c.retrieve(query="feline lying on carpet")
     assert [e["key"]["k"] for e in got.entries] == [1]
+
+
+async def test_extensions_keep_the_tokens_rights(tmp_path: Path) -> None:
+    """A token without `read_semantic` lists no semantic paths and cannot ask for them, one
+    without `forget` sweeps nothing, and one without `write_semantic` refreshes no semantic
+    TTL: the extensions go through the rights of retrieve, forget and store."""
+    full, full_spec = issue("writer")
+    weak, weak_spec = issue("reader", rights=["read_semantic"])
+    blind, blind_spec = issue("blind", rights=[])
+    clock = ShiftedClock()
+    config = make_config(tmp_path / "db", auth={"tokens": [full_spec, weak_spec, blind_spec]})
+    async with running_host(config, clock=clock) as host:
+        w, r, b = [await connect_as(host, t) for t in (full, weak, blind)]
+        for c in (w, r, b):
+            await c.init("ns")
+        await w.store([entry({"ns": ["s"], "k": 1}, 1, ttl=100)])
+        assert await b.paths() == []
+        with pytest.raises(RemoteError) as err:
+            await b.paths(tier="semantic")
+        assert err.value.code == "unauthorized"
+        assert await r.paths() == [["s"]]
+        clock.advance(80)
+        await r.retrieve(keys=[{"ns": ["s"], "k": 1}], refresh_ttl=True)
+        clock.advance(40)
+        assert await r.sweep() == 0
+        assert await w.sweep() == 1
+        await w.store([entry({"ns": ["s"], "k": 2}, 2, ttl=100)])
+        clock.advance(80)
+        await w.retrieve(keys=[{"ns": ["s"], "k": 2}], refresh_ttl=True)
+        clock.advance(40)
+        assert (await w.retrieve(keys=[{"ns": ["s"], "k": 2}])).total == 1
+        for c in (w, r, b):
+            await c.close()
