@@ -279,7 +279,7 @@ def main() -> None:
     ap.add_argument("--fill", type=int, default=1000, help="unrelated entries of the large memory")
     ap.add_argument("--data", type=Path, default=None, metavar="PATH",
                     help="LoCoMo (a folder of <conv>.json or the single file) for the filler")
-    ap.add_argument("--conv", nargs="+", default=["26", "30", "41"],
+    ap.add_argument("--conv", nargs="+", default=["26", "30"],
                     help="LoCoMo conversations the filler comes from (with --data)")
     ap.add_argument("--try", dest="tries", nargs="+", action="append", default=[],
                     metavar="SECTION.FIELD=VALUE", help="one run's config overrides")

@@ -177,7 +177,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None, metavar="PATH",
                     help="LoCoMo (a folder of <conv>.json or the single file): a third memory,"
                     " the facts among its turns, joins the fit")
-    ap.add_argument("--conv", nargs="+", default=["26", "30", "41"])
+    ap.add_argument("--conv", nargs="+", default=["26", "30"],
+                    help="LoCoMo conversations the filler comes from (with --data)")
     ap.add_argument("--cache", type=Path,
                     default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
     asyncio.run(run(ap.parse_args()))

@@ -6,6 +6,7 @@ join the memory; on both backends, over the wire, with the default embedder."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 
 from host.app import Host
 from host.client import MemoryClient
+from host.text.keyword import pair_coverage, term_weights
+from scripts.eval_relevance import label
 from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
@@ -145,3 +148,15 @@ async def test_sqlite_and_postgresql_report_one_scale(db_path: Path, pg_url: str
     assert [r[:2] for r in sqlite] == [r[:2] for r in postgres]
     for a, b in zip(sqlite, postgres, strict=True):
         assert a[2] == pytest.approx(b[2], abs=1e-4), (a, b)
+
+
+def test_the_evaluations_paraphrases_share_no_content_word_with_their_facts() -> None:
+    """scripts/data/relevance.json's paraphrase family is what it says: no question of it holds
+    a content term of its fact (as `pair_coverage` stems and weighs them); and the evaluation's
+    keys are distinct and hold no digit (a key's values are searched and embedded)."""
+    data = json.loads((Path(__file__).parents[1] / "scripts/data/relevance.json").read_text())
+    shared = [(f["paraphrase"], f["fact"]) for f in data["facts"]
+              if pair_coverage(term_weights(f["paraphrase"]), f["fact"]) > 0]
+    assert shared == []
+    labels = [label(i) for i in range(20000)]
+    assert len(set(labels)) == len(labels) and not any(c.isdigit() for c in "".join(labels))
