@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -135,6 +136,19 @@ def stores_of(kind: str, clients: int, host: HostProcess | None, folder: str
         yield [InMemoryStore()] * clients
 
 
+def embedded(port: int, timeout: float = 300.0) -> None:
+    """Wait until the host at `port` has embedded every stored entry (`/metrics`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        backlog = [line for line in text.splitlines() if line.startswith("a2e_embed_backlog ")]
+        if backlog and float(backlog[0].split()[1]) == 0:
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the host did not embed the fill in time")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=2000, help="items in the store before timing")
@@ -155,7 +169,8 @@ def main() -> None:
                 with stores_of(kind, clients, host, folder) as stores:
                     fill(stores[0], args.items)
                     if kind == "a2e":
-                        time.sleep(2)  # let the host embed the fill (a query waits at most 1 s)
+                        assert host is not None
+                        embedded(host.port)  # a query would wait (up to 1 s) for the fill
                     n = max(1, args.ops // clients) if clients > 1 else args.ops
                     for name, op in ops_of(args.items).items():
                         best = max(timed(stores, op, n) for _ in range(args.rounds))
