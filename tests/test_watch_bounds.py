@@ -335,7 +335,7 @@ async def test_the_watches_of_a_stalled_connection_hold_one_copy_of_a_change(
                 await writer.store([entry({"i": n}, "y" * 20_000)])
                 await changed(bystander)
                 n += 1
-            waiting = [item[4] for item in pipe._replies]
+            waiting = [item.data for item in pipe._replies]
             assert all(hasattr(p, "parts") for p in waiting), "each event a copy of its own"
             bodies = {id(p.parts[1]) for p in waiting}
             assert len(bodies) <= len(waiting) // 16 + 2  # one a change, not one a watch

@@ -62,11 +62,13 @@ queues: one frame past the bound. `push` returns False too once the pipeline is 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 import types
 from collections import deque
 from collections.abc import Callable, Generator, Hashable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -91,6 +93,31 @@ TYPE_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in Request.__
 TURN_BUDGET = 0.005  # seconds of handlers one pipeline may run in one turn of the event loop
 _perf = time.perf_counter
 _EVENT = ""  # the message type of a pushed message in the reply queue (not a request)
+
+
+class Phase(enum.Enum):
+    """Where a pipeline is in its life: it only moves forward."""
+
+    OPEN = 1  # taking up messages
+    ENDING = 2  # `shutdown` read: what came after is dropped; end after the replies owed
+    END_DUE = 3  # ... every reply is sent and the sink's `end()` is scheduled
+    CLOSED = 4  # the client is gone: nothing more is sent
+
+
+_OPEN, _ENDING, _END_DUE, _CLOSED = Phase.OPEN, Phase.ENDING, Phase.END_DUE, Phase.CLOSED
+
+
+@dataclass(slots=True)
+class _Owed:
+    """One reply owed to the client, in request order (or a pushed event among them)."""
+
+    req_id: str
+    reply: Any  # the reply message, or a future of it (a write, answered after its commit)
+    type: str  # the request's message type; `_EVENT` for a pushed message
+    started: float  # `perf_counter` when the request was taken up (0.0 for an event)
+    data: bytes | Pieces | None  # the encoded reply; None while `reply` is a future
+    size: int  # bytes of the request (0 for an event)
+    key: Hashable = None  # an event's push key
 
 
 class Sink(Protocol):
@@ -178,9 +205,7 @@ class Pipeline:
         self._step = step
         self._rate = RequestRate(limits)
         ctx.push = self.push
-        # owed replies in request order: [req_id, reply or future, type, started, data,
-        # request bytes, push key]; data is None while the reply is a future
-        self._replies: deque[list[Any]] = deque()
+        self._replies: deque[_Owed] = deque()  # owed, in request order
         self._unsent = 0  # bytes encoded and not yet sent (behind a pending reply, or paused)
         self._frames: deque[str | bytes] = deque()  # received, not yet taken up
         self._queued_bytes = 0  # bytes of `_frames`
@@ -189,12 +214,10 @@ class Pipeline:
         self._task: asyncio.Task[Any] | None = None  # the handler that waits
         self._task_bytes = 0
         self._dispatch_since = 0.0
-        self._expired = False
+        self._expired = False  # the waiting handler was cancelled at its deadline
         self._writing_paused = False
         self._reading = True
-        self._closed = False
-        self._ending = False  # `shutdown` read: end after the replies owed
-        self._end_due = False  # ... and the sink's `end()` is scheduled
+        self._phase = _OPEN
         self._turn_start = 0.0
         self._later: asyncio.Handle | None = None  # the next turn's `_pump`
         self._idle: asyncio.Event | None = None
@@ -204,29 +227,26 @@ class Pipeline:
 
     def receive(self, data: str | bytes) -> None:
         """One whole message from the client: text (JSON) or bytes (a binary message)."""
-        if self._closed or self._ending:
+        if self._phase is not _OPEN:
             return
-        if self._task is not None or self._frames or self._later is not None:
-            self._frames.append(data)  # taken up in turn by `_pump`
-            self._queued_bytes += len(data)
-            self._pressure()
-            return
-        if self._over(len(data)):
-            self._frames.append(data)
-            self._queued_bytes += len(data)
-            self._pressure()
-            return
-        if not self._turn_left():
-            self._frames.append(data)
-            self._queued_bytes += len(data)
+        if self._task is None and not self._frames and self._later is None and \
+                not self._over(len(data)):
+            if self._turn_left():
+                self._answer(data)
+                if self._replies:
+                    self._pressure()
+                if self._idle is not None:
+                    self._maybe_idle()
+                return
             self._later = asyncio.get_running_loop().call_soon(self._next_turn)
-            self._pressure()
-            return
-        self._answer(data)
-        if self._replies:
-            self._pressure()
-        if self._idle is not None:
-            self._maybe_idle()
+        self._enqueue(data)
+
+    def _enqueue(self, data: str | bytes) -> None:
+        """Keep a message for `_pump` to take up in turn (a handler, a limit or the turn's
+        budget holds it back)."""
+        self._frames.append(data)
+        self._queued_bytes += len(data)
+        self._pressure()
 
     def pause_writing(self) -> None:
         """The adapter cannot send for now: owed replies wait here (and count)."""
@@ -241,7 +261,7 @@ class Pipeline:
     def push(self, message: Any, key: Hashable = None, limit: int = 0) -> bool:
         """Queue a server-initiated message after every reply owed now (see the module
         docstring); False (nothing queued) when closed or `limit` messages of `key` wait."""
-        if self._closed:
+        if self._phase is _CLOSED:
             return False
         if key is not None and limit > 0 and self._pushed.get(key, 0) >= limit:
             return False
@@ -252,7 +272,7 @@ class Pipeline:
         if key is not None and self._unsent and \
                 self._unsent + len(data) > self.limits.max_unsent_bytes:
             return False  # the client does not read: not one byte more for it
-        self._replies.append(["", None, _EVENT, 0.0, data, 0, key])
+        self._replies.append(_Owed("", None, _EVENT, 0.0, data, 0, key))
         self._unsent += len(data)
         if key is not None:
             self._pushed[key] = self._pushed.get(key, 0) + 1
@@ -261,17 +281,17 @@ class Pipeline:
 
     def close(self) -> None:
         """The client is gone: nothing more is sent; the context's sessions are dropped."""
-        if self._closed:
+        if self._phase is _CLOSED:
             return
-        self._closed = True
+        self._phase = _CLOSED
         if self._task is not None:
             self._task.cancel()
         if self._later is not None:
             self._later.cancel()
             self._later = None
         for item in self._replies:
-            if item[4] is None:
-                item[1].add_done_callback(_consume)
+            if item.data is None:
+                item.reply.add_done_callback(_consume)
         self._replies.clear()
         self._frames.clear()
         self._pushed.clear()
@@ -282,7 +302,7 @@ class Pipeline:
     @property
     def closed(self) -> bool:
         """True once `close()` was called."""
-        return self._closed
+        return self._phase is _CLOSED
 
     @property
     def in_flight(self) -> int:
@@ -315,15 +335,15 @@ class Pipeline:
             self._task.cancel()
         late = False
         for item in self._replies:
-            if item[2] is _EVENT:
+            if item.type is _EVENT:
                 continue
-            if now - item[3] <= timeout:
+            if now - item.started <= timeout:
                 break
-            if item[4] is None and not item[1].done():
-                item[1].add_done_callback(_consume)
-                item[1] = past_deadline(item[0], timeout)
-                data = encode(item[1])
-                item[4] = data
+            if item.data is None and not item.reply.done():
+                item.reply.add_done_callback(_consume)
+                item.reply = past_deadline(item.req_id, timeout)
+                data = encode(item.reply)
+                item.data = data
                 self._unsent += len(data)
                 late = True
         if late:
@@ -332,7 +352,7 @@ class Pipeline:
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s until every request received is answered (messages that
         arrive meanwhile are answered too: the client sent them before it knew)."""
-        if self._closed or not self.owes:
+        if self._phase is _CLOSED or not self.owes:
             return
         self._idle = asyncio.Event()
         try:
@@ -362,7 +382,8 @@ class Pipeline:
     def _pump(self) -> None:
         """Take up the messages that waited (a handler, the limits, or the turn's budget)."""
         frames = self._frames
-        while frames and self._task is None and not self._closed and self._later is None:
+        while frames and self._task is None and self._phase is not _CLOSED and \
+                self._later is None:
             if self._over(len(frames[0])):
                 break
             if not self._turn_left():
@@ -423,7 +444,7 @@ class Pipeline:
                  task: asyncio.Task[Any]) -> None:
         self._task = None
         self._dispatch_since = 0.0
-        if self._closed:
+        if self._phase is _CLOSED:
             return
         if task.cancelled():
             expired, self._expired = self._expired, False
@@ -437,47 +458,47 @@ class Pipeline:
 
     def _reply(self, req_id: str, msg_type: str, started: float, reply: Any, size: int) -> None:
         if isinstance(reply, asyncio.Future):
-            self._replies.append([req_id, reply, msg_type, started, None, size, None])
+            self._replies.append(_Owed(req_id, reply, msg_type, started, None, size))
             reply.add_done_callback(self._flush_cb)
             return
         data = encode(reply)
         if not self._replies and not self._writing_paused:
             self._taken_bytes -= size
-            if not self._closed:
+            if self._phase is not _CLOSED:
                 self.sink.send(data)
             self._done(req_id, msg_type, reply, started)
             return
-        self._replies.append([req_id, reply, msg_type, started, data, size, None])
+        self._replies.append(_Owed(req_id, reply, msg_type, started, data, size))
         self._unsent += len(data)
 
     def _flush_done(self, _: object) -> None:
-        if not self._closed:
+        if self._phase is not _CLOSED:
             self._flush()
 
     def _flush(self) -> None:
         """Send the owed replies that are ready, in request order."""
         replies = self._replies
-        while replies and not self._writing_paused and not self._closed:
+        while replies and not self._writing_paused and self._phase is not _CLOSED:
             item = replies[0]
-            data = item[4]
+            data = item.data
             if data is None:
-                fut = item[1]
+                fut = item.reply
                 if not fut.done():
                     break
                 if fut.cancelled():
-                    reply = error_for(RuntimeError("write cancelled"), item[0])
+                    reply = error_for(RuntimeError("write cancelled"), item.req_id)
                 else:
                     exc = fut.exception()
-                    reply = error_for(exc, item[0]) if exc is not None else fut.result()
-                item[1] = reply
+                    reply = error_for(exc, item.req_id) if exc is not None else fut.result()
+                item.reply = reply
                 data = encode(reply)
             else:
                 self._unsent -= len(data)
             replies.popleft()
-            self._taken_bytes -= item[5]
+            self._taken_bytes -= item.size
             self.sink.send(data if isinstance(data, bytes) else data.join())  # `Pieces` of an event
-            if item[2] is _EVENT:
-                key = item[6]
+            if item.type is _EVENT:
+                key = item.key
                 if key is not None:
                     left = self._pushed[key] - 1
                     if left:
@@ -485,7 +506,7 @@ class Pipeline:
                     else:
                         del self._pushed[key]
             else:
-                self._done(item[0], item[2], item[1], item[3])
+                self._done(item.req_id, item.type, item.reply, item.started)
         self._pump()
 
     def _done(self, req_id: str, msg_type: str, reply: Any, started: float) -> None:
@@ -504,7 +525,7 @@ class Pipeline:
 
     def _pressure(self) -> None:
         """Tell the adapter to read only while nothing holds back the messages received."""
-        if self._closed:
+        if self._phase is _CLOSED:
             return
         reading = not (self._frames or self._over())
         if reading != self._reading:
@@ -512,24 +533,24 @@ class Pipeline:
             self.sink.set_reading(reading)
 
     def _maybe_idle(self) -> None:
-        if self._idle is not None and (self._closed or not self.owes):
+        if self._idle is not None and (self._phase is _CLOSED or not self.owes):
             self._idle.set()
-        if self._ending and not self._end_due and not self._closed and not self.owes:
-            self._end_due = True
+        if self._phase is _ENDING and not self.owes:
+            self._phase = _END_DUE
             asyncio.get_running_loop().call_soon(self._end_sink)
 
     def _shutdown(self) -> None:
         """`shutdown` taken up: what the client sent after it is dropped; the sink's `end()`
         follows the last reply owed."""
         log.info("connection %s: shutdown by the client", self.ctx.conn_id)
-        self._ending = True
+        self._phase = _ENDING
         self._frames.clear()
         self._queued_bytes = 0
         self._maybe_idle()
 
     def _end_sink(self) -> None:
         end = getattr(self.sink, "end", None)
-        if end is not None and not self._closed:
+        if end is not None and self._phase is not _CLOSED:
             end()
 
 
