@@ -136,3 +136,49 @@ async def test_a_line_that_is_not_utf8_is_a_parse_error_and_nothing_else(
     assert got[0]["type"] == "error" and got[0]["code"] == "parse_error"
     assert (got[1]["type"], got[1]["req_id"]) == ("pong", "p")
     assert got[2]["type"] == "memory/retrieve/resp" and got[2]["entries"] == []
+
+
+async def test_a_regular_file_as_input_is_read_only_as_fast_as_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    """With a regular file as stdin (`a2e-host stdio < requests.ndjson`) and an output that
+    nobody reads yet, the host stops reading the file once replies back up, as it stops
+    reading a pipe: the requests it holds are a block of the file, not the whole file; once
+    the output is read, every request is answered in order."""
+    import os
+
+    from conftest import make_config, running_host
+
+    from host.net.transport_stdio import serve_pipes
+
+    n = 50_000
+    path = tmp_path / "requests.ndjson"
+    path.write_bytes(b"".join(b'{"type":"ping","id":"p%d","version":"1.0"}\n' % i
+                              for i in range(n)))
+    size = path.stat().st_size
+    async with running_host(make_config(tmp_path / "a.db")) as host:
+        source = path.open("rb", buffering=0)
+        out_r, out_w = os.pipe()
+        conn = await serve_pipes(host.server, source, os.fdopen(out_w, "wb", buffering=0))
+        position, still = -1, 0
+        while still < 20:  # until the file's reader has not moved for 20 looks
+            assert not conn._eof.is_set(), "the whole file was read with nothing answered"
+            await asyncio.sleep(0.01)
+            now = os.lseek(source.fileno(), 0, os.SEEK_CUR)
+            still = still + 1 if now == position and not conn.pipeline.reading else 0
+            position = now
+        assert position < size // 4
+        assert conn.pipeline.request_bytes <= 2 * 65_536
+
+        def read_all() -> list[bytes]:
+            got = bytearray()
+            while got.count(b"\n") < n:
+                chunk = os.read(out_r, 1 << 16)
+                assert chunk, "the output ended early"
+                got += chunk
+            return bytes(got).splitlines()
+
+        lines = await asyncio.gather(asyncio.to_thread(read_all), conn.finished())
+        assert [json.loads(line)["req_id"] for line in lines[0]] == [f"p{i}" for i in range(n)]
+        os.close(out_r)
+        source.close()

@@ -8,7 +8,9 @@ so does a line that is not valid UTF-8 (a WebSocket closes such a frame with 100
 answers 400; a pipe has no frame to close, so the line is refused and the session goes on).
 End of input means the client is done: a last line without its newline is still a line, the
 requests read are answered, then the session ends (`finished()` returns) and the command
-commits and exits 0.
+commits and exits 0. Stdin may be a pipe or a regular file (`a2e-host stdio < requests.ndjson`):
+either is read only while the request core takes messages, so the host holds a block of the
+input, never the whole of it, when its replies back up.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from host.core.context import ConnectionContext
 from host.net.http import Headers, HttpRequest
-from host.net.pipeline import Pipeline, Served
+from host.net.pipeline import Served
 from protocol.codec import error_reply
 from protocol.errors import ErrorCode
 
@@ -54,8 +56,7 @@ class StdioConnection(asyncio.Protocol, Served):
         self.upgrade = HttpRequest("stdio", Headers(()), None)
         self.limits = server.config.limits
         self.ctx = ConnectionContext(conn_id=server.next_conn_id("s"), remote="stdio")
-        self.pipeline = Pipeline(server.router, self.ctx, self.limits, self,
-                                 on_request=server.on_request, step=server.step_in_callback)
+        self.pipeline = server.new_pipeline(self.ctx, self)
         self.reader: Any = None
         self.writer: Any = None
         self._buf = bytearray()
@@ -63,6 +64,8 @@ class StdioConnection(asyncio.Protocol, Served):
         self._eof = asyncio.Event()
         self._done = asyncio.Event()
         self.reading_task: asyncio.Task[None] | None = None  # a regular file's reader
+        self.may_read = asyncio.Event()  # clear while the pipeline holds back (a file's reader waits)
+        self.may_read.set()
 
     # -- the read pipe --------------------------------------------------------------------------
 
@@ -132,7 +135,11 @@ class StdioConnection(asyncio.Protocol, Served):
             self.writer.write(data + b"\n")
 
     def set_reading(self, reading: bool) -> None:
-        """Read the pipe on, or hold off (backpressure)."""
+        """Read the pipe (or the file) on, or hold off (backpressure)."""
+        if reading:
+            self.may_read.set()
+        else:
+            self.may_read.clear()
         if self.reader is None or self.reader.is_closing():
             return
         if reading:
@@ -151,6 +158,8 @@ class StdioConnection(asyncio.Protocol, Served):
         if self._done.is_set():
             return
         self._done.set()
+        if self.reading_task is not None:
+            self.reading_task.cancel()
         self.pipeline.close()
         self.server.closed(self)
 
@@ -212,9 +221,11 @@ def _is_file(f: Any) -> bool:
 
 
 async def _read_file(conn: StdioConnection, f: Any) -> None:
-    """A regular file as the input: read in a worker thread, a block at a time."""
+    """A regular file as the input: read in a worker thread, a block at a time, and only while
+    the pipeline takes messages (what it holds is one block, not the file)."""
     loop = asyncio.get_running_loop()
     while True:
+        await conn.may_read.wait()
         data = await loop.run_in_executor(None, f.read, 1 << 16)
         if not data:
             conn.eof_received()
