@@ -428,6 +428,29 @@ async def test_live_json_returns_the_change_log_after_the_cursor(host: Host) -> 
         assert (await ui.get("/ui/live.json?ns=proj&after=nope")).status == 400
 
 
+async def test_live_json_reads_a_bounded_page_of_the_change_log(host: Host) -> None:
+    """One poll of the Live page's JSON reads (and holds) about a MiB of the change log, not
+    a hundred changes of any size: big changes come a few a poll, and following its cursor
+    shows each of them once, in order."""
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await c.init("big", {"agent": "a1"})
+        ui = UiClient(_app(host))
+        for i in range(6):  # six changes of about 600 KB each
+            await c.store([{"key": {"i": i, "j": j}, "content": "x" * 60_000,
+                            "tier": "semantic"} for j in range(10)])
+        first = json.loads((await ui.get("/ui/live.json?ns=big&after=0")).body)
+        assert first["count"] <= 20  # two changes at most: the one that passes a MiB ends it
+        after, seen = "0", []
+        while True:
+            page = json.loads((await ui.get(f"/ui/live.json?ns=big&after={after}")).body)
+            if not page["count"]:
+                break
+            seen.append(page["count"])
+            assert int(page["after"]) > int(after)
+            after = page["after"]
+        assert sum(seen) == 60 and int(after) == 6
+
+
 async def test_health_page_charts_the_hosts_own_metrics(host: Host) -> None:
     """After requests, the Health page draws a requests-a-second and a p99 chart of each
     message type as inline SVG, with connections, backlog and the last GC."""

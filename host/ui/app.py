@@ -57,7 +57,8 @@ _encode = msgspec.json.Encoder().encode
 
 PREFIX = "/ui"
 _LIVE_RECENT = 30  # entries the Live page shows at load
-_LIVE_BATCH = 100  # entries one poll returns at most
+_LIVE_BATCH = 100  # changes one poll reads at most ...
+_LIVE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 _LIVE_EVERY_MS = 2000
 _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 _MAX_TAGS = 32  # tags in one filter
@@ -429,7 +430,7 @@ class UiApp:
         after = _int(req.arg("after"), -1, -1, 2**63 - 1, "after")
         if after < 0:
             return refusal(HTTPStatus.BAD_REQUEST, "after must be a change sequence number")
-        changes = await log.changes_after(ns, after, _LIVE_BATCH)
+        changes = await log.changes_after(ns, after, _LIVE_BATCH, _LIVE_BYTES)
         events = [(c.op, json.loads(bytes(e.wire))) for c in changes
                   for e in decode_entries(c.entries) if e.tier in viewer.tiers]
         newest = str(changes[-1].seq) if changes else str(after)
