@@ -180,6 +180,33 @@ async def test_a_pushed_event_goes_after_the_replies_owed_before_it(db_path: Pat
     assert not p.push(event)
 
 
+@pytest.mark.parametrize("step", [True, False])
+async def test_what_after_reply_pushes_goes_after_the_reply(db_path: Path, step: bool) -> None:
+    """A callback a handler gives `ctx.after_reply` runs once its reply is queued, so an event
+    it pushes follows the reply, whether the handler was stepped at once, waited or ran in a
+    task."""
+    router = Router()
+
+    async def handler(msg: Ping, ctx: ConnectionContext) -> Pong:
+        if msg.id == "waits":
+            await asyncio.sleep(0)
+        assert ctx.push is not None
+        event = Pong(id=new_id(), version=VERSION, ts=now(), req_id="", uptime_seconds=1.0)
+        ctx.after_reply(lambda: ctx.push(event) and None)
+        return pong(msg.id)
+
+    router.register(Ping, handler)
+    rec = Recorder()
+    p = Pipeline(router, ConnectionContext(conn_id="t"), make_config(db_path).limits, rec,
+                 step=step)
+    p.receive(ping("at-once"))
+    p.receive(ping("waits"))
+    await settle(p, rec, 4)
+    assert [m.get("req_id") or "event" for m in rec.sent] == ["at-once", "event", "waits",
+                                                             "event"]
+    p.close()
+
+
 async def test_a_request_past_its_deadline_is_answered_retryable(db_path: Path) -> None:
     """A handler still waiting at expire() is answered internal_error, reason deadline, and
     the next request is served."""

@@ -41,6 +41,10 @@ class Pieces:
         return b"".join(self.parts)
 
 
+def _soon(callback: Callable[[], object]) -> None:
+    asyncio.get_running_loop().call_soon(callback)
+
+
 @dataclass(slots=True)
 class ConnectionContext:
     """What the host knows about one connection. Its capabilities' state dies with it.
@@ -55,6 +59,12 @@ class ConnectionContext:
     `push(message, key=None, limit=0) -> bool` sends a server-initiated message (an event: a
     protocol struct, its encoding, or `Pieces` of it) after the replies owed (set by the
     transport's request core; None on a transport that carries no events).
+
+    `after_reply(callback)`, called in a request's handler, runs `callback()` (in a later
+    callback of the loop) once that request's reply is queued, so what `callback` pushes goes
+    after the reply (a watch's first events). How a handler is run (stepped at once or in a
+    task) is the request core's business, and only this hook needs to know it: the request
+    core sets it; without one, `callback` runs soon.
     """
 
     conn_id: str
@@ -65,6 +75,7 @@ class ConnectionContext:
     capabilities: dict[str, CapabilityState] = field(default_factory=dict)
     last_write: asyncio.Future | None = None
     push: Callable[..., bool] | None = None
+    after_reply: Callable[[Callable[[], object]], None] = _soon
 
     async def writes_done(self) -> None:
         """Wait until this connection's pending writes have committed (errors ignored)."""

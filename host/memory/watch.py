@@ -37,6 +37,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 
 import msgspec
 
@@ -312,11 +313,7 @@ class WatchHub:
             if feed is None:  # it holds what follows `head`; a watch from before replays
                 feed = self.feeds[ns] = _Feed(ns, head)
             feed.watches[w.id] = w
-        # the first event goes after the reply. A handler stepped in the transport's callback
-        # has its reply queued when it returns; one run as a task, by the task's done callback,
-        # which the loop calls soon after: two hops of `call_soon` come after both.
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._begin, w)
+        ctx.after_reply(partial(self._begin, w))  # the first event goes after the reply
         return MemoryWatchResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                    watch_id=w.id, cursor=w.cursor)
 

@@ -24,7 +24,11 @@ What it owns:
   (the store reads on the loop: SQLite) a handler is stepped at once in the adapter's callback
   and a reply that needs no waiting is encoded and sent before `receive` returns; a handler
   that waits goes on in a task. With `step=False` (PostgreSQL: asyncpg needs a task) every
-  handler runs in a task.
+  handler runs in a task. (Python 3.12's eager tasks do the same inside a task; until the
+  project's floor is 3.12 the trick stays here.) A handler that needs something to happen
+  after its reply is queued (a watch's first events) says `ctx.after_reply(callback)`, and
+  need not know which way it was run; only the server (`HostServer.new_pipeline`) reads the
+  store's `reads_on_loop` to choose `step`.
 - **reply order**: a reply may be a future (a write, answered after its commit); replies are
   sent in request order as they resolve.
 - **backpressure**: no further message is taken up while `limits.max_pipelined` replies, or
@@ -205,6 +209,8 @@ class Pipeline:
         self._step = step
         self._rate = RequestRate(limits)
         ctx.push = self.push
+        ctx.after_reply = self._after_reply
+        self._after: list[Callable[[], object]] = []  # the handler's `ctx.after_reply` callbacks
         self._replies: deque[_Owed] = deque()  # owed, in request order
         self._unsent = 0  # bytes encoded and not yet sent (behind a pending reply, or paused)
         self._frames: deque[str | bytes] = deque()  # received, not yet taken up
@@ -295,6 +301,7 @@ class Pipeline:
         self._replies.clear()
         self._frames.clear()
         self._pushed.clear()
+        self._after.clear()
         self._unsent = self._queued_bytes = self._taken_bytes = 0
         self.ctx.close()
         self._maybe_idle()
@@ -456,7 +463,17 @@ class Pipeline:
         self._reply(req_id, msg_type, started, reply, size)
         self._pump()
 
+    def _after_reply(self, callback: Callable[[], object]) -> None:
+        """`ctx.after_reply`: `callback` runs once the reply of the request being handled
+        is queued (`_reply`), whether its handler was stepped or ran in a task."""
+        self._after.append(callback)
+
     def _reply(self, req_id: str, msg_type: str, started: float, reply: Any, size: int) -> None:
+        if self._after:
+            after, self._after = self._after, []
+            call_soon = asyncio.get_running_loop().call_soon
+            for callback in after:
+                call_soon(callback)
         if isinstance(reply, asyncio.Future):
             self._replies.append(_Owed(req_id, reply, msg_type, started, None, size))
             reply.add_done_callback(self._flush_cb)

@@ -36,7 +36,7 @@ from host.net.front import Attach, HttpFront
 from host.net.gates import browser_gate
 from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only
 from host.net.limits import ConnectionLimiter, DeadlineWatch
-from host.net.pipeline import RequestHook
+from host.net.pipeline import Pipeline, RequestHook, Sink
 from host.net.serving import ServedConnection
 from host.net.tls import ssl_context
 from host.net.transport_http import HttpSessions
@@ -94,8 +94,15 @@ class HostServer:
                                            HttpReply | None]] = []
         self.sessions = HttpSessions(self)  # POST /session, /send, GET /stream, DELETE
         # True when a handler may be stepped outside a task (the store reads on the loop and
-        # nothing in a handler needs `asyncio.current_task()`): see host.net.pipeline
+        # nothing in a handler needs `asyncio.current_task()`): see host.net.pipeline. Only
+        # `new_pipeline` reads it: no transport knows of it.
         self.step_in_callback = False
+
+    def new_pipeline(self, ctx: ConnectionContext, sink: Sink) -> Pipeline:
+        """The request core of a new connection (or HTTP + SSE session, or stdio) whose
+        transport adapter is `sink`."""
+        return Pipeline(self.router, ctx, self.config.limits, sink, on_request=self.on_request,
+                        step=self.step_in_callback)
 
     @property
     def port(self) -> int:

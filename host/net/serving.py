@@ -12,7 +12,7 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router
 from host.net.http import HttpReply, HttpRequest, HttpStream, Route
-from host.net.pipeline import Pipeline, RequestHook
+from host.net.pipeline import Pipeline, Sink
 
 __all__ = ["ServedConnection", "Server"]
 
@@ -52,14 +52,15 @@ class Server(Protocol):
 
     config: Config
     router: Router
-    on_request: RequestHook | None
-    step_in_callback: bool
     stopping: bool
     fronts: set[Any]
     session_checks: list[Callable[[ConnectionContext, HttpRequest], HttpReply | None]]
 
     def next_conn_id(self, kind: str = ...) -> str:
         """A new connection id."""
+
+    def new_pipeline(self, ctx: ConnectionContext, sink: Sink) -> Pipeline:
+        """The request core of a new connection (or session) whose adapter is `sink`."""
 
     def opened(self, conn: ServedConnection) -> None:
         """A connection was upgraded (or a session opened)."""

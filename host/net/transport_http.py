@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpReply, HttpRequest, HttpStream
-from host.net.pipeline import Pipeline, Served
+from host.net.pipeline import Served
 
 if TYPE_CHECKING:
     from host.net.serving import Server as HostServer
@@ -100,8 +100,7 @@ class HttpSession(Served):
         self.limits = server.config.limits
         self.ctx = ConnectionContext(conn_id=server.next_conn_id("h"),
                                      remote=request.remote_text)
-        self.pipeline = Pipeline(server.router, self.ctx, self.limits, self,
-                                 on_request=server.on_request, step=server.step_in_callback)
+        self.pipeline = server.new_pipeline(self.ctx, self)
         self._unsent: deque[tuple[int, bytes]] = deque()  # not yet written to a stream
         self._unsent_bytes = 0
         self._sent: deque[tuple[int, bytes]] = deque()  # written; kept for a Last-Event-ID

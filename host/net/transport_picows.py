@@ -40,7 +40,7 @@ except ImportError as exc:
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
-from host.net.pipeline import Pipeline, Served
+from host.net.pipeline import Served
 
 if TYPE_CHECKING:
     from host.net.serving import Server as HostServer
@@ -75,8 +75,7 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
         self.limits = server.config.limits
         self.upgrade = upgrade
         self.ctx = ConnectionContext(conn_id=server.next_conn_id(), remote=upgrade.remote_text)
-        self.pipeline = Pipeline(server.router, self.ctx, self.limits, self,
-                                 on_request=server.on_request, step=server.step_in_callback)
+        self.pipeline = server.new_pipeline(self.ctx, self)
         self._transport: WSTransport | None = None
         self._send: Any = None
         self._raw: Any = None  # the socket's asyncio transport

@@ -28,7 +28,7 @@ from websockets.server import ServerProtocol
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
-from host.net.pipeline import Pipeline, Served
+from host.net.pipeline import Served
 
 if TYPE_CHECKING:
     from host.net.serving import Server as HostServer
@@ -60,8 +60,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
             extensions=[ServerPerMessageDeflateFactory()] if server.config.server.compression
             else None)
         self.ctx = ConnectionContext(conn_id=server.next_conn_id(), remote=upgrade.remote_text)
-        self.pipeline = Pipeline(server.router, self.ctx, limits, self,
-                                 on_request=server.on_request, step=server.step_in_callback)
+        self.pipeline = server.new_pipeline(self.ctx, self)
         self.transport: Any = None
         self._parts: bytearray | None = None  # a fragmented message so far
         self._text = True

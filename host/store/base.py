@@ -203,8 +203,10 @@ class EntryStore(Protocol):
     updated_at but never the expiry).
 
     `reads_on_loop` is True when reads run synchronously on the event loop and no method
-    needs to run inside a task (no `asyncio.timeout`): the request core then steps a
-    request's handler in the transport's callback itself (see `host.net.pipeline`).
+    needs to run inside a task (no `asyncio.timeout`). The store has to say so: on Python
+    3.11 (no eager tasks) the request core saves a task a request by running a handler's first
+    step in the transport's callback, which only a store that needs no task allows (see
+    `host.net.pipeline`); the server reads the flag, nothing else does.
     """
 
     reads_on_loop: bool
