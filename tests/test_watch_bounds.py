@@ -281,6 +281,39 @@ async def test_an_entry_deleted_by_another_tool_leaves_the_change_log_too(
     assert b"SECRET-SQL" not in logged and b"visible" in logged
 
 
+async def test_an_entry_deleted_by_another_tool_leaves_the_log_at_the_next_write(
+    store_db: str, host: Host, connect: Callable[..., Any],
+) -> None:
+    """After a plain-SQL delete by another process, the host's next logged write (a store)
+    takes the deleted entry's content out of the change log, so a replay from "0" after it
+    shows none of it; no collection is needed."""
+    writer = await session(connect, "w")
+    await writer.store([entry({"k": "gone"}, "SECRET-TOOL")])
+    if store_db.startswith("postgresql://"):
+        import asyncpg
+
+        conn = await asyncpg.connect(store_db)
+        try:
+            await conn.execute("DELETE FROM a2e_entries WHERE key = $1", '{"k":"gone"}')
+        finally:
+            await conn.close()
+    else:
+        import sqlite3
+
+        other = sqlite3.connect(store_db)
+        with other:
+            assert other.execute("DELETE FROM entries WHERE key = ?",
+                                 ('{"k":"gone"}',)).rowcount == 1
+        other.close()
+    await writer.store([entry({"k": "marker"})])
+    logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 100))
+    assert b"SECRET-TOOL" not in logged and b"marker" in logged
+    late = await session(connect, "late")
+    await late.watch(since="0")
+    events = await until_marker(late, {"k": "marker"})
+    assert "SECRET" not in json.dumps([ev.entries for ev in events])
+
+
 async def test_a_page_of_the_change_log_is_bounded_in_bytes(
     host: Host, connect: Callable[..., Any],
 ) -> None:

@@ -13,9 +13,9 @@ entry row that has such changes (a forget, a TTL collection, an expired entry a 
 another tool) queues it in `change_gone` with the newest change then logged (the
 `entries_changes_ad` trigger), and logging the `forgotten` or `expired` change of that delete -
 in the same transaction - takes its records out of those changes first (`forget_gone`; a row
-deleted by another tool, which logs nothing, at the next such change or log pruning): a replay
-never shows the content of what was forgotten or expired, only the `forgotten` or `expired`
-change. A `stored` change left with no entry stays,
+deleted by another tool, which logs nothing, at the next change logged, whatever its op, or
+the next pruning of the log): a replay never shows the content of what was forgotten or
+expired, only the `forgotten` or `expired` change. A `stored` change left with no entry stays,
 empty (nobody is sent it), so the numbers do not move. The write functions of
 `host.store.sqlite.ops` call `log_change` inside their transaction, whoever runs them (the wire
 path, the library, the CLI).
@@ -39,9 +39,9 @@ def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Seque
                now: float, entry_ids: Sequence[int] | None = None) -> int:
     """Append one change (inside the caller's transaction); its sequence number. `entry_ids`
     are the rows whose content a `stored` change carries, in record order (looked up when not
-    given); the content of rows deleted since the last change leaves the log first."""
-    if op != "stored":
-        forget_gone(conn)
+    given); the content of rows deleted since the last change (by this write, or by another
+    tool since) leaves the log first."""
+    forget_gone(conn)
     change_id, seq = conn.execute(
         f"INSERT INTO changes (namespace, seq, at, op, entries) VALUES (?1, {_HEAD} + 1, ?2, ?3,"
         " ?4) RETURNING id, seq", (namespace, now, op, encode_records(records))).fetchone()
