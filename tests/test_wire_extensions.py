@@ -336,3 +336,16 @@ async def test_extensions_keep_the_tokens_rights(tmp_path: Path) -> None:
         assert (await w.retrieve(keys=[{"ns": ["s"], "k": 2}])).total == 1
         for c in (w, r, b):
             await c.close()
+
+
+async def test_refresh_ttl_keeps_the_fraction_of_a_second(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """A refresh at a time late in its second makes the entry expire `ttl` seconds after that
+    time, not after the whole second before it."""
+    c = await session(connect)
+    await c.store([entry({"k": 1}, 1, ttl=100)])
+    host.clock.advance((0.9 - host.clock() % 1) % 1)  # type: ignore[attr-defined]
+    await c.retrieve(keys=[{"k": 1}], refresh_ttl=True)  # at x.9 s: expires at x.9 + 100
+    host.clock.advance(99.5)  # type: ignore[attr-defined]
+    assert await keys_of(c) == [1]

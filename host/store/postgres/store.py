@@ -555,7 +555,7 @@ class PostgresEntryStore(Opens):
         p = _Params()
         where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now, p)
         status = await self.pool.execute(
-            f"UPDATE a2e_entries e SET expires_at = {p(now)} + e.ttl WHERE {where}"
+            f"UPDATE a2e_entries e SET expires_at = {p(now)}::float8 + e.ttl WHERE {where}"
             " AND e.ttl > 0", *p.values)
         return int(status.split()[-1])
 
