@@ -43,7 +43,7 @@ import h11
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
 
 if TYPE_CHECKING:
-    from host.net.serving import Server as HostServer
+    from host.net.serving import Server
 
 __all__ = ["Attach", "HttpFront", "reply_bytes"]
 
@@ -58,7 +58,7 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 # The WebSocket adapter's hand-off: (server, socket transport, the upgrade request, the bytes
 # of the connection from the request's head on, release: call once when the connection ends).
-Attach = Callable[["HostServer", Any, HttpRequest, bytes, Callable[[], None]], None]
+Attach = Callable[["Server", Any, HttpRequest, bytes, Callable[[], None]], None]
 
 
 def reply_bytes(reply: HttpReply) -> bytes:
@@ -118,7 +118,7 @@ def _upgrade_head(event: h11.Request) -> bytes:
 class HttpFront(asyncio.Protocol):
     """One accepted TCP connection until it upgrades or closes."""
 
-    def __init__(self, server: HostServer, attach: Attach) -> None:
+    def __init__(self, server: Server, attach: Attach) -> None:
         self.server = server
         self.attach = attach
         self.transport: Any = None

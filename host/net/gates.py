@@ -25,7 +25,7 @@ from http import HTTPStatus
 from host.config import ServerConfig
 from host.core.auth import Authenticator
 from host.core.context import ConnectionContext
-from host.net.http import Gate, HttpReply, Upgrade
+from host.net.http import Gate, HttpReply, HttpRequest
 
 __all__ = ["bearer_gate", "browser_gate", "host_name", "session_gate"]
 
@@ -66,7 +66,7 @@ def browser_gate(server: ServerConfig, auth_on: bool) -> Gate:
 
     refused = 0
 
-    def refuse(request: Upgrade, what: str, value: str, setting: str) -> HttpReply:
+    def refuse(request: HttpRequest, what: str, value: str, setting: str) -> HttpReply:
         nonlocal refused
         refused += 1
         if refused % 1000 == 1:  # a flood logs a line a thousand refusals
@@ -74,7 +74,7 @@ def browser_gate(server: ServerConfig, auth_on: bool) -> Gate:
                         request.remote_text, what, value[:200], setting, refused)
         return HttpReply(HTTPStatus.FORBIDDEN, f"{what} not allowed ({setting})\n")
 
-    def gate(request: Upgrade) -> HttpReply | None:
+    def gate(request: HttpRequest) -> HttpReply | None:
         origin = request.headers.get("Origin")
         if origin is not None and not any_origin and origin not in origins:
             return refuse(request, "Origin", origin, "server.allowed_origins")
@@ -93,7 +93,7 @@ def bearer_gate(auth: Authenticator) -> Gate:
     A request without the header passes (its token may come in the handshake).
     """
 
-    def gate(request: Upgrade) -> HttpReply | None:
+    def gate(request: HttpRequest) -> HttpReply | None:
         if not auth.enabled:
             return None
         present, grant = auth.bearer(request.headers.get("Authorization"))
@@ -106,12 +106,12 @@ def bearer_gate(auth: Authenticator) -> Gate:
     return gate
 
 
-def session_gate(auth: Authenticator) -> Callable[[ConnectionContext, Upgrade], HttpReply | None]:
+def session_gate(auth: Authenticator) -> Callable[[ConnectionContext, HttpRequest], HttpReply | None]:
     """A check of each request of an open HTTP + SSE session (after `bearer_gate`): a valid
     bearer token binds the session's agent when it has none yet (as at a WebSocket upgrade);
     a token of another agent than the session's is refused 403."""
 
-    def check(ctx: ConnectionContext, request: Upgrade) -> HttpReply | None:
+    def check(ctx: ConnectionContext, request: HttpRequest) -> HttpReply | None:
         if not auth.enabled:
             return None
         _, grant = auth.bearer(request.headers.get("Authorization"))

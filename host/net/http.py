@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-__all__ = ["Gate", "Headers", "HttpReply", "HttpRequest", "HttpStream", "Route", "Upgrade",
+__all__ = ["Gate", "Headers", "HttpReply", "HttpRequest", "HttpStream", "Route",
            "get_only"]
 
 
@@ -114,7 +114,6 @@ class HttpRequest:
         self._closers.clear()
 
 
-Upgrade = HttpRequest  # the request a gate reads before a WebSocket upgrade
 
 
 @dataclass

@@ -35,7 +35,8 @@ class Expirable(Protocol):
     def expire(self, now: float, timeout: float) -> None:
         """Answer the requests that arrived more than `timeout` s before `now` (perf_counter)."""
 
-__all__ = ["ConnectionLimiter", "DeadlineWatch", "Expirable", "RequestRate", "TokenBucket"]
+__all__ = ["ConnectionLimiter", "DeadlineWatch", "Expirable", "RequestRate", "TokenBucket",
+           "no_release"]
 
 log = logging.getLogger("a2e_host.limits")
 
@@ -108,7 +109,7 @@ class ConnectionLimiter:
             if self.refused % 1000 == 1:  # a flood logs a line a thousand refusals
                 log.warning("refused a connection from %s: %d open, %d from it (%d refused)",
                             ip, self.total, self.per_ip[ip], self.refused)
-            return refusal, _nothing
+            return refusal, no_release
         self.total += 1
         self.per_ip[ip] += 1
         released = False
@@ -128,8 +129,8 @@ class ConnectionLimiter:
             del self.per_ip[ip]
 
 
-def _nothing() -> None:
-    pass
+def no_release() -> None:
+    """The release of a connection that took no slot."""
 
 
 class DeadlineWatch:

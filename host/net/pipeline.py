@@ -80,12 +80,11 @@ from host.config import LimitsConfig
 from host.core.context import ConnectionContext, Pieces
 from host.core.router import Router
 from host.net.limits import RequestRate
-from protocol.codec import decode_request, encode, error_reply
-from protocol.errors import ErrorCode, ProtocolError
+from host.net.replies import binary_refused, error_for, past_deadline, rate_limited
+from protocol.codec import decode_request, encode
 from protocol.messages import Error, Request, Shutdown
 
-__all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Served", "Sink", "binary_refused",
-           "error_for", "past_deadline", "rate_limited"]
+__all__ = ["TURN_BUDGET", "TYPE_OF", "Pipeline", "RequestHook", "Sink"]
 
 log = logging.getLogger("a2e_host.pipeline")
 
@@ -136,39 +135,6 @@ class Sink(Protocol):
     def end(self) -> None:
         """The client sent `shutdown` and every reply owed is sent: end the connection or
         session gracefully (a WebSocket closes with 1000)."""
-
-
-def error_for(exc: BaseException, req_id: str) -> Any:
-    """The `error` reply for an exception a request raised (internal ones are logged)."""
-    if isinstance(exc, ProtocolError):
-        detail = {"field": exc.field} if exc.field else {}
-        if exc.detail:
-            detail.update(exc.detail)
-        return error_reply(exc.code, exc.message, exc.req_id or req_id, detail)
-    if isinstance(exc, RecursionError):  # hostile nesting that got past the frame decoder
-        log.warning("request %s: value nested too deeply", req_id)
-        return error_reply(ErrorCode.INVALID_MESSAGE, "JSON nested too deeply", req_id)
-    log.error("internal error on request %s", req_id, exc_info=exc)
-    return error_reply(ErrorCode.INTERNAL_ERROR, "internal error; the request may be retried", req_id)
-
-
-def rate_limited(req_id: str) -> ProtocolError:
-    """The error of a request past the connection's `limits.requests_per_second`."""
-    return ProtocolError(ErrorCode.RATE_LIMITED,
-                         "too many requests on this connection; retry later", req_id=req_id)
-
-
-def binary_refused() -> Any:
-    """The `parse_error` reply to a binary message (the protocol is JSON text)."""
-    return error_reply(ErrorCode.PARSE_ERROR, "binary frames are not accepted; send JSON text")
-
-
-def past_deadline(req_id: str, timeout: float | None) -> Any:
-    """The `error` reply for a request answered at its deadline (retryable)."""
-    log.warning("request %s exceeded the deadline of %s s", req_id, timeout)
-    return error_reply(ErrorCode.INTERNAL_ERROR,
-                       f"request deadline of {timeout} s exceeded; it may still take effect;"
-                       " retry", req_id, {"reason": "deadline"})
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
@@ -569,43 +535,3 @@ class Pipeline:
         end = getattr(self.sink, "end", None)
         if end is not None and self._phase is not _CLOSED:
             end()
-
-
-class Served:
-    """What every transport's connection (or session) shows the server: its `pipeline`'s
-    counters, deadline and drain. An adapter sets `self.pipeline` and `self.ctx`."""
-
-    pipeline: Pipeline
-    ctx: ConnectionContext
-
-    @property
-    def in_flight(self) -> int:
-        """Requests taken up and not yet answered."""
-        return self.pipeline.in_flight
-
-    @property
-    def owes(self) -> bool:
-        """True while a request read from the client is not answered yet."""
-        return self.pipeline.owes
-
-    def expire(self, now: float, timeout: float) -> None:
-        """Answer the requests waiting longer than `timeout` s with the deadline error."""
-        self.pipeline.expire(now, timeout)
-
-    async def drain(self, timeout: float) -> None:
-        """Wait up to `timeout` s until every request read is answered."""
-        await self.pipeline.drain(timeout)
-
-    async def close(self, code: int, reason: str, wait: float = 1.0) -> None:
-        """Close the connection (the adapter's)."""
-        raise NotImplementedError
-
-    def end(self) -> None:
-        """The pipeline's `Sink.end()` after a `shutdown`: close with 1000 (an adapter whose
-        session ends otherwise, HTTP + SSE, has its own)."""
-        task = asyncio.get_running_loop().create_task(self.close(1000, "shutdown"))
-        _ending.add(task)
-        task.add_done_callback(_ending.discard)
-
-
-_ending: set[asyncio.Task[None]] = set()  # the closes `Served.end()` started (kept referenced)

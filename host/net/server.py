@@ -35,7 +35,7 @@ from host.core.router import Router
 from host.net.front import Attach, HttpFront
 from host.net.gates import browser_gate
 from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only
-from host.net.limits import ConnectionLimiter, DeadlineWatch
+from host.net.limits import ConnectionLimiter, DeadlineWatch, no_release
 from host.net.pipeline import Pipeline, RequestHook, Sink
 from host.net.serving import ServedConnection
 from host.net.tls import ssl_context
@@ -164,7 +164,7 @@ class HostServer:
     def admit(self, remote: tuple[str, int] | None) -> tuple[HttpReply | None, Callable[[], None]]:
         """At a TCP accept: the connection caps (see `ConnectionLimiter.admit`)."""
         if self.stopping:
-            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "host shutting down\n"), _nothing
+            return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "host shutting down\n"), no_release
         return self.limiter.admit(remote)
 
     def next_conn_id(self, kind: str = "c") -> str:
@@ -222,6 +222,3 @@ class HostServer:
         self._running = False
         self.stopping = False
 
-
-def _nothing() -> None:
-    pass

@@ -1,10 +1,12 @@
 """What the server and its transports know of each other, as interfaces: a transport's
-connection (`ServedConnection`) and the server a transport serves for (`Server`). The server
+connection (`ServedConnection`, and `Served`, the part of it every adapter shares) and the
+server a transport serves for (`Server`, which `host.net.server.HostServer` is). The server
 module imports the transports by name (`host.net.server.TRANSPORTS`); they type against these
 interfaces, so neither imports the other."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -14,7 +16,7 @@ from host.core.router import Router
 from host.net.http import HttpReply, HttpRequest, HttpStream, Route
 from host.net.pipeline import Pipeline, Sink
 
-__all__ = ["ServedConnection", "Server"]
+__all__ = ["Served", "ServedConnection", "Server"]
 
 
 class ServedConnection(Protocol):
@@ -82,3 +84,43 @@ class Server(Protocol):
 
     def refusal(self, request: HttpRequest) -> HttpReply | None:
         """Run the gates over a request."""
+
+
+class Served:
+    """What every transport's connection (or session) shows the server: its `pipeline`'s
+    counters, deadline and drain. An adapter sets `self.pipeline` and `self.ctx`."""
+
+    pipeline: Pipeline
+    ctx: ConnectionContext
+
+    @property
+    def in_flight(self) -> int:
+        """Requests taken up and not yet answered."""
+        return self.pipeline.in_flight
+
+    @property
+    def owes(self) -> bool:
+        """True while a request read from the client is not answered yet."""
+        return self.pipeline.owes
+
+    def expire(self, now: float, timeout: float) -> None:
+        """Answer the requests waiting longer than `timeout` s with the deadline error."""
+        self.pipeline.expire(now, timeout)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s until every request read is answered."""
+        await self.pipeline.drain(timeout)
+
+    async def close(self, code: int, reason: str, wait: float = 1.0) -> None:
+        """Close the connection (the adapter's)."""
+        raise NotImplementedError
+
+    def end(self) -> None:
+        """The pipeline's `Sink.end()` after a `shutdown`: close with 1000 (an adapter whose
+        session ends otherwise, HTTP + SSE, has its own)."""
+        task = asyncio.get_running_loop().create_task(self.close(1000, "shutdown"))
+        _ending.add(task)
+        task.add_done_callback(_ending.discard)
+
+
+_ending: set[asyncio.Task[None]] = set()  # the closes `Served.end()` started (kept referenced)

@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpReply, HttpRequest, HttpStream
-from host.net.pipeline import Served
+from host.net.serving import Served
 
 if TYPE_CHECKING:
-    from host.net.serving import Server as HostServer
+    from host.net.serving import Server
 
 __all__ = ["HttpSession", "HttpSessions", "messages_of"]
 
@@ -320,7 +320,7 @@ class HttpSessions:
     unbound session to make room, so a flood of sessions without tokens cannot lock out an
     agent that has one."""
 
-    def __init__(self, server: HostServer) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.auth_on = bool(server.config.auth.tokens)  # fixed for the host's life
         self.open: dict[str, HttpSession] = {}

@@ -40,10 +40,10 @@ except ImportError as exc:
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
-from host.net.pipeline import Served
+from host.net.serving import Served
 
 if TYPE_CHECKING:
-    from host.net.serving import Server as HostServer
+    from host.net.serving import Server
 
 __all__ = ["PicowsConnection", "attach"]
 
@@ -69,7 +69,7 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
 
     kind = "websocket"
 
-    def __init__(self, server: HostServer, upgrade: HttpRequest) -> None:
+    def __init__(self, server: Server, upgrade: HttpRequest) -> None:
         super().__init__()
         self.server = server
         self.limits = server.config.limits
@@ -236,7 +236,7 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
 class _Protocol(WSProtocol):  # type: ignore[misc]
     """picows' server protocol for one connection the front hands over."""
 
-    def __init__(self, server: HostServer, upgrade: HttpRequest,
+    def __init__(self, server: Server, upgrade: HttpRequest,
                  release: Callable[[], None]) -> None:
         limits = server.config.limits
         super().__init__(
@@ -257,7 +257,7 @@ class _Protocol(WSProtocol):  # type: ignore[misc]
         return PicowsConnection(self.server, self.up)
 
 
-def attach(server: HostServer, transport: Any, request: HttpRequest, data: bytes,
+def attach(server: Server, transport: Any, request: HttpRequest, data: bytes,
            release: Callable[[], None]) -> None:
     """The front's hand-off of an upgrade request (`data`: the bytes read so far)."""
     proto = _Protocol(server, request, release)

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from host.core.context import ConnectionContext
 from host.net.http import Headers, HttpRequest
-from host.net.pipeline import Served
+from host.net.serving import Served
 from protocol.codec import error_reply
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from host.net.serving import Server as HostServer
+    from host.net.serving import Server
 
 __all__ = ["StdioConnection", "serve_pipes"]
 
@@ -51,7 +51,7 @@ class StdioConnection(asyncio.Protocol, Served):
 
     kind = "stdio"
 
-    def __init__(self, server: HostServer) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.upgrade = HttpRequest("stdio", Headers(()), None)
         self.limits = server.config.limits
@@ -233,7 +233,7 @@ async def _read_file(conn: StdioConnection, f: Any) -> None:
         conn.data_received(data)
 
 
-async def serve_pipes(server: HostServer, read: Any, write: Any) -> StdioConnection:
+async def serve_pipes(server: Server, read: Any, write: Any) -> StdioConnection:
     """Serve one session over the file objects `read` and `write` (stdin and stdout for the
     command: pipes, or regular files); `await conn.finished()` until it ends."""
     loop = asyncio.get_running_loop()

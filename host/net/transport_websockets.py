@@ -28,10 +28,10 @@ from websockets.server import ServerProtocol
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
-from host.net.pipeline import Served
+from host.net.serving import Served
 
 if TYPE_CHECKING:
-    from host.net.serving import Server as HostServer
+    from host.net.serving import Server
 
 __all__ = ["WebsocketsConnection", "attach"]
 
@@ -49,7 +49,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
 
     kind = "websocket"
 
-    def __init__(self, server: HostServer, upgrade: HttpRequest,
+    def __init__(self, server: Server, upgrade: HttpRequest,
                  release: Callable[[], None]) -> None:
         self.server = server
         self.upgrade = upgrade
@@ -215,7 +215,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
             self.transport.abort()
 
 
-def attach(server: HostServer, transport: Any, request: HttpRequest, data: bytes,
+def attach(server: Server, transport: Any, request: HttpRequest, data: bytes,
            release: Callable[[], None]) -> None:
     """The front's hand-off of an upgrade request (`data`: the bytes read so far)."""
     conn = WebsocketsConnection(server, request, release)
