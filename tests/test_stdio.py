@@ -182,3 +182,55 @@ async def test_a_regular_file_as_input_is_read_only_as_fast_as_it_is_answered(
         assert [json.loads(line)["req_id"] for line in lines[0]] == [f"p{i}" for i in range(n)]
         os.close(out_r)
         source.close()
+
+
+async def test_lines_that_are_not_utf8_are_held_to_the_same_backpressure(tmp_path: Path) -> None:
+    """A client that sends line after line of bytes that are not UTF-8 and reads none of the
+    answers makes the host hold at most `limits.max_pipelined` of them, as it would for lines
+    that are not JSON, not one `parse_error` for every line of what it read; once the output
+    is read every line is answered, in order."""
+    import os
+    import threading
+
+    from conftest import make_config, running_host
+
+    from host.net.transport_stdio import serve_pipes
+
+    n = 65_536  # 128 KiB of two-byte lines
+    config = make_config(tmp_path / "a.db")
+    async with running_host(config) as host:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        conn = await serve_pipes(host.server, os.fdopen(in_r, "rb", buffering=0),
+                                 os.fdopen(out_w, "wb", buffering=0))
+
+        def write_all() -> None:
+            data = memoryview(b"\xff\n" * n + b'{"type":"ping","id":"end","version":"1.0"}\n')
+            while data:
+                data = data[os.write(in_w, data):]
+            os.close(in_w)
+
+        writer = threading.Thread(target=write_all, daemon=True)
+        writer.start()
+        held, still = -1, 0
+        while still < 20:  # until what the host holds has not moved for 20 looks
+            await asyncio.sleep(0.01)
+            now = len(conn.pipeline._replies)
+            still = still + 1 if now == held and not conn.pipeline.reading else 0
+            held = now
+        assert held <= config.limits.max_pipelined + 1
+
+        def read_all() -> list[bytes]:
+            got = bytearray()
+            while got.count(b"\n") < n + 1:
+                chunk = os.read(out_r, 1 << 16)
+                assert chunk, "the output ended early"
+                got += chunk
+            return bytes(got).splitlines()
+
+        lines = (await asyncio.gather(asyncio.to_thread(read_all), conn.finished()))[0]
+        writer.join()
+        replies = [json.loads(line) for line in lines]
+        assert [r.get("code") for r in replies[:n]] == ["parse_error"] * n
+        assert replies[n]["req_id"] == "end"
+        os.close(out_r)

@@ -9,8 +9,9 @@ answers 400; a pipe has no frame to close, so the line is refused and the sessio
 End of input means the client is done: a last line without its newline is still a line, the
 requests read are answered, then the session ends (`finished()` returns) and the command
 commits and exits 0. Stdin may be a pipe or a regular file (`a2e-host stdio < requests.ndjson`):
-either is read only while the request core takes messages, so the host holds a block of the
-input, never the whole of it, when its replies back up.
+either is read only while the request core takes messages, and the lines of a read are taken
+up only while it does (the rest wait, raw), so the host holds a block of the input, never the
+whole of it, and never a `parse_error` for every line of a block, when its replies back up.
 """
 
 from __future__ import annotations
@@ -73,10 +74,16 @@ class StdioConnection(asyncio.Protocol, Served):
         self.reader = transport
 
     def data_received(self, data: bytes) -> None:
+        self._buf += data
+        self._lines()
+
+    def _lines(self, ending: bool = False) -> None:
+        """Take up the whole lines buffered, while the pipeline takes messages (`ending`: all
+        of them, the input is over). Held back, the rest waits here, raw: at most what one
+        read brought, however many `parse_error`s its lines would cost."""
         buf = self._buf
-        buf += data
         most = self.limits.max_frame_bytes
-        while True:
+        while ending or self.may_read.is_set():
             end = buf.find(b"\n")
             if end < 0:
                 if len(buf) > most and not self._skipping:
@@ -114,6 +121,7 @@ class StdioConnection(asyncio.Protocol, Served):
             f"line over the limit of {self.limits.max_frame_bytes} bytes; skipped"))
 
     def eof_received(self) -> bool | None:
+        self._lines(ending=True)  # the whole lines held back, then the last one
         buf = self._buf
         if buf and not self._skipping:  # a last line without its newline
             line = bytes(buf).rstrip(b"\r")
@@ -137,7 +145,10 @@ class StdioConnection(asyncio.Protocol, Served):
     def set_reading(self, reading: bool) -> None:
         """Read the pipe (or the file) on, or hold off (backpressure)."""
         if reading:
-            self.may_read.set()
+            if not self.may_read.is_set():
+                self.may_read.set()
+                if self._buf:  # lines held back: in a callback of their own, not in the pipeline's
+                    asyncio.get_running_loop().call_soon(self._lines)
         else:
             self.may_read.clear()
         if self.reader is None or self.reader.is_closing():
