@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from host.config import SearchConfig
 from host.library import JSONFileStore, Memory, StoreFormatError, StoreLockedError
 from host.library.files import FileLock
 from host.library.json_store import FORMAT, FORMAT_VERSION, read_file
@@ -177,6 +178,31 @@ def test_search_finds_what_another_store_wrote_and_forgets_what_it_deleted(
         found = [h.memory.content for h in b.search("Who got a new dog recently?", k=3)]
         assert "Maria adopted a beagle named Toby last week." in found
         assert b.search("toner", k=5) == []
+
+
+def test_search_sees_metadata_another_store_changed(tmp_path: Path) -> None:
+    """After picking up another store's change of a memory's metadata alone (same text, same
+    type), search scores the memory as a store that never saw the old metadata does."""
+    path = tmp_path / "m.json"
+    keywords = SearchConfig(embedder="none")
+    query = "Lisbon zephyr"
+    with JSONFileStore(path, flush_delay=60, search=keywords) as a, \
+            JSONFileStore(path, flush_delay=60, search=keywords) as b:
+        b.set("trip", Memory(content="Booked the flights to Lisbon.",
+                             metadata={"project": "alpha"}))
+        b.flush()
+        before = [h.relevance_score for h in b.search(query, k=5)]
+        a.flush()  # a picks up b's memory
+        trip = a.get("trip")
+        assert trip is not None
+        a.set("trip", trip.model_copy(update={"metadata": {"project": "zephyr"}}))
+        a.flush()
+        b.flush()  # b's table is replaced by the merged file
+        after = [(h.memory.metadata, h.relevance_score) for h in b.search(query, k=5)]
+    with JSONFileStore(path, flush_delay=60, search=keywords) as fresh:
+        expected = [(h.memory.metadata, h.relevance_score) for h in fresh.search(query, k=5)]
+    assert expected[0][0] == {"project": "zephyr"} and expected[0][1] > before[0]
+    assert after == expected
 
 
 def test_same_key_later_flush_wins(tmp_path: Path) -> None:

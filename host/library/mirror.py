@@ -46,10 +46,11 @@ _UNBOUNDED = Quotas(max_entries_per_namespace=1 << 62, max_entries_per_agent=1 <
 
 def _same(a: Row, b: Row) -> bool:
     """True when two rows hold the same memory as far as the search sees it (an access, which
-    only moves `last_accessed`, is no change: recency is read from the store's own row)."""
+    only moves `last_accessed`, is no change: recency is read from the store's own row). The
+    metadata counts: it is part of the entry's searchable text (its coverage of a query)."""
     x, y = a.memory, b.memory
-    return (x.content, x.memory_type, x.importance, x.id, x.created_at) == (
-        y.content, y.memory_type, y.importance, y.id, y.created_at)
+    return (x.content, x.memory_type, x.importance, x.id, x.created_at, x.metadata) == (
+        y.content, y.memory_type, y.importance, y.id, y.created_at, y.metadata)
 
 
 class EngineMirror:
