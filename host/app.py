@@ -107,12 +107,6 @@ class Host:
         self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search, clock)
         self.memory.register(self.router)
         self._request_log = RequestLog(lambda: self.config.log)
-        self.server = HostServer(config, self.router, self.store.ready, self._on_request)
-        self.server.step_in_callback = self.store.reads_on_loop
-        self.server.gates.append(bearer_gate(self.auth))
-        self.server.on_open.append(
-            lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization")))
-        self.server.session_checks.append(session_gate(self.auth))
         self.gc = GarbageCollector(self.store, config.gc.interval, clock)
         self.gc.after.append(self.memory.watches.collected)
         self.reload_hooks: list[Callable[[Config], None]] = []
@@ -127,7 +121,6 @@ class Host:
             watches=lambda: (self.memory.watches.count, self.memory.watches.events_sent,
                              self.memory.watches.ended),
         ))
-        self.server.add_route("/metrics", get_only(self._metrics_route))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
         if config.ui.enabled:
             self.ui = UiApp(UiDeps(
@@ -137,10 +130,16 @@ class Host:
                 in_flight=lambda: sum(c.in_flight for c in self.server.connections),
                 working=self._working_by_namespace, clock=clock,
             ))
-            self.server.add_route("/ui", ui_route(self.ui, secure=bool(config.server.tls_cert)),
-                                  prefix=True)
-        self._server_readyz = self.server.http_routes["/readyz"]
-        self.server.http_routes["/readyz"] = self._readyz_route
+        # the host's routes and gates, given to the server in one place
+        self.server = HostServer(
+            config, self.router, self.store.ready, self._on_request,
+            routes={"/metrics": get_only(self._metrics_route),
+                    "/readyz": get_only(self._readyz_route)},
+            prefix_routes={} if self.ui is None else {
+                "/ui": ui_route(self.ui, secure=bool(config.server.tls_cert))},
+            gates=[bearer_gate(self.auth)], session_checks=[session_gate(self.auth)],
+            on_open=[lambda c: self.auth.attach(c.ctx, c.upgrade.headers.get("Authorization"))],
+            step=self.store.reads_on_loop)
 
     def _requests_waiting(self) -> bool:
         """True while a request of any connection is read but not answered."""
@@ -176,8 +175,7 @@ class Host:
 
     async def _readyz_route(self, request: HttpRequest) -> HttpReply:
         """The server's readiness answer, with the embedding backlog when ready."""
-        reply = await self.server.answer(self._server_readyz, request)
-        assert isinstance(reply, HttpReply)
+        reply = await self.server.readyz(request)
         why = getattr(self.store, "not_ready_reason", lambda: "")  # SQLite: a full disk
         if reply.status != HTTPStatus.OK and (text := why()):
             return HttpReply(reply.status, f"store not ready: {text}\n", reply.headers)

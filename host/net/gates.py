@@ -27,9 +27,12 @@ from host.core.auth import Authenticator
 from host.core.context import ConnectionContext
 from host.net.http import Gate, HttpReply, HttpRequest
 
-__all__ = ["bearer_gate", "browser_gate", "host_name", "session_gate"]
+__all__ = ["SessionCheck", "bearer_gate", "browser_gate", "host_name", "session_gate"]
 
 log = logging.getLogger("a2e_host.auth")
+
+# a check of each request of an open HTTP + SSE session: None lets it through, else the refusal
+SessionCheck = Callable[[ConnectionContext, HttpRequest], HttpReply | None]
 
 
 def host_name(host: str) -> str:
@@ -106,7 +109,7 @@ def bearer_gate(auth: Authenticator) -> Gate:
     return gate
 
 
-def session_gate(auth: Authenticator) -> Callable[[ConnectionContext, HttpRequest], HttpReply | None]:
+def session_gate(auth: Authenticator) -> SessionCheck:
     """A check of each request of an open HTTP + SSE session (after `bearer_gate`): a valid
     bearer token binds the session's agent when it has none yet (as at a WebSocket upgrade);
     a token of another agent than the session's is refused 403."""

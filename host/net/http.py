@@ -5,8 +5,10 @@ a body of at most `limits.max_frame_bytes`, else 413) and either upgrades it to 
 (`GET` with `Upgrade: websocket`, on no route's path) or answers it through a route:
 
     async def route(request: HttpRequest) -> HttpReply | HttpStream: ...
-    server.add_route("/metrics", route)            # exactly this path
-    server.add_route("/ui", route, prefix=True)    # "/ui" and every path under "/ui/"
+    HostServer(..., routes={"/metrics": route},   # exactly this path
+               prefix_routes={"/ui": route})      # "/ui" and every path under "/ui/"
+
+(the routes are given to `host.net.server.HostServer` in one place, `host.app.Host`).
 
 - `HttpRequest`: `method`, `path` (without the query), `query` (the raw query string;
   `params()` decodes it), `headers` (case-insensitive `get`), `body` (bytes; `form()` decodes

@@ -1,10 +1,13 @@
 """The server: accept, HTTP routes, WebSocket upgrades, bounded shutdown.
 
 Every TCP connection is read first by the front (`host.net.front`), which counts it against
-the connection caps at the accept, answers HTTP requests through the routes (`add_route`:
-`/healthz`, `/readyz`, the host's `/metrics`, the HTTP + SSE session endpoints, the memory
-browser's `/ui`), and hands WebSocket upgrades that pass the `gates` (Origin allow-list,
-authentication) to the framing library's adapter. Each connection's requests go through its
+the connection caps at the accept, answers HTTP requests through the routes, and hands
+WebSocket upgrades that pass the `gates` (Origin allow-list, then the host's authentication)
+to the framing library's adapter. The routes are given in one place, the constructor: the
+server's own (`/healthz`, `/readyz`), the HTTP + SSE session endpoints (`HttpSessions.routes`)
+and the caller's (the host's `/metrics`, its `/readyz` with the store's reason and the
+embedding backlog, the memory browser's `/ui`), a later one replacing an earlier on the same
+path; `add_route` is for a test's extra route. Each connection's requests go through its
 own request core (`host.net.pipeline.Pipeline`); `on_open` hooks see a connection first. A
 `DeadlineWatch` answers requests past `limits.request_timeout`.
 
@@ -25,7 +28,7 @@ import asyncio
 import importlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -33,7 +36,7 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router
 from host.net.front import Attach, HttpFront
-from host.net.gates import browser_gate
+from host.net.gates import SessionCheck, browser_gate
 from host.net.http import Gate, HttpReply, HttpRequest, HttpStream, Route, get_only
 from host.net.limits import ConnectionLimiter, DeadlineWatch, no_release
 from host.net.pipeline import Pipeline, RequestHook, Sink
@@ -64,7 +67,18 @@ class HostServer:
         router: Router,
         ready: Callable[[], Awaitable[bool]],
         on_request: RequestHook | None = None,
+        *,
+        routes: Mapping[str, Route] | None = None,
+        prefix_routes: Mapping[str, Route] | None = None,
+        gates: Sequence[Gate] = (),
+        session_checks: Sequence[SessionCheck] = (),
+        on_open: Sequence[Callable[[ServedConnection], None]] = (),
+        step: bool = False,
     ) -> None:
+        """`routes` answer exactly their path, `prefix_routes` their path and every path
+        under it; `gates` run after the Origin and Host checks; `session_checks` run over each
+        request of an open HTTP + SSE session; `on_open` hooks see each connection first;
+        `step` is True when a handler may be stepped outside a task (see `new_pipeline`)."""
         self.config = config
         self.router = router
         self._ready = ready
@@ -78,25 +92,27 @@ class HostServer:
         self.fronts: set[HttpFront] = set()  # TCP connections still speaking HTTP
         self.limiter = ConnectionLimiter(config.limits)
         self.stopping = False
+        self.sessions = HttpSessions(self)  # POST /session, /send, GET /stream, DELETE
         self.http_routes: dict[str, Route] = {
             "/healthz": get_only(self._healthz),
-            "/readyz": get_only(self._readyz),
+            "/readyz": get_only(self.readyz),
+            **self.sessions.routes,
+            **(routes or {}),
         }
-        self._prefixes: dict[str, Route] = {}
+        self._prefixes: dict[str, Route] = {
+            path.rstrip("/"): route for path, route in (prefix_routes or {}).items()}
         # checks of an upgrade request (and of each HTTP + SSE request), in order; the first
         # refusal is sent. The Origin and Host checks first (authentication is on when tokens
-        # are configured, fixed for the host's life); the host adds its bearer gate.
-        self.gates: list[Gate] = [browser_gate(config.server, bool(config.auth.tokens))]
-        self.on_open: list[Callable[[ServedConnection], None]] = []
+        # are configured, fixed for the host's life), then the caller's (the bearer gate).
+        self.gates: list[Gate] = [browser_gate(config.server, bool(config.auth.tokens)), *gates]
+        self.on_open: list[Callable[[ServedConnection], None]] = list(on_open)
         # checks of each request of an open HTTP + SSE session after the gates: None lets it
         # through (and may bind the session's identity), else the refusal
-        self.session_checks: list[Callable[[ConnectionContext, HttpRequest],
-                                           HttpReply | None]] = []
-        self.sessions = HttpSessions(self)  # POST /session, /send, GET /stream, DELETE
+        self.session_checks: list[SessionCheck] = list(session_checks)
         # True when a handler may be stepped outside a task (the store reads on the loop and
         # nothing in a handler needs `asyncio.current_task()`): see host.net.pipeline. Only
         # `new_pipeline` reads it: no transport knows of it.
-        self.step_in_callback = False
+        self.step_in_callback = step
 
     def new_pipeline(self, ctx: ConnectionContext, sink: Sink) -> Pipeline:
         """The request core of a new connection (or HTTP + SSE session, or stdio) whose
@@ -191,7 +207,8 @@ class HostServer:
     def _healthz(self, request: HttpRequest) -> HttpReply:
         return HttpReply(HTTPStatus.OK, "ok\n")
 
-    async def _readyz(self, request: HttpRequest) -> HttpReply:
+    async def readyz(self, request: HttpRequest) -> HttpReply:
+        """The server's own readiness answer (the store's `ready()`)."""
         if await self._ready():
             return HttpReply(HTTPStatus.OK, "ready\n")
         return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE, "store not ready\n")

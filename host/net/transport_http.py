@@ -46,7 +46,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from host.core.context import ConnectionContext
-from host.net.http import HttpReply, HttpRequest, HttpStream
+from host.net.http import HttpReply, HttpRequest, HttpStream, Route
 from host.net.serving import Served
 
 if TYPE_CHECKING:
@@ -328,9 +328,9 @@ class HttpSessions:
         self.unbound: dict[str, HttpSession] = {}  # oldest first
         self.unbound_per_ip: Counter[str] = Counter()
         self.refused = 0
-        server.add_route("/session", self._session)
-        server.add_route("/send", self._send)
-        server.add_route("/stream", self._stream)
+        # the server's routes of the sessions (`HostServer` takes them up)
+        self.routes: dict[str, Route] = {
+            "/session": self._session, "/send": self._send, "/stream": self._stream}
 
     def ended(self, session: HttpSession) -> None:
         """A session closed: forget it."""
