@@ -281,6 +281,7 @@ class LocalWorker(EmbeddingWorker):
         super().__init__(store, embedder, cfg, **kw)
         self.index = index
         self._seq: int | None = None  # the newest write of vectors the index has seen
+        self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
 
     def load(self) -> None:
         """Read every stored vector into the index (blocking: run it in a thread)."""
@@ -330,11 +331,14 @@ class LocalWorker(EmbeddingWorker):
 
     async def _catch_up(self) -> None:
         """Add to the index the vectors written since the last look (by this process too:
-        re-adding a row replaces it)."""
+        re-adding a row replaces it), `catch_up_rows` at a time; the event loop runs between
+        chunks (the store reads on the loop: another process's reindex of a big file would
+        otherwise hold every connection while it is read back)."""
         if self._seq is None:
             return
         while True:
-            rows, vecs, last = await self.store.vectors_since(self._seq, self.embedder.dim)
+            rows, vecs, last = await self.store.vectors_since(
+                self._seq, self.embedder.dim, self.catch_up_rows)
             by_ns: dict[str, list[int]] = {}
             for j, p in enumerate(rows):
                 by_ns.setdefault(p.namespace, []).append(j)
@@ -345,6 +349,7 @@ class LocalWorker(EmbeddingWorker):
             if last == self._seq:
                 return
             self._seq = last
+            await asyncio.sleep(0)  # a chunk read and added: let the connections run
 
 
 class SharedWorker(EmbeddingWorker):

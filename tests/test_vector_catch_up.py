@@ -1,0 +1,73 @@
+"""The vectors another process wrote on one SQLite file reach this process's index in chunks,
+and the event loop runs between chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+
+from host.config import Config
+from host.search.vectors import VectorIndexes
+from host.search.worker import LocalWorker
+from host.store.base import NewEntry, Scope
+from host.store.sqlite.store import SQLiteEntryStore
+
+DIM = 8
+
+
+class _Dim:
+    """What `LocalWorker` reads of an embedder when nothing is queued: its name and dimension."""
+
+    name = "test-dim-8"
+    dim = DIM
+
+
+async def test_catching_up_on_another_process_vectors_lets_the_loop_run(tmp_path: Path) -> None:
+    """A worker reading 30 vectors another store wrote (writes of 5), 10 a chunk, adds all 30
+    to its index and lets the other tasks of its event loop run between the chunks."""
+    path = str(tmp_path / "one.db")
+    config = Config()
+    reader_store = SQLiteEntryStore(path)
+    await reader_store.open()
+    reader = LocalWorker(reader_store, _Dim(), config.search,  # type: ignore[arg-type]
+                         VectorIndexes(DIM))
+    reader.catch_up_rows = 10
+    await asyncio.to_thread(reader.load)  # nothing stored yet
+    writer = SQLiteEntryStore(path)
+    await writer.open()
+    try:
+        now = time.time()
+        await writer.put(Scope("ns", "a1"), [
+            NewEntry(tier="semantic", key=b'{"id":"m%d"}' % i, content=b'"note %d"' % i)
+            for i in range(30)], now)
+        queued = await writer.pending_vectors(100)
+        assert len(queued) == 30
+        rng = np.random.default_rng(7)
+        for first in range(0, 30, 5):  # six writes, each one number of the counter
+            rows = []
+            for p, _digest in queued[first:first + 5]:
+                v = rng.standard_normal(DIM).astype(np.float32)
+                rows.append((p.id, p.text, (v / np.linalg.norm(v)).tobytes()))
+            assert len(await writer.write_vectors(rows)) == 5
+        turns = 0
+        done = False
+
+        async def tick() -> None:
+            nonlocal turns
+            while not done:
+                turns += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        await reader.embed_pending()  # nothing queued: it reads what the other store wrote
+        done = True
+        await ticker
+        index = reader.index.get("ns")
+        assert index is not None and len(index) == 30
+        assert turns >= 3  # the ticker ran between the chunks, not only at the end
+    finally:
+        await writer.close()
+        await reader_store.close()
