@@ -79,6 +79,12 @@ class EngineSearcher:
             self._loop.close()
             raise
         _OPEN.add(self)
+        # a searcher collected without close() (its store dropped unclosed): stopped on a
+        # thread of its own, whatever thread the collection ran on (at exit,
+        # `_stop_open_searchers` does it instead)
+        self._release = weakref.finalize(self, _release, self._loop, self._thread,
+                                         self.engine, self.store)
+        self._release.atexit = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -121,18 +127,38 @@ class EngineSearcher:
             return
         self._closed = True
         _OPEN.discard(self)
-        try:
-            self._run(self._stop())
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+        self._release.detach()
+        _shut(self._loop, self._thread, self.engine, self.store)
 
-    async def _stop(self) -> None:
+
+async def _stop(engine: SearchEngine, store: SQLiteEntryStore) -> None:
+    try:
+        await engine.stop()
+    finally:
+        await store.close()
+
+
+def _shut(loop: asyncio.AbstractEventLoop, thread: threading.Thread, engine: SearchEngine,
+          store: SQLiteEntryStore) -> None:
+    """Stop the engine, close the store, then the loop and its thread (blocking)."""
+    try:
+        asyncio.run_coroutine_threadsafe(_stop(engine, store), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def _release(loop: asyncio.AbstractEventLoop, thread: threading.Thread, engine: SearchEngine,
+             store: SQLiteEntryStore) -> None:
+    """`_shut` on a new thread: the collection that calls this may run on the loop's thread
+    or the store's writer, which the stop waits for."""
+    def shut() -> None:
         try:
-            await self.engine.stop()
-        finally:
-            await self.store.close()
+            _shut(loop, thread, engine, store)
+        except Exception:  # nobody left to tell
+            log.debug("releasing a library search engine failed", exc_info=True)
+    threading.Thread(target=shut, name="a2e-library-search-release", daemon=True).start()
 
 
 @atexit.register
