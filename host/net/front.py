@@ -248,10 +248,7 @@ class HttpFront(asyncio.Protocol):
                 self._head(event)
             elif isinstance(event, h11.Data):
                 self._body += event.data
-                limit = self.server.config.limits.max_frame_bytes
-                if len(self._body) > limit:
-                    self._refuse(_plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                        f"body over the limit of {limit} bytes\n"))
+                self._body_over(len(self._body))  # chunked: as it grows
             elif isinstance(event, h11.EndOfMessage):
                 if self._upgrade:
                     continue  # h11 pauses next: the hand-over
@@ -284,6 +281,16 @@ class HttpFront(asyncio.Protocol):
         if status == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE:
             text = f"request head over {HEAD_MAX} bytes\n"
         self._refuse(_plain(HTTPStatus(status), text))
+
+    def _body_over(self, size: int) -> bool:
+        """A request body of `size` bytes (declared, or read so far) is over
+        `limits.max_frame_bytes`: refused 413 (True). The one check of the limit on HTTP."""
+        limit = self.server.config.limits.max_frame_bytes
+        if size <= limit:
+            return False
+        self._refuse(_plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                            f"body over the limit of {limit} bytes\n"))
+        return True
 
     def _refuse(self, reply: HttpReply) -> None:
         """Answer `reply` and close (the rest of the request is not read)."""
@@ -319,10 +326,7 @@ class HttpFront(asyncio.Protocol):
             self._refuse(_plain(HTTPStatus.LENGTH_REQUIRED,
                                 "send the body with Content-Length (or chunked)\n"))
             return
-        limit = self.server.config.limits.max_frame_bytes
-        if int(headers.get("Content-Length") or "0") > limit:  # h11 checked it is digits
-            self._refuse(_plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                f"body over the limit of {limit} bytes\n"))
+        if self._body_over(int(headers.get("Content-Length") or "0")):  # h11 checked: digits
             return
         if self.conn.they_are_waiting_for_100_continue:
             self.transport.write(self._out(h11.InformationalResponse(

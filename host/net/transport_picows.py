@@ -238,11 +238,17 @@ class _Protocol(WSProtocol):  # type: ignore[misc]
 
     def __init__(self, server: Server, upgrade: HttpRequest,
                  release: Callable[[], None]) -> None:
-        limits = server.config.limits
+        # picows has no public way to serve a socket already accepted (the front's): its
+        # server protocol is built as `ws_create_server` builds it, by name so that a reordered
+        # signature fails loudly instead of passing a limit as a timeout
         super().__init__(
-            None, None, False, self._listener, _wire, True, 10.0,
-            True, _PING_SECONDS, _PING_SECONDS, WSAutoPingStrategy.PING_WHEN_IDLE,
-            True, limits.max_frame_bytes, None, _READ_BUFFER,
+            host_port=None, ws_path=None, is_client_side=False,
+            ws_listener_factory=self._listener, logger=_wire, disconnect_on_exception=True,
+            websocket_handshake_timeout=10.0, enable_auto_ping=True,
+            auto_ping_idle_timeout=_PING_SECONDS, auto_ping_reply_timeout=_PING_SECONDS,
+            auto_ping_strategy=WSAutoPingStrategy.PING_WHEN_IDLE, enable_auto_pong=True,
+            max_frame_size=server.config.limits.max_frame_bytes, extra_headers=None,
+            read_buffer_init_size=_READ_BUFFER,
         )
         self.server = server
         self.up = upgrade
