@@ -157,12 +157,21 @@ def vector_seq(conn: sqlite3.Connection) -> int:
 def vectors_since(
     conn: sqlite3.Connection, after: int, dim: int, limit: int = 10_000
 ) -> tuple[list[Pending], np.ndarray, int]:
-    """The stored vectors written after number `after`, oldest write first, at most `limit`:
-    (entries, `(n, dim)` float32, the newest number read, `after` when none)."""
-    rows = conn.execute(
-        "SELECT e.id, e.namespace, e.tier, e.owner, e.expires_at, v.vec, v.seq"
-        " FROM vectors v JOIN entries e ON e.id = v.entry_id WHERE v.seq > ?"
-        " ORDER BY v.seq LIMIT ?", (after, limit)).fetchall()
+    """The stored vectors written after number `after`, oldest write first, whole writes only
+    (the vectors of one write share its number): about `limit` rows, fewer when the limit
+    falls inside a write (that write comes whole with the next read), more when a single write
+    is larger than `limit`. (entries, `(n, dim)` float32, the newest number read, `after` when
+    none)."""
+    select = ("SELECT e.id, e.namespace, e.tier, e.owner, e.expires_at, v.vec, v.seq"
+              " FROM vectors v JOIN entries e ON e.id = v.entry_id")
+    rows = conn.execute(f"{select} WHERE v.seq > ? ORDER BY v.seq LIMIT ?",
+                        (after, limit)).fetchall()
+    if len(rows) >= limit and rows:
+        top = int(rows[-1][6])
+        if int(rows[0][6]) != top:  # the last write may be cut: it comes whole next time
+            rows = [r for r in rows if int(r[6]) < top]
+        else:  # one write larger than the limit: read it whole
+            rows = conn.execute(f"{select} WHERE v.seq = ?", (top,)).fetchall()
     last = max((int(r[6]) for r in rows), default=after)
     good = [r for r in rows if len(r[5]) == 4 * dim]
     vecs = np.frombuffer(b"".join(r[5] for r in good), dtype=np.float32).reshape(-1, dim)
