@@ -73,9 +73,6 @@ class Server(Protocol):
     def admit(self, remote: tuple[str, int] | None) -> tuple[HttpReply | None, Callable[[], None]]:
         """The connection caps at a TCP accept."""
 
-    def add_route(self, path: str, route: Route, prefix: bool = ...) -> None:
-        """Answer HTTP requests on `path`."""
-
     def route(self, path: str) -> Route | None:
         """The HTTP route serving `path`, or None."""
 
