@@ -140,3 +140,38 @@ def test_version_eight_change_log_keeps_its_cursors_and_forgets_what_is_gone(
     assert after[-1].seq == max(old["a"]) + 1 and after[-1].op == "forgotten"
     assert not any(b"KEPT" in bytes(c.entries) for c in after)
     conn.close()
+
+
+def test_a_schema_ten_change_log_keeps_one_link_an_entry_after_migrating(tmp_path: Path) -> None:
+    """A schema-10 log that linked a key to each of its three stores keeps, after migrating,
+    only the link and the copy of its last store: the earlier stores' copies are gone, the
+    numbers do not move, and the other entry of an earlier store keeps its record."""
+    from host.store.changes import encode_records, stored_record
+    from host.store.sqlite import changes
+    from host.store.sqlite.bm25 import row_length
+
+    conn = connect(str(tmp_path / "old.db"))
+    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
+    conn.executescript("\n".join(MIGRATIONS[:10]) + "\nPRAGMA user_version = 10;")
+    for i, key in [(7, '{"k":"same"}'), (8, '{"k":"other"}')]:
+        conn.execute(
+            "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
+            " score, ttl, created_at, updated_at, expires_at, size)"
+            " VALUES (?, 'a', 'semantic', '', ?, 'w', '\"V3\"', '[]', '', 0.5,"
+            " 0, 1.0, 1.0, NULL, 18)", (i, key))
+    for n, keys in [(1, [b'{"k":"same"}', b'{"k":"other"}']), (2, [b'{"k":"same"}']),
+                    (3, [b'{"k":"same"}'])]:
+        (cid,) = conn.execute(
+            "INSERT INTO changes (namespace, seq, at, op, entries) VALUES ('a', ?, 1.0,"
+            " 'stored', ?) RETURNING id", (n, encode_records([stored_record(
+                "semantic", "", k, f'"V{n}"'.encode(), [], "", 0.5, 0, 1.0, 1.0)
+                for k in keys]))).fetchone()
+        conn.executemany("INSERT INTO change_keys (entry_id, change_id) VALUES (?, ?)",
+                         [(7 if k == b'{"k":"same"}' else 8, cid) for k in keys])
+    assert migrate(conn) == len(MIGRATIONS)
+    assert sorted(conn.execute("SELECT entry_id, change_id FROM change_keys")) == [(7, 3), (8, 1)]
+    logged = changes.changes_after(conn, "a", 0, 10)
+    assert [c.seq for c in logged] == [1, 2, 3]
+    assert [bytes(c.entries).count(b'"same"') for c in logged] == [0, 0, 2]
+    assert b'"other"' in bytes(logged[0].entries) and bytes(logged[1].entries) == b"[]"
+    conn.close()

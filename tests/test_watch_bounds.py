@@ -410,3 +410,36 @@ def test_the_changes_a_feed_keeps_in_memory_are_bounded_in_bytes() -> None:
     assert feed.last == 20 and feed.complete_after > 0
     assert [r.seq for r in feed.after(feed.complete_after)] == list(
         range(feed.complete_after + 1, 21))
+
+
+async def test_the_change_log_links_an_entry_to_the_one_change_that_last_stored_it(
+    store_db: str, host: Host, connect: Callable[..., Any],
+) -> None:
+    """Storing the same keys many times leaves one link an entry (the work a forget does does
+    not grow with the entry's history): each store supersedes the earlier copies, a replay
+    from "0" shows each key's newest value only, and a forget then leaves no content."""
+    writer = await session(connect, "w")
+    keys = [{"k": n} for n in range(5)]
+    for round_ in range(30):
+        await writer.store([entry(k, f"V{round_:02d}") for k in keys])
+    await writer.store([entry({"k": "kept"}, "visible")])
+    if store_db.startswith("postgresql://"):
+        import asyncpg
+
+        conn = await asyncpg.connect(store_db)
+        try:
+            links = await conn.fetchval("SELECT count(*) FROM a2e_change_keys")
+        finally:
+            await conn.close()
+    else:
+        import sqlite3
+
+        other = sqlite3.connect(store_db)
+        (links,) = other.execute("SELECT count(*) FROM change_keys").fetchone()
+        other.close()
+    assert links == len(keys) + 1
+    logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 1000))
+    assert b"V29" in logged and b"V28" not in logged and b"V00" not in logged
+    assert await writer.forget(keys=keys, tier="semantic") == len(keys)
+    logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 1000))
+    assert b"V29" not in logged and b"visible" in logged

@@ -8,7 +8,12 @@ the head being its newest `seq` or, when pruning left none, its floor. A namespa
 say nothing of another's commits. The internal `id` (the rowid) orders the rows for pruning by
 age. `change_floor` keeps the highest `seq` pruned from each namespace.
 
-`change_keys` ties each entry row to the `stored` changes that carry its content. Deleting an
+`change_keys` ties each entry row to the `stored` change that carries its content: a `stored`
+change supersedes the entry's earlier copies, which leave the earlier changes as it is logged
+(`_supersede`), so an entry row has one link however often it was stored, and deleting it
+rewrites at most that change (a change left with no link is written `[]` without being read).
+A replay so shows each entry's newest value; an overwritten value is not forgotten, only no
+longer replayed. Deleting an
 entry row that has such changes (a forget, a TTL collection, an expired entry a store replaces,
 another tool) queues it in `change_gone` with the newest change then logged (the
 `entries_changes_ad` trigger), and logging the `forgotten` or `expired` change of that delete -
@@ -24,7 +29,9 @@ path, the library, the CLI).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import msgspec
 
 from host.store.changes import Change, encode_records, without_entries
 
@@ -51,6 +58,12 @@ def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Seque
                 "SELECT id FROM entries WHERE namespace = ? AND tier = ? AND owner = ?"
                 " AND key = ?", (namespace, rec[0], rec[1], bytes(rec[2]).decode())).fetchone()
                 for rec in records) if r is not None]
+            addresses = {i: (rec[0], rec[1], bytes(rec[2])) for i, rec in zip(
+                entry_ids, records, strict=False)} if len(entry_ids) == len(records) else {}
+        else:
+            addresses = {i: (rec[0], rec[1], bytes(rec[2])) for i, rec in zip(
+                entry_ids, records, strict=False)}
+        _supersede(conn, entry_ids, addresses)
         if len(entry_ids) == 1:
             conn.execute("INSERT OR IGNORE INTO change_keys (entry_id, change_id) VALUES (?, ?)",
                          (entry_ids[0], change_id))
@@ -62,18 +75,57 @@ def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Seque
 
 def forget_gone(conn: sqlite3.Connection) -> None:
     """Take the records of the entry rows queued in `change_gone` out of the changes that carry
-    them (inside the caller's transaction)."""
-    gone = conn.execute(
-        "DELETE FROM change_gone RETURNING entry_id, tier, owner, key, upto").fetchall()
-    if not gone:
+    them (inside the caller's transaction): one statement for all their links."""
+    if conn.execute("SELECT 1 FROM change_gone LIMIT 1").fetchone() is None:
+        return
+    links = conn.execute(  # the changes logged before its delete
+        "DELETE FROM change_keys WHERE (entry_id, change_id) IN (SELECT k.entry_id,"
+        " k.change_id FROM change_gone g JOIN change_keys k ON k.entry_id = g.entry_id"
+        " AND k.change_id <= g.upto) RETURNING entry_id, change_id").fetchall()
+    address = {entry_id: (tier, owner, key.encode()) for entry_id, tier, owner, key in
+               conn.execute("DELETE FROM change_gone RETURNING entry_id, tier, owner, key")}
+    by_change: dict[int, set[tuple[str, str, bytes]]] = {}
+    for entry_id, change_id in links:
+        by_change.setdefault(change_id, set()).add(address[entry_id])
+    _scrub(conn, by_change)
+
+
+def _supersede(conn: sqlite3.Connection, entry_ids: Sequence[int],
+               addresses: dict[int, tuple[str, str, bytes]]) -> None:
+    """Take the earlier copies of the entries a `stored` change now carries out of the earlier
+    changes (the newer change supersedes them): each entry row has its links in the one
+    `stored` change that last wrote it, so a forget touches one change an entry, however often
+    the entry was written. An entry without its address here keeps its earlier links."""
+    ids = [i for i in dict.fromkeys(entry_ids) if i in addresses]
+    if not ids:
         return
     by_change: dict[int, set[tuple[str, str, bytes]]] = {}
-    for entry_id, tier, owner, key, upto in gone:  # the changes logged before its delete
-        for (change_id,) in conn.execute(
-                "DELETE FROM change_keys WHERE entry_id = ? AND change_id <= ?"
-                " RETURNING change_id", (entry_id, upto)).fetchall():
-            by_change.setdefault(change_id, set()).add((tier, owner, key.encode()))
+    for entry_id, change_id in conn.execute(
+            "DELETE FROM change_keys WHERE entry_id IN (SELECT value FROM json_each(?))"
+            " RETURNING entry_id, change_id", (_ids(ids),)).fetchall():
+        by_change.setdefault(change_id, set()).add(addresses[entry_id])
+    _scrub(conn, by_change)
+
+
+def _ids(ids: Iterable[int]) -> bytes:
+    """A JSON array of row ids, for `json_each`."""
+    return msgspec.json.encode(list(ids))
+
+
+def _scrub(conn: sqlite3.Connection, by_change: dict[int, set[tuple[str, str, bytes]]]) -> None:
+    """Take the records at the addresses out of each change (its links already deleted): a
+    change left with no link is written `[]` without being read."""
+    if not by_change:
+        return
+    emptied = {r[0] for r in conn.execute(
+        "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM change_keys"
+        " WHERE change_id = value)", (_ids(by_change),))}
+    if emptied:
+        conn.execute("UPDATE changes SET entries = CAST('[]' AS BLOB) WHERE id IN"
+                     " (SELECT value FROM json_each(?))", (_ids(emptied),))
     for change_id, addresses in by_change.items():
+        if change_id in emptied:
+            continue
         row = conn.execute("SELECT entries FROM changes WHERE id = ?", (change_id,)).fetchone()
         if row is not None:
             conn.execute("UPDATE changes SET entries = ? WHERE id = ?",

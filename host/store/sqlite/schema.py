@@ -305,6 +305,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX vectors_seq ON vectors (seq);
     INSERT OR IGNORE INTO search_meta (name, value) VALUES ('vector_seq', '0');
     """,
+    # 11: a `stored` change supersedes the earlier copies of the entries it carries
+    # (host/store/sqlite/changes.py), so an entry row keeps one `change_keys` link, to the
+    # change that last stored it; the older copies and links logged before leave now
+    """
+    UPDATE changes SET entries = (
+        SELECT CAST(json_group_array(json(j.value)) AS BLOB) FROM json_each(changes.entries) j
+        WHERE EXISTS (SELECT 1 FROM entries e WHERE e.namespace = changes.namespace
+            AND e.tier = j.value ->> 0 AND e.owner = j.value ->> 1 AND e.key = j.value -> 2
+            AND (SELECT max(change_id) FROM change_keys k WHERE k.entry_id = e.id)
+                = changes.id))
+    WHERE op = 'stored' AND id IN (SELECT k.change_id FROM change_keys k
+        WHERE k.change_id < (SELECT max(change_id) FROM change_keys n
+                             WHERE n.entry_id = k.entry_id));
+    DELETE FROM change_keys WHERE change_id < (SELECT max(change_id) FROM change_keys n
+        WHERE n.entry_id = change_keys.entry_id);
+    """,
 )
 
 
