@@ -97,13 +97,16 @@ class EmbeddingWorker:
 
     async def caught_up(self, namespace: str, ticket: int, timeout: float) -> bool:
         """Wait (at most `timeout` seconds) until the writes up to `ticket` in `namespace`
-        have their vectors; True when they have."""
+        have their vectors; True when they have.
+
+        It keeps its own timer instead of `asyncio.timeout`: a query's handler may reach this
+        in its first step, which the request core runs outside any task on Python 3.11 (see
+        `host.net.pipeline`), where `asyncio.timeout` cannot work."""
         if ticket <= self.through(namespace):
             return True
         if timeout <= 0 or self._task is None:
             return False
-        # a future of its own, resolved by `_caught_up` (None) or by the timer (False): requests
-        # run as bare coroutines in the request core (no task), so no asyncio.timeout here
+        # a future of its own, resolved by `_caught_up` (None) or by the timer (False)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool | None] = loop.create_future()
         self._waiters.setdefault(namespace, []).append((ticket, fut))
