@@ -443,3 +443,18 @@ async def test_the_change_log_links_an_entry_to_the_one_change_that_last_stored_
     assert await writer.forget(keys=keys, tier="semantic") == len(keys)
     logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 1000))
     assert b"V29" not in logged and b"visible" in logged
+
+
+async def test_a_key_stored_again_over_a_large_batch_is_forgotten_from_both_stores(
+    host: Host, connect: Callable[..., Any],
+) -> None:
+    """A key of a large batch (over 64 KiB of changes) stored again on its own, then forgotten,
+    leaves neither value in the log, while the batch's other entries keep theirs."""
+    writer = await session(connect, "w")
+    pad = "p" * 2000
+    await writer.store([entry({"k": "one"}, "SECRET-FIRST")]
+                       + [entry({"k": n}, f"keep-{n}-{pad}") for n in range(60)])
+    await writer.store([entry({"k": "one"}, "SECRET-AGAIN")])
+    assert await writer.forget(keys=[{"k": "one"}], tier="semantic") == 1
+    logged = b"".join(bytes(c.entries) for c in await host.store.changes_after("ns", 0, 1000))
+    assert b"SECRET" not in logged and b"keep-59-" in logged

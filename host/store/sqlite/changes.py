@@ -8,12 +8,13 @@ the head being its newest `seq` or, when pruning left none, its floor. A namespa
 say nothing of another's commits. The internal `id` (the rowid) orders the rows for pruning by
 age. `change_floor` keeps the highest `seq` pruned from each namespace.
 
-`change_keys` ties each entry row to the `stored` change that carries its content: a `stored`
+`change_keys` ties each entry row to the `stored` changes that carry its content. A `stored`
 change supersedes the entry's earlier copies, which leave the earlier changes as it is logged
-(`_supersede`), so an entry row has one link however often it was stored, and deleting it
-rewrites at most that change (a change left with no link is written `[]` without being read).
-A replay so shows each entry's newest value; an overwritten value is not forgotten, only no
-longer replayed. Deleting an
+(`_supersede`); only a large earlier batch that still carries other entries keeps its copy
+and link rather than be rewritten for a few. So a key stored again and again has one link,
+not one a store, and deleting it rewrites that change alone (a change left with no link is
+written `[]` without being read). A replay so shows each entry's newest value; an
+overwritten value is not forgotten, only no longer replayed. Deleting an
 entry row that has such changes (a forget, a TTL collection, an expired entry a store replaces,
 another tool) queues it in `change_gone` with the newest change then logged (the
 `entries_changes_ad` trigger), and logging the `forgotten` or `expired` change of that delete -
@@ -38,6 +39,7 @@ from host.store.changes import Change, encode_records, without_entries
 __all__ = ["changes_after", "floor", "forget_gone", "head", "heads", "log_change", "prune"]
 
 _PRUNE_BATCH = 1000  # changes one DELETE removes at most
+_REWRITE_BYTES = 64 * 1024  # a store rewrites a larger earlier change only when it empties it
 _HEAD = ("max(coalesce((SELECT max(seq) FROM changes WHERE namespace = ?1), 0),"
          " coalesce((SELECT seq FROM change_floor WHERE namespace = ?1), 0))")
 
@@ -95,15 +97,35 @@ def _supersede(conn: sqlite3.Connection, entry_ids: Sequence[int],
     """Take the earlier copies of the entries a `stored` change now carries out of the earlier
     changes (the newer change supersedes them): each entry row has its links in the one
     `stored` change that last wrote it, so a forget touches one change an entry, however often
-    the entry was written. An entry without its address here keeps its earlier links."""
+    the entry was written. A change larger than `_REWRITE_BYTES` that keeps other entries is
+    not rewritten for a few of them (single stores over a large batch would each rewrite it):
+    it keeps their links, and a forget scrubs it. An entry without its address here keeps its
+    earlier links."""
     ids = [i for i in dict.fromkeys(entry_ids) if i in addresses]
     if not ids:
         return
-    by_change: dict[int, set[tuple[str, str, bytes]]] = {}
+    earlier: dict[int, list[int]] = {}
     for entry_id, change_id in conn.execute(
-            "DELETE FROM change_keys WHERE entry_id IN (SELECT value FROM json_each(?))"
-            " RETURNING entry_id, change_id", (_ids(ids),)).fetchall():
-        by_change.setdefault(change_id, set()).add(addresses[entry_id])
+            "SELECT entry_id, change_id FROM change_keys WHERE entry_id IN"
+            " (SELECT value FROM json_each(?))", (_ids(ids),)):
+        earlier.setdefault(change_id, []).append(entry_id)
+    if not earlier:
+        return
+    by_change: dict[int, set[tuple[str, str, bytes]]] = {}
+    links: list[tuple[int, int]] = []
+    for change_id, size, linked in conn.execute(
+            "SELECT c.id, length(c.entries), (SELECT count(*) FROM change_keys k"
+            " WHERE k.change_id = c.id) FROM changes c WHERE c.id IN"
+            " (SELECT value FROM json_each(?))", (_ids(earlier),)):
+        superseded = earlier[change_id]
+        if linked > len(superseded) and size > _REWRITE_BYTES:
+            continue  # a large change that keeps other entries: it keeps these links too
+        by_change[change_id] = {addresses[i] for i in superseded}
+        links.extend((i, change_id) for i in superseded)
+    if links:
+        conn.execute("DELETE FROM change_keys WHERE (entry_id, change_id) IN"
+                     " (SELECT value ->> 0, value ->> 1 FROM json_each(?))",
+                     (msgspec.json.encode(links),))
     _scrub(conn, by_change)
 
 
