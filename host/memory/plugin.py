@@ -32,6 +32,7 @@ from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import (
     PERSISTENT_TIERS,
+    ClientVectors,
     EntryStore,
     NewEntry,
     Query,
@@ -210,6 +211,10 @@ class MemoryPlugin:
                 vectors, space, dims = entry_vectors(e)
             except ValueError as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"vectors: {err}")
+                continue
+            if vectors and not isinstance(self.store, ClientVectors):
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE,
+                               "vectors: this host's store keeps no client vectors")
                 continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
