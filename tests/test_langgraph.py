@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,9 @@ INDEX = {"dims": 4, "embed": embed, "fields": ["text"]}
 
 
 @pytest.fixture
-def open_store(host: Host) -> Iterator[Callable[..., A2EStore]]:
-    """A factory of A2EStores on the host (opened in a worker thread; closed after)."""
+async def open_store(host: Host) -> AsyncIterator[Callable[..., A2EStore]]:
+    """A factory of A2EStores on the host (opened in a worker thread; closed after, in a worker
+    thread too: a sync close on the loop's own thread would block the host it waits for)."""
     stores: list[A2EStore] = []
 
     def _open(**kw: Any) -> A2EStore:
@@ -56,7 +57,7 @@ def open_store(host: Host) -> Iterator[Callable[..., A2EStore]]:
 
     yield _open
     for s in stores:
-        s.close()
+        await asyncio.to_thread(s.close)
 
 
 async def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:

@@ -63,6 +63,7 @@ Tier = Literal["episodic", "semantic"]
 MAX_KEYS = 500  # keys of one retrieve or forget (the host's default allows 1000)
 MAX_ENTRIES = 500  # entries of one store request (the host's default allows 1000)
 MAX_REQUEST_BYTES = 768 * 1024  # rough encoded size of one store request (frames: 1 MiB)
+CLOSE_TIMEOUT = 15.0  # seconds a sync store's close waits for the host to end the connection
 
 
 class A2EStoreError(RuntimeError):
@@ -411,12 +412,19 @@ class A2EStore(BaseStore):
         return True
 
     def close(self) -> None:
-        """Stop the sweeper, close the connection and the private loop. Idempotent."""
+        """Stop the sweeper, close the connection and the private loop. Idempotent. The
+        connection's close waits at most `CLOSE_TIMEOUT` seconds for the host (one that does not
+        answer is left behind, its socket closed with the loop)."""
         self.stop_ttl_sweeper()
         if self._loop.is_closed():
             return
         try:
-            self._call(self._session.close())
+            fut = asyncio.run_coroutine_threadsafe(self._session.close(), self._loop)
+            try:
+                fut.result(CLOSE_TIMEOUT)
+            except concurrent.futures.TimeoutError:
+                fut.cancel()
+                logger.warning("the host did not answer the close within %s s", CLOSE_TIMEOUT)
         finally:
             self._shutdown()
 
