@@ -410,8 +410,8 @@ class SearchConfig(_Section):
         " before and after them (same tier and owner) as candidates (0: off)."
     )
     neighbour_span: int = Field(
-        2, ge=1, description="How many entries before and after a best candidate are its"
-        " neighbours."
+        2, ge=1, description="How many entries before and after a best candidate (in its own"
+        " namespace, tier and owner) are its neighbours."
     )
     neighbour_weight: float = Field(
         0.7, ge=0, le=1, description="A neighbour ranks at least as this share (per step of"

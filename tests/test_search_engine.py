@@ -307,3 +307,31 @@ async def test_neighbours_of_a_match_rank_right_below_it(client: MemoryClient, h
     assert rel['{"a": 1}'] < rel['{"q": 1}']
     assert rel['{"a": 1}'] > max(rel.get(json.dumps({"d": i}), 0.0) for i in range(6))
     assert rel['{"a": 1}'] > rel.get('{"s": 1}', 0.0)
+
+
+@pytest.mark.all_backends
+@pytest.mark.parametrize("intruder", [("b", "bob", "semantic"), ("a", "carol", "episodic")])
+async def test_other_tenants_writes_between_a_question_and_its_reply_change_nothing(
+    connect: Callable[..., Any], host: Host, intruder: tuple[str, str, str]
+) -> None:
+    """Entries another namespace or another agent writes between a question and its reply (in
+    the store's order) leave the reply's lift, and the asker's result order, as they were."""
+    async def asked(namespace: str, between: bool) -> list[Any]:
+        alice: MemoryClient = await connect()
+        await alice.init(namespace, {"agent": "alice"})
+        await alice.store([entry({"d": i}, t) for i, t in enumerate(DISTRACTORS)]
+                          + [entry({"q": 1}, "How long have you and your husband been married?")])
+        if between:
+            other: MemoryClient = await connect()
+            ns, agent, tier = intruder
+            await other.init(namespace if ns == "a" else "other", {"agent": agent})
+            for i in range(3):
+                await other.store([entry({"n": i}, f"Note {i} about the garden", tier)])
+        await alice.store([entry({"a": 1}, "Five years already, time flies!"),
+                           entry({"x": 1}, "The queue at the bakery was long this morning.")])
+        await host.search.drain()
+        return keys_of(await alice.retrieve(query="How long has Mel been married?", limit=5))
+
+    alone = await asked("alone", False)
+    assert {"a": 1} in alone[1:3]
+    assert await asked("mixed", True) == alone

@@ -71,6 +71,8 @@ class VectorStore(Protocol):
     ) -> list[StoredEntry]: ...
     async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
                     ) -> list[StoredEntry]: ...
+    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
+                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]: ...
     async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray: ...
     async def pending_vectors(self, limit: int, namespace: str | None = None
                               ) -> list[tuple[Pending, bytes | None]]: ...
@@ -335,37 +337,39 @@ class SearchEngine:
         sims: np.ndarray, qv: np.ndarray | None, index: Any, ref: float = 0.0,
         cov: np.ndarray | None = None,
     ) -> tuple[list[StoredEntry], np.ndarray, dict[int, tuple[int, int]], int]:
-        """Append the entries written just before and after the best candidates (row ids within
-        `neighbour_span`, same tier and owner, readable under `q`) to the candidates; also the
-        links {neighbour id: (candidate id, distance)} (see `host.search.ranking.score`) and
-        how many entries were appended."""
+        """Append the entries written just before and after the best candidates (the
+        `neighbour_span` nearest by row id within the candidate's own namespace, tier and
+        owner, readable under `q`; the store's `neighbours`) to the candidates; also the links
+        {neighbour id: (candidate id, distance)} (see `host.search.ranking.score`) and how many
+        entries were appended."""
         cfg = self.cfg
         first, rel, _z = ranking.orders(stored, text, sims, cfg, self.calibration, ref, cov=cov)
         first = np.where(rel >= cfg.neighbour_min, first, -np.inf)  # who may lift neighbours
         by_id = {e.id: e for e in stored}
-        wanted: dict[int, tuple[StoredEntry, int]] = {}
+        hits: list[tuple[int, str, str]] = []
         for j in np.argsort(-first)[: cfg.neighbour_hits]:
             if not np.isfinite(first[j]):
                 break
             hit = stored[int(j)]
             assert hit.id is not None
-            for d in range(1, cfg.neighbour_span + 1):
-                for n in (hit.id - d, hit.id + d):
-                    if n not in wanted:
-                        wanted[n] = (hit, d)
-        missing = [n for n in wanted if n not in by_id]
-        fetched = await self.store.fetch(scope, q, missing, now) if missing else []
+            hits.append((int(hit.id), hit.tier, hit.owner))
+        found = (await self.store.neighbours(scope, q, hits, cfg.neighbour_span, now)
+                 if hits else [])
+        # a row near several candidates (another candidate, too) links to the best of them
+        # (the first in `hits`), at that candidate's distance
+        rank = {h[0]: i for i, h in enumerate(hits)}
+        best: dict[int, tuple[StoredEntry, int, int]] = {}
+        for e, hit_id, d in found:
+            n = int(e.id or 0)
+            old = best.get(n)
+            if old is None or (rank[hit_id], d) < (rank[old[1]], old[2]):
+                best[n] = (e, hit_id, d)
         links: dict[int, tuple[int, int]] = {}
         added = []
-        for e in fetched:
-            hit, d = wanted[int(e.id or 0)]
-            if e.tier == hit.tier and e.owner == hit.owner:
-                links[int(e.id or 0)] = (int(hit.id or 0), d)
+        for n, (e, hit_id, d) in best.items():
+            links[n] = (hit_id, d)
+            if n not in by_id:
                 added.append(e)
-        for n, (hit, d) in wanted.items():
-            e = by_id.get(n)
-            if e is not None and e.tier == hit.tier and e.owner == hit.owner:
-                links[n] = (int(hit.id or 0), d)
         if added:
             stored = stored + added
             more = (await self._similarity(index, qv, [e.id for e in added])

@@ -381,6 +381,13 @@ class VectorSearch(Protocol):
                     ) -> list[StoredEntry]:
         """The entries among `ids` that `q` lets `scope` read, with `id` set; any order."""
 
+    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
+                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
+        """For each `(id, tier, owner)` of `hits`, the up to `span` entries written just before
+        it and the up to `span` just after it in its own (namespace, tier, owner), in row-id
+        order, that `q` lets `scope` read: `(entry with id set, hit id, distance)`, distance
+        1 for the adjacent readable entry of that group; any order, a hit's own entry never."""
+
     async def requeue_vectors(self) -> int:
         """Queue every entry for re-embedding; the queue's length."""
 

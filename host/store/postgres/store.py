@@ -845,3 +845,35 @@ class PostgresEntryStore(Opens):
             f"SELECT {_COLUMNS}, e.id FROM a2e_entries e"
             f" WHERE e.id = ANY({p([int(i) for i in ids])}::bigint[]) AND {where}", *p.values)
         return [_row(r, r[10]) for r in rows]
+
+    async def neighbours(
+        self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]], span: int,
+        now: float,
+    ) -> list[tuple[StoredEntry, int, int]]:
+        """For each `(id, tier, owner)` of `hits`, the up to `span` entries `q` lets `scope`
+        read right before and after it in its own (namespace, tier, owner) by row id: `(entry,
+        hit id, distance)`. One round trip; each side is a walk of `a2e_entries_newest` from
+        the hit (other groups' rows are never read)."""
+        if span <= 0 or not hits:
+            return []
+        p = _Params()
+        ids = p([int(h[0]) for h in hits])
+        tiers = p([h[1] for h in hits])
+        owners = p([h[2] for h in hits])
+        where = _where(scope, q, now, p)
+        limit = p(int(span))
+        ns = p(scope.namespace)
+
+        def side(after: str, order: str) -> str:
+            return (f"SELECT {_COLUMNS}, e.id FROM a2e_entries e WHERE e.namespace = {ns}"
+                    f" AND e.tier = h.tier AND e.owner = h.owner AND {after} AND {where}"
+                    f" ORDER BY {order} LIMIT {limit}")
+
+        rows = await self.pool.fetch(
+            f"SELECT n.*, h.hit FROM unnest({ids}::bigint[], {tiers}::text[], {owners}::text[])"
+            " AS h(hit, tier, owner) CROSS JOIN LATERAL ("
+            " SELECT x.*, row_number() OVER (ORDER BY x.id DESC) AS d FROM ("
+            f"{side('-e.id > -h.hit', '-e.id')}) x UNION ALL"
+            " SELECT y.*, row_number() OVER (ORDER BY y.id) AS d FROM ("
+            f"{side('-e.id < -h.hit', '-e.id DESC')}) y) n", *p.values)
+        return [(_row(r, r[10]), int(r[12]), int(r[11])) for r in rows]

@@ -321,6 +321,12 @@ MIGRATIONS: tuple[str, ...] = (
     DELETE FROM change_keys WHERE change_id < (SELECT max(change_id) FROM change_keys n
         WHERE n.entry_id = change_keys.entry_id);
     """,
+    # 12: the entries of one (namespace, tier, owner) in the order they were written, for a
+    # search's neighbours of a candidate (host/store/sqlite/vectors.py `neighbour_entries`):
+    # another tenant's rows between two of them are never read
+    """
+    CREATE INDEX entries_order ON entries (namespace, tier, owner, id);
+    """,
 )
 
 

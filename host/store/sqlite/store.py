@@ -263,6 +263,14 @@ class SQLiteEntryStore(Opens):
         """The entries among row `ids` that `q` lets `scope` read, with `id` set."""
         return vec.fetch_entries(self._conn(), scope, q, ids, now)
 
+    async def neighbours(
+        self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]], span: int,
+        now: float,
+    ) -> list[tuple[StoredEntry, int, int]]:
+        """The up to `span` entries `q` lets `scope` read right before and after each hit
+        `(id, tier, owner)` in its own (namespace, tier, owner): `(entry, hit id, distance)`."""
+        return vec.neighbour_entries(self._conn(), scope, q, hits, span, now)
+
     async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
         """Row ids of the live entries `q` (keys, tags, tiers) lets `scope` read."""
         return vec.allowed_ids(self._conn(), scope, q, now)

@@ -188,6 +188,29 @@ def clear_gone(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
     conn.executemany("DELETE FROM vectors_gone WHERE entry_id = ?", [(i,) for i in ids])
 
 
+def neighbour_entries(
+    conn: sqlite3.Connection, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
+    span: int, now: float,
+) -> list[tuple[StoredEntry, int, int]]:
+    """For each `(id, tier, owner)` of `hits`, the up to `span` readable entries right before
+    and after it in its own (namespace, tier, owner) by row id: `(entry, hit id, distance)`.
+    Two reads of the `entries_order` index a hit; other groups' rows are never walked."""
+    if span <= 0 or not hits:
+        return []
+    where, params = _where(scope, q, now)
+    group = "e.namespace = ? AND e.tier = ? AND e.owner = ?"
+    out: list[tuple[StoredEntry, int, int]] = []
+    for hit, tier, owner in hits:
+        for op, order in (("<", "DESC"), (">", "ASC")):
+            rows = conn.execute(
+                f"SELECT {_COLUMNS}, e.id FROM entries e INDEXED BY entries_order"
+                f" WHERE {group} AND e.id {op} ? AND {where} ORDER BY e.id {order} LIMIT ?",
+                [scope.namespace, tier, owner, int(hit), *params, int(span)],
+            ).fetchall()
+            out += [(_row(r, r[10]), int(hit), d) for d, r in enumerate(rows, start=1)]
+    return out
+
+
 def allowed_ids(conn: sqlite3.Connection, scope: Scope, q: Query, now: float) -> np.ndarray:
     """Row ids of the live entries `q` lets `scope` read (visibility, TTL, keys, tags)."""
     where, params = _where(scope, q, now)
