@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,33 +27,42 @@ class _Dim:
     dim = DIM
 
 
-async def test_catching_up_on_another_process_vectors_lets_the_loop_run(tmp_path: Path) -> None:
-    """A worker reading 30 vectors another store wrote (writes of 5), 10 a chunk, adds all 30
-    to its index and lets the other tasks of its event loop run between the chunks."""
+@asynccontextmanager
+async def reader_after_writes(tmp_path: Path, chunk: int) -> AsyncIterator[LocalWorker]:
+    """A worker reading `chunk` vectors a read, loaded before another store on the same file
+    wrote 30 vectors in six writes of 5 (each write one number of the counter)."""
     path = str(tmp_path / "one.db")
-    config = Config()
     reader_store = SQLiteEntryStore(path)
     await reader_store.open()
-    reader = LocalWorker(reader_store, _Dim(), config.search,  # type: ignore[arg-type]
+    reader = LocalWorker(reader_store, _Dim(), Config().search,  # type: ignore[arg-type]
                          VectorIndexes(DIM))
-    reader.catch_up_rows = 10
+    reader.catch_up_rows = chunk
     await asyncio.to_thread(reader.load)  # nothing stored yet
     writer = SQLiteEntryStore(path)
     await writer.open()
     try:
-        now = time.time()
         await writer.put(Scope("ns", "a1"), [
             NewEntry(tier="semantic", key=b'{"id":"m%d"}' % i, content=b'"note %d"' % i)
-            for i in range(30)], now)
+            for i in range(30)], time.time())
         queued = await writer.pending_vectors(100)
         assert len(queued) == 30
         rng = np.random.default_rng(7)
-        for first in range(0, 30, 5):  # six writes, each one number of the counter
+        for first in range(0, 30, 5):
             rows = []
             for p, _digest in queued[first:first + 5]:
                 v = rng.standard_normal(DIM).astype(np.float32)
                 rows.append((p.id, p.text, (v / np.linalg.norm(v)).tobytes()))
             assert len(await writer.write_vectors(rows)) == 5
+        yield reader
+    finally:
+        await writer.close()
+        await reader_store.close()
+
+
+async def test_catching_up_on_another_process_vectors_lets_the_loop_run(tmp_path: Path) -> None:
+    """A worker reading 30 vectors another store wrote (writes of 5), 10 a chunk, adds all 30
+    to its index and lets the other tasks of its event loop run between the chunks."""
+    async with reader_after_writes(tmp_path, 10) as reader:
         turns = 0
         done = False
 
@@ -68,53 +79,12 @@ async def test_catching_up_on_another_process_vectors_lets_the_loop_run(tmp_path
         index = reader.index.get("ns")
         assert index is not None and len(index) == 30
         assert turns >= 3  # the ticker ran between the chunks, not only at the end
-    finally:
-        await writer.close()
-        await reader_store.close()
 
 
 async def test_a_read_limit_inside_a_write_loses_none_of_its_vectors(tmp_path: Path) -> None:
     """A worker catching up 7 rows a read on 30 vectors another store wrote in writes of 5
     (the limit falls inside a write every time) adds all 30 to its index."""
-    path = str(tmp_path / "one.db")
-    config = Config()
-    reader_store = SQLiteEntryStore(path)
-    await reader_store.open()
-    reader = LocalWorker(reader_store, _Dim(), config.search,  # type: ignore[arg-type]
-                         VectorIndexes(DIM))
-    reader.catch_up_rows = 7
-    await asyncio.to_thread(reader.load)  # nothing stored yet
-    writer = SQLiteEntryStore(path)
-    await writer.open()
-    try:
-        now = time.time()
-        await writer.put(Scope("ns", "a1"), [
-            NewEntry(tier="semantic", key=b'{"id":"m%d"}' % i, content=b'"note %d"' % i)
-            for i in range(30)], now)
-        queued = await writer.pending_vectors(100)
-        assert len(queued) == 30
-        rng = np.random.default_rng(7)
-        for first in range(0, 30, 5):  # six writes, each one number of the counter
-            rows = []
-            for p, _digest in queued[first:first + 5]:
-                v = rng.standard_normal(DIM).astype(np.float32)
-                rows.append((p.id, p.text, (v / np.linalg.norm(v)).tobytes()))
-            assert len(await writer.write_vectors(rows)) == 5
-        turns = 0
-        done = False
-
-        async def tick() -> None:
-            nonlocal turns
-            while not done:
-                turns += 1
-                await asyncio.sleep(0)
-
-        ticker = asyncio.create_task(tick())
+    async with reader_after_writes(tmp_path, 7) as reader:
         await reader.embed_pending()  # nothing queued: it reads what the other store wrote
-        done = True
-        await ticker
         index = reader.index.get("ns")
         assert index is not None and len(index) == 30
-    finally:
-        await writer.close()
-        await reader_store.close()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from conftest import make_config, running_host, url_of
 from test_pipeline import Recorder
+from test_watch import changed, entry, session
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
@@ -24,24 +25,6 @@ from protocol.codec import new_id, now
 from protocol.messages import VERSION, MemoryChangedEvent, Ping
 
 pytestmark = [pytest.mark.all_backends]
-
-
-def entry(key: Any, content: Any = "x", tier: str = "semantic", **kw: Any) -> dict[str, Any]:
-    return {"key": key, "content": content, "tier": tier, **kw}
-
-
-async def session(connect: Callable[..., Any], agent: str = "a1", ns: str = "ns") -> MemoryClient:
-    """A client with a session in `ns` as `agent`."""
-    c: MemoryClient = await connect()
-    await c.init(ns, {"agent": agent})
-    return c
-
-
-async def changed(c: MemoryClient) -> MemoryChangedEvent:
-    """The client's next event, which must be a change."""
-    ev = await c.next_event()
-    assert isinstance(ev, MemoryChangedEvent), ev
-    return ev
 
 
 async def until_marker(c: MemoryClient, marker: dict[str, Any]) -> list[MemoryChangedEvent]:

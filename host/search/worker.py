@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -286,19 +286,23 @@ class LocalWorker(EmbeddingWorker):
         self._seq: int | None = None  # the newest write of vectors the index has seen
         self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
 
+    def _add(self, rows: Sequence[Pending], vecs: np.ndarray) -> None:
+        """Add stored vectors (`rows[j]`'s is `vecs[j]`) to their namespaces' indexes."""
+        by_ns: dict[str, list[int]] = {}
+        for j, p in enumerate(rows):
+            by_ns.setdefault(p.namespace, []).append(j)
+        for ns, js in by_ns.items():
+            self.index.add(ns, [rows[j].id for j in js], vecs[js],
+                           [group_of(rows[j].tier, rows[j].owner) for j in js],
+                           [rows[j].expires_at for j in js])
+
     def load(self) -> None:
         """Read every stored vector into the index (blocking: run it in a thread)."""
         n = 0
         if hasattr(self.store, "vector_seq"):
             self._seq = self.store.vector_seq()
         for rows, vecs in self.store.load_vectors(self.embedder.dim):
-            by_ns: dict[str, list[int]] = {}
-            for j, p in enumerate(rows):
-                by_ns.setdefault(p.namespace, []).append(j)
-            for ns, js in by_ns.items():
-                self.index.add(ns, [rows[j].id for j in js], vecs[js],
-                               [group_of(rows[j].tier, rows[j].owner) for j in js],
-                               [rows[j].expires_at for j in js])
+            self._add(rows, vecs)
             n += len(rows)
         if n:
             log.info("loaded %d vectors", n)
@@ -342,13 +346,7 @@ class LocalWorker(EmbeddingWorker):
         while True:
             rows, vecs, last = await self.store.vectors_since(
                 self._seq, self.embedder.dim, self.catch_up_rows)
-            by_ns: dict[str, list[int]] = {}
-            for j, p in enumerate(rows):
-                by_ns.setdefault(p.namespace, []).append(j)
-            for ns, js in by_ns.items():
-                self.index.add(ns, [rows[j].id for j in js], vecs[js],
-                               [group_of(rows[j].tier, rows[j].owner) for j in js],
-                               [rows[j].expires_at for j in js])
+            self._add(rows, vecs)
             if last == self._seq:
                 return
             self._seq = last
