@@ -27,6 +27,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_PREFIX",
     "OPERATORS",
+    "has_nul",
     "json_type",
     "matches",
     "parse_filter",
@@ -85,6 +86,18 @@ def json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def has_nul(value: Any) -> bool:
+    """True when a filter value (or any string in it, member names included) holds U+0000,
+    which neither backend's JSON functions read (each store answers such a condition in SQL)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    return False
 
 
 def _path(name: str, field: str) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from host.store.filters import Condition, KeyPrefix
+from host.store.filters import Condition, KeyPrefix, has_nul
 
 __all__ = ["CONTENT", "KEY", "where_sql"]
 
@@ -28,23 +28,13 @@ CONTENT = "(CASE WHEN strpos(e.content, '\\u0000') = 0 THEN e.content::jsonb END
 KEY = "(CASE WHEN strpos(e.key, '\\u0000') = 0 THEN e.key::jsonb END)"
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    return False
-
-
 def _condition(c: Condition, p: Callable[[Any], str]) -> str:
-    if _has_nul(c.value) and c.op == "$eq":  # no field read here holds U+0000 (CONTENT)
+    if has_nul(c.value) and c.op == "$eq":  # no field read here holds U+0000 (CONTENT)
         return "false"  # (before any parameter: an unused one has no type)
     x = f"({CONTENT} #> {p(list(c.path))}::text[])"
     typed = f"jsonb_typeof({x}) = '{_TYPE[c.kind]}'"
     op = _SQL_OP[c.op]
-    if _has_nul(c.value):
+    if has_nul(c.value):
         if c.op == "$ne":
             return typed
         c = Condition(c.path, c.op, c.value.replace("\x00", ""), c.kind)
@@ -60,7 +50,7 @@ def _condition(c: Condition, p: Callable[[Any], str]) -> str:
 
 
 def _prefix(k: KeyPrefix, p: Callable[[Any], str]) -> str:
-    if _has_nul(list(k.elements)):
+    if has_nul(list(k.elements)):
         return "false"
     member = f"({KEY} -> {p(k.field)}::text)"
     parts = [f"jsonb_typeof({member}) = 'array'"]

@@ -9,13 +9,12 @@ quoted (`$."a"."b"`); the members were checked by `host.store.filters` (letters,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
-from host.store.filters import Condition, KeyPrefix
+from host.store.filters import Condition, KeyPrefix, has_nul
 
-__all__ = ["NO_NUL_CONTENT", "NO_NUL_KEY", "has_nul", "json_path", "where_sql"]
+__all__ = ["NO_NUL_CONTENT", "NO_NUL_KEY", "json_path", "where_sql"]
 
 _SQL_OP = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 # json_type() of each JSON type (integers and reals are one type: numbers)
@@ -30,17 +29,6 @@ NO_NUL_KEY = "instr(e.key, '\\u0000') = 0"
 def json_path(path: Sequence[str]) -> str:
     """The SQLite JSON path of `path` (members quoted)."""
     return "$" + "".join(f'."{m}"' for m in path)
-
-
-def has_nul(value: Any) -> bool:
-    """True when a filter value (or any string in it) holds U+0000."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(has_nul(v) for v in value)
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    return False
 
 
 def _condition(c: Condition) -> tuple[str, list[object]]:
