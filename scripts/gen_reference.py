@@ -4,8 +4,8 @@ a sub-command.
     python scripts/gen_reference.py          # rewrite the files
     python scripts/gen_reference.py --check  # exit 1 if any is out of date
 
-Writes configs/a2e-host.toml (from host/config.py) and the generated blocks of
-docs/configuration.md and docs/cli.md (from host/config.py and the CLI parser).
+Writes configs/a2e-host.toml (from host/config/) and the generated blocks of
+docs/configuration.md and docs/cli.md (from host/config/ and the CLI parser).
 """
 
 from __future__ import annotations

