@@ -1,0 +1,12 @@
+"""Vector indexes: exact (`ExactIndex`), approximate (`AnnIndex`), and the budgeted set of a
+host's keys (`VectorIndexes`). `host.search.vectors` re-exports the same names."""
+
+from host.search.index.exact import ExactIndex
+from host.search.index.indexes import Loader, VectorIndexes
+from host.search.index.rows import group_of
+from host.store.base import Hits, Pending, digest
+
+VectorIndex = ExactIndex  # the float32 exact index, its former name
+
+__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes", "digest",
+           "group_of"]

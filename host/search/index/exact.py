@@ -1,0 +1,157 @@
+"""`ExactIndex`: one matrix of unit vectors (float32, or float16 for half the memory), searched
+exactly: every allowed row is scored. ~8 ms at 100,000 x 384 float32 on 2 cores.
+
+Not thread-safe: the owner serialises writes and reads (the host calls it on the event loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator
+
+import numpy as np
+
+from host.search.index.rows import Rows, no_hits, top_k
+from host.store.base import Hits
+
+CHUNK = 16_384  # rows scored at a time: bounds the float32 copy a gather or a float16 matrix makes
+DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def dots(m: np.ndarray, n: int, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+    """`m[slots] @ q` (`m[:n]` when `slots` is None) in float32, a chunk of rows at a time."""
+    if slots is None and m.dtype == np.float32:
+        return m[:n] @ q
+    total = n if slots is None else slots.size
+    out = np.empty(total, dtype=np.float32)
+    for i in range(0, total, CHUNK):
+        part = m[i: min(i + CHUNK, n)] if slots is None else m[slots[i: i + CHUNK]]
+        out[i: i + part.shape[0]] = part.astype(np.float32, copy=False) @ q
+    return out
+
+
+class ExactIndex(Rows):
+    """The vectors of one key. Add or replace rows by id, remove by id, search exactly."""
+
+    kind = "exact"
+
+    def __init__(self, dim: int, dtype: str = "float32", capacity: int = 1024) -> None:
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+        super().__init__(capacity)
+        self.dim = dim
+        self.dtype = dtype
+        self._m = np.zeros((len(self._ids), dim), dtype=DTYPES[dtype])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this index holds: the matrix (its whole capacity) and the rows' metadata."""
+        return int(self._m.nbytes) + self.meta_nbytes()
+
+    def _grow(self, need: int) -> None:
+        cap = len(self._ids)
+        new = self._grow_meta(need)
+        if new != cap:
+            m = np.zeros((new, self.dim), dtype=self._m.dtype)
+            m[: self._n] = self._m[: self._n]
+            self._m = m
+
+    def add(
+        self, ids: Iterable[int], vectors: np.ndarray, groups: Iterable[str],
+        expires: Iterable[float | None],
+    ) -> None:
+        """Add rows, or replace the rows of ids already present. `vectors` must be unit rows
+        `(n, dim)`; `expires` is the expiry time of each row (None: never)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return
+        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        if vecs.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
+        groups, expires = list(groups), list(expires)
+        if not len(groups) == len(expires) == len(ids):
+            raise ValueError("ids, vectors, groups and expires differ in length")
+        self._grow(self._n + len(ids))
+        for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
+            slot = self._row.get(i)
+            if slot is None:
+                slot = self._n
+                self._n += 1
+            else:
+                self._clear_slot(slot)
+            self._set_slot(slot, i, group, exp)
+            self._m[slot] = vecs[j]
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Remove the rows of `ids` (absent ids are ignored); the number removed."""
+        removed = 0
+        for i in ids:
+            slot = self._row.pop(i, None)
+            if slot is None:
+                continue
+            self._clear_slot(slot)
+            last = self._n - 1
+            if slot != last:  # the last row fills the hole: slots below `_n` stay live
+                moved = int(self._ids[last])
+                self._m[slot] = self._m[last]
+                self._ids[slot] = moved
+                self._groups[slot] = self._groups[last]
+                self._expires[slot] = self._expires[last]
+                self._live[slot] = True
+                self._live[last] = False
+                self._row[moved] = slot
+            self._n = last
+            removed += 1
+        return removed
+
+    def search(
+        self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+        now: float | None = None, only: np.ndarray | None = None,
+    ) -> Hits:
+        """The `k` rows most similar to the unit vector `query` among the allowed rows.
+
+        Allowed: in one of `groups` (None: any), not expired at `now` (None: no check), and
+        among `only` ids (None: any). Filters apply before ranking. `mean`/`std` are those of
+        the query's similarity to every allowed row.
+        """
+        if self._n == 0 or k <= 0:
+            return no_hits()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        slots = self.allowed(groups, now, only)
+        if slots is not None and slots.size == 0:
+            return no_hits()
+        sims = dots(self._m, self._n, slots, q)
+        top = top_k(sims, k)
+        picked = top if slots is None else slots[top]
+        return Hits(
+            ids=self._ids[picked].copy(), similarities=sims[top].astype(np.float32),
+            mean=float(sims.mean()), std=float(sims.std()), allowed=int(sims.size),
+        )
+
+    def similarity(self, query: np.ndarray, ids: Iterable[int]) -> np.ndarray:
+        """Cosine similarity of `query` to each of `ids`; NaN for ids without a row."""
+        ids = list(ids)
+        out = np.full(len(ids), np.nan, dtype=np.float64)
+        rows = [(j, self._row[i]) for j, i in enumerate(ids) if i in self._row]
+        if rows:
+            pos, idx = zip(*rows, strict=True)
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            out[list(pos)] = dots(self._m, self._n, np.array(idx, dtype=np.int64), q)
+        return out
+
+    def vectors(self, ids: Iterable[int]) -> np.ndarray:
+        """The stored vectors of `ids` as float32 rows (every id must have a row)."""
+        slots = np.array([self._row[i] for i in ids], dtype=np.int64)
+        return self._m[slots].astype(np.float32)
+
+    def rows(self, chunk: int = CHUNK) -> Iterator[
+            tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        """Every row, a chunk at a time, as `add` takes them (vectors as float32 copies)."""
+        names = {c: g for g, c in self._group_codes.items()}
+        for i in range(0, self._n, chunk):
+            j = min(i + chunk, self._n)
+            exp = self._expires[i:j]
+            yield (self._ids[i:j].tolist(), self._m[i:j].astype(np.float32),
+                   [names[int(c)] for c in self._groups[i:j]],
+                   [None if not np.isfinite(e) else float(e) for e in exp])

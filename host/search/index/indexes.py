@@ -1,0 +1,382 @@
+"""`VectorIndexes`: the vector indexes of every key (namespace, or namespace and vector space),
+loaded on first use, evicted least recently used past a memory budget.
+
+A key's rows come from the store through `loader(key)` (blocking: `open` runs it in a thread).
+A key below `ann_min_rows` rows is an `ExactIndex`; past it, an `AnnIndex` (approximate search,
+compact vectors, exact under small filters: see `host.search.index.ann`), built in a background
+thread while searches stay exact, or read back from `persist_dir` when a saved graph still
+matches the store's rows (a restart then never rebuilds a big graph, and never re-embeds).
+
+Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
+dropped (its next load reads it from the store); a write to a key being loaded, or being
+promoted to an `AnnIndex`, is also kept in a journal and replayed on the new index, so nothing
+written during a load or a build is lost.
+
+Not thread-safe: call it on the event loop (its threads only build indexes no one else sees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from host.search.index.exact import ExactIndex
+
+log = logging.getLogger(__name__)
+
+Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
+Loader = Callable[[str], Iterable[Chunk]]
+Index = ExactIndex  # | AnnIndex (host.search.index.ann), once it lands
+_Op = tuple[Any, ...]  # ("add", ids, vecs, groups, expires) | ("meta", id, group, expires) | ("remove", ids)
+
+DEFAULT_ANN_MIN_ROWS = 0  # ANN not yet available
+
+
+def _ann() -> Any:
+    # the ANN library is imported only when a key needs it
+    return importlib.import_module("host.search.index.ann")
+
+
+class VectorIndexes:
+    """The indexes of every key: `get`/`open` one, write through `add`/`set_meta`/`remove`.
+
+    - `dim`: the dimension of a key created by `add` without a loader (a loaded key takes the
+      dimension of the vectors its loader yields, so keys may differ).
+    - `budget_bytes`: past this sum of `nbytes`, least recently used keys are evicted (only
+      with a `loader`: an evicted key must be readable again); 0: no budget. The key being
+      opened or written is never evicted, so a key bigger than the whole budget stays loaded
+      alone (then `nbytes` > `budget_bytes` until it shrinks).
+    - `loader(key)`: yields the key's stored rows in chunks `(ids, unit float32 vectors
+      (n, dim), groups, expiries)`; blocking (run in a thread by `open`). None: every key lives
+      in memory from its first `add` (no loading, no eviction).
+    - `ann_min_rows`: a key with this many rows becomes an `AnnIndex` (0: never).
+    - `persist_dir`: where `AnnIndex`es are saved (when built, and by `save_all()`), and read
+      back by `open` when they still match the store's rows; a corrupt or foreign file is
+      ignored (the key is rebuilt from the loader).
+    - `dtype`: the storage of `ExactIndex`es, "float32" or "float16" (half the memory).
+    - `ann_options`: keyword arguments for `AnnIndex` (see there).
+    """
+
+    def __init__(
+        self, dim: int = 0, budget_bytes: int = 0, loader: Loader | None = None,
+        ann_min_rows: int = DEFAULT_ANN_MIN_ROWS, persist_dir: str | Path | None = None,
+        dtype: str = "float32", ann_options: dict[str, Any] | None = None,
+    ) -> None:
+        if budget_bytes < 0 or ann_min_rows < 0:
+            raise ValueError("budget_bytes and ann_min_rows must be >= 0")
+        ExactIndex(1, dtype, capacity=1)  # checks dtype
+        self.dim = dim
+        self.budget_bytes = budget_bytes
+        self.ann_min_rows = ann_min_rows
+        self.dtype = dtype
+        self.ann_options = dict(ann_options or {})
+        self.persist_dir = Path(persist_dir) if persist_dir is not None else None
+        self._loader = loader
+        self._indexes: OrderedDict[str, Index] = OrderedDict()  # least recently used first
+        self._loading: dict[str, asyncio.Future[Index | None]] = {}
+        self._journals: dict[str, list[_Op]] = {}  # key -> writes during its load
+        self._promoting: dict[str, list[_Op]] = {}  # key -> writes during its ANN build
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._saving: dict[str, asyncio.Future[Any]] = {}
+        self.loads = self.evictions = self.promotions = self.saved_hits = 0
+
+    # --- reading ---
+
+    def get(self, key: str) -> Index | None:
+        """The loaded index of `key` (now the most recently used), or None: no I/O."""
+        index = self._indexes.get(key)
+        if index is not None:
+            self._indexes.move_to_end(key)
+        return index
+
+    async def open(self, key: str) -> Index | None:
+        """The index of `key`, loaded from the store when it is not (in a thread; concurrent
+        opens of one key share one load); None when the key has no rows (or no loader)."""
+        index = self.get(key)
+        if index is not None or self._loader is None:
+            return index
+        fut = self._loading.get(key)
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = self._loading[key] = asyncio.get_running_loop().create_future()
+        self._journals[key] = []
+        try:
+            saving = self._saving.get(key)
+            if saving is not None:
+                await asyncio.shield(saving)
+            index = await asyncio.to_thread(self._load, key)
+            index = self._replay(index, self._journals.pop(key))
+            if index is not None and len(index):
+                self._indexes[key] = index
+                self.loads += 1
+                self._evict(keep=key)
+                self._maybe_promote(key, index)
+            else:
+                index = None
+            fut.set_result(index)
+        except BaseException as e:
+            self._journals.pop(key, None)
+            fut.set_exception(e)
+            fut.exception()  # retrieved: the caller gets it raised
+            raise
+        finally:
+            self._loading.pop(key, None)
+        return index
+
+    def keys(self) -> list[str]:
+        """The loaded keys, least recently used first."""
+        return list(self._indexes)
+
+    def __len__(self) -> int:
+        """Rows held in memory (every loaded key)."""
+        return sum(len(ix) for ix in self._indexes.values())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the loaded indexes hold (the sum the budget bounds)."""
+        return sum(ix.nbytes for ix in self._indexes.values())
+
+    def stats(self) -> dict[str, int]:
+        """Figures for metrics: keys loaded / loading / being promoted, rows, bytes, budget,
+        and the counts since start of loads, evictions, promotions and saved indexes reused."""
+        return {
+            "keys": len(self._indexes), "loading": len(self._loading),
+            "promoting": len(self._promoting), "rows": len(self), "nbytes": self.nbytes,
+            "budget_bytes": self.budget_bytes, "loads": self.loads,
+            "evictions": self.evictions, "promotions": self.promotions,
+            "saved_hits": self.saved_hits,
+            "ann_keys": sum(ix.kind == "ann" for ix in self._indexes.values()),
+        }
+
+    # --- writing ---
+
+    def add(
+        self, key: str, ids: list[int], vectors: np.ndarray, groups: list[str],
+        expires: list[float | None],
+    ) -> None:
+        """Add or replace rows of `key` (see `ExactIndex.add`). With a loader, dropped when the
+        key is not loaded (its next load reads them from the store)."""
+        if not ids:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        op = ("add", list(ids), vectors, list(groups), list(expires))
+        if key in self._journals:
+            self._journals[key].append(op)
+        if key in self._promoting:
+            self._promoting[key].append(op)
+        index = self._indexes.get(key)
+        if index is None:
+            if self._loader is not None:
+                return
+            index = self._indexes[key] = ExactIndex(self.dim or vectors.shape[1], self.dtype)
+        self._indexes.move_to_end(key)
+        index.add(*op[1:])
+        self._evict(keep=key)
+        self._maybe_promote(key, index)
+
+    def set_meta(self, entry_id: int, group: str, expires: float | None,
+                 key: str | None = None) -> bool:
+        """Update the group and expiry of a row (in `key`, else in whichever loaded key holds
+        it: naming the key is cheaper); False when no loaded index has the row (the key may
+        just not be loaded)."""
+        op = ("meta", entry_id, group, expires)
+        self._journal(op, key)
+        return any(ix.set_meta(entry_id, group, expires) for ix in self._holders(key))
+
+    def remove(self, ids: Iterable[int], key: str | None = None) -> int:
+        """Remove rows by id (from `key`, else from every loaded key); the number removed."""
+        ids = list(ids)
+        self._journal(("remove", ids), key)
+        return sum(ix.remove(ids) for ix in self._holders(key))
+
+    def _holders(self, key: str | None) -> list[Index]:
+        if key is not None:
+            index = self._indexes.get(key)
+            return [] if index is None else [index]
+        return list(self._indexes.values())
+
+    def _journal(self, op: _Op, key: str | None) -> None:
+        for journals in (self._journals, self._promoting):
+            for k, journal in journals.items():
+                if key is None or k == key:
+                    journal.append(op)
+
+    @staticmethod
+    def _apply(index: Index, op: _Op) -> None:
+        if op[0] == "add":
+            index.add(*op[1:])
+        elif op[0] == "meta":
+            index.set_meta(*op[1:])
+        else:
+            index.remove(op[1])
+
+    def _replay(self, index: Index | None, journal: list[_Op]) -> Index | None:
+        for op in journal:
+            if index is None and op[0] == "add":
+                index = ExactIndex(op[2].shape[1], self.dtype)
+            if index is not None:
+                self._apply(index, op)
+        return index
+
+    # --- loading (in a thread) ---
+
+    def _load(self, key: str) -> Index | None:
+        assert self._loader is not None
+        saved = self._read_saved(key)
+        if saved is not None:
+            try:
+                return self._reconcile(saved, key)
+            except (ValueError, KeyError) as e:  # vectors of another dimension, ...
+                log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
+        index: Index | None = None
+        for ids, vecs, groups, expires in self._loader(key):
+            if not len(ids):
+                continue
+            if index is None:
+                index = ExactIndex(np.asarray(vecs).shape[-1], self.dtype)
+            index.add(ids, vecs, groups, expires)
+            if (index.kind == "exact" and self.ann_min_rows
+                    and len(index) >= self.ann_min_rows):
+                index = self._build_ann(index)  # type: ignore[arg-type]
+        if index is not None and index.kind == "ann" and self.persist_dir is not None:
+            self._write_saved(key, index)
+        return index
+
+    def _build_ann(self, exact: ExactIndex | Iterator[Chunk], dim: int = 0) -> Index:
+        rows = exact.rows() if isinstance(exact, ExactIndex) else exact
+        return _ann().AnnIndex.build(dim or exact.dim, rows, **self.ann_options)  # type: ignore[union-attr]
+
+    def _path(self, key: str) -> Path:
+        assert self.persist_dir is not None
+        return self.persist_dir / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+    def _read_saved(self, key: str) -> Index | None:
+        if self.persist_dir is None:
+            return None
+        path = self._path(key)
+        if not _ann().AnnIndex.exists(path):
+            return None
+        try:
+            return _ann().AnnIndex.load(path, key=key, **self.ann_options)  # type: ignore[no-any-return]
+        except Exception as e:  # corrupt, truncated, foreign: rebuild from the store
+            log.warning("saved vector index %s unreadable (%s): rebuilt", path.name, e)
+            return None
+
+    def _write_saved(self, key: str, index: Index) -> None:
+        assert self.persist_dir is not None
+        try:
+            self.persist_dir.mkdir(parents=True, exist_ok=True)
+            ann: Any = index
+            ann.save(self._path(key), key=key)
+        except OSError as e:
+            log.warning("vector index not saved (%s)", e)
+
+    def _reconcile(self, saved: Any, key: str) -> Index | None:
+        """The saved index brought to the store's rows: rows missing or changed re-added, rows
+        gone removed, groups and expiries taken from the store."""
+        assert self._loader is not None
+        seen: set[int] = set()
+        for ids, vecs, groups, expires in self._loader(key):
+            if len(ids):
+                saved.sync(ids, vecs, groups, expires)
+                seen.update(ids)
+        saved.remove([i for i in saved.ids().tolist() if i not in seen])
+        saved.dirty = False if not saved.changed else True
+        self.saved_hits += 1
+        return saved if len(saved) else None
+
+    # --- promotion, eviction, saving (on the loop) ---
+
+    def _maybe_promote(self, key: str, index: Index) -> None:
+        if (index.kind != "exact" or not self.ann_min_rows or len(index) < self.ann_min_rows
+                or key in self._promoting or key in self._loading):
+            return
+        snapshot = list(index.rows())  # type: ignore[union-attr]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a script): build now
+            ann = self._build_ann(iter(snapshot), index.dim)
+            self._indexes[key] = ann
+            self.promotions += 1
+            return
+        self._promoting[key] = []
+        task = loop.create_task(self._promote(key, index, snapshot))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _promote(self, key: str, exact: Index, snapshot: list[Chunk]) -> None:
+        try:
+            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), exact.dim)
+        except Exception:
+            log.exception("vector index of a key not promoted: it stays exact")
+            self._promoting.pop(key, None)
+            return
+        journal = self._promoting.pop(key, [])
+        if self._indexes.get(key) is not exact:
+            return  # evicted (or replaced) meanwhile
+        for op in journal:
+            self._apply(ann, op)
+        self._indexes[key] = ann  # keeps its place in the LRU order
+        self.promotions += 1
+        if self.persist_dir is not None:
+            self._save_later(key, ann)
+
+    def _evict(self, keep: str) -> None:
+        if not self.budget_bytes or self._loader is None:
+            return
+        total = self.nbytes
+        for key in list(self._indexes):
+            if total <= self.budget_bytes or len(self._indexes) == 1:
+                break
+            if key == keep or key in self._promoting:
+                continue
+            index = self._indexes.pop(key)
+            total -= index.nbytes
+            self.evictions += 1
+            if self.persist_dir is not None and index.kind == "ann" and index.dirty:
+                self._save_later(key, index)
+
+    def _save_later(self, key: str, index: Index) -> None:
+        """Save `index` in a thread (open(key) waits for it before reading the file)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_saved(key, index)
+            return
+        previous = self._saving.get(key)
+
+        async def save() -> None:
+            if previous is not None:
+                await asyncio.shield(previous)
+            await asyncio.to_thread(self._write_saved, key, index)
+
+        fut = self._saving[key] = asyncio.ensure_future(save(), loop=loop)
+        fut.add_done_callback(lambda f: self._saving.pop(key, None) if self._saving.get(key) is f else None)
+
+    async def save_all(self) -> int:
+        """Save every loaded `AnnIndex` changed since it was saved (call at shutdown, with
+        `persist_dir`); waits for saves and builds in progress. The number saved."""
+        for task in list(self._tasks):
+            await task
+        n = 0
+        if self.persist_dir is not None:
+            for key, index in list(self._indexes.items()):
+                if index.kind == "ann" and index.dirty:
+                    await asyncio.to_thread(self._write_saved, key, index)
+                    n += 1
+        for fut in list(self._saving.values()):
+            await asyncio.shield(fut)
+        return n
+
+    async def wait_idle(self) -> None:
+        """Wait for the promotions in progress (tests, benchmarks)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks))

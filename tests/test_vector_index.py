@@ -1,0 +1,181 @@
+"""The vector index package: exact top-k under filters (float32 and float16), and the budgeted
+set of keys (`VectorIndexes`): loading, eviction, writes during a load, promotion to ANN."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from host.search.index import ExactIndex, VectorIndexes, group_of
+
+DIM = 32
+ALICE, BOB, SHARED = group_of("episodic", "alice"), group_of("episodic", "bob"), group_of("semantic", "")
+
+
+def unit(n: int, dim: int = DIM, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def brute(vecs: np.ndarray, ids: np.ndarray, q: np.ndarray, allowed: np.ndarray, k: int) -> list[int]:
+    sims = vecs[allowed] @ q
+    order = np.argsort(-sims, kind="stable")[:k]
+    return ids[allowed][order].tolist()
+
+
+class Store:
+    """Rows per key, as a store holds them; `loader` yields them in chunks (optionally waiting
+    on `gate` after the first chunk, so a test can write while a load is in progress)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[int, tuple[np.ndarray, str, float | None]]] = {}
+        self.reads: list[str] = []
+        self.gate: threading.Event | None = None
+        self.started = threading.Event()
+
+    def put(self, key: str, ids: list[int], vecs: np.ndarray, groups: list[str]) -> None:
+        rows = self.rows.setdefault(key, {})
+        for i, v, g in zip(ids, vecs, groups, strict=True):
+            rows[i] = (v, g, None)
+
+    def loader(self, key: str) -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        self.reads.append(key)
+        items = sorted(self.rows.get(key, {}).items())
+        for start in range(0, len(items), 100):
+            part = items[start: start + 100]
+            yield ([i for i, _ in part], np.stack([r[0] for _, r in part]),
+                   [r[1] for _, r in part], [r[2] for _, r in part])
+            if start == 0 and self.gate is not None:
+                self.started.set()
+                self.gate.wait()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_exact_top_k_under_filters(dtype: str) -> None:
+    n = 2000
+    vecs, ids = unit(n), np.arange(10, 10 + n)
+    groups = [(ALICE, BOB, SHARED)[i % 3] for i in range(n)]
+    expires: list[float | None] = [50.0 if i % 5 == 0 else None for i in range(n)]
+    index = ExactIndex(DIM, dtype=dtype, capacity=3)
+    index.add(ids.tolist(), vecs, groups, expires)
+    assert len(index) == n and 10 in index and 9 not in index and index.nbytes > 0
+    q = unit(1, seed=1)[0]
+    g = np.array(groups)
+    live = np.array([e is None for e in expires])
+    only = ids[::7]
+    for kw, allowed in [
+        ({}, np.ones(n, dtype=bool)),
+        ({"groups": [BOB, SHARED]}, g != ALICE),
+        ({"now": 100.0}, live),
+        ({"groups": [ALICE], "now": 100.0, "only": only}, (g == ALICE) & live & np.isin(ids, only)),
+    ]:
+        hits = index.search(q, 10, **kw)  # type: ignore[arg-type]
+        assert hits.ids.tolist() == brute(vecs, ids, q, allowed, 10)
+        assert hits.allowed == int(allowed.sum())
+        assert np.allclose(hits.similarities, vecs[np.searchsorted(ids, hits.ids)] @ q, atol=2e-3)
+        assert abs(hits.mean - float((vecs[allowed] @ q).mean())) < 1e-3
+    # removal and replacement
+    assert index.remove([10, 11, 99999]) == 2 and len(index) == n - 2
+    index.add([12], unit(1, seed=5), [BOB], [None])
+    assert index.search(unit(1, seed=5)[0], 1).ids.tolist() == [12]
+    assert index.search(unit(1, seed=5)[0], 1, groups=[ALICE]).ids.tolist() != [12]
+    assert index.set_meta(13, ALICE, 1.0) and not index.set_meta(10, ALICE, None)
+    assert 13 not in index.search(q, n, now=2.0).ids.tolist()
+    sims = index.similarity(q, [13, 10])
+    assert np.isnan(sims[1]) and abs(sims[0] - float(vecs[3] @ q)) < 2e-3
+
+
+def test_float16_recall_matches_float32() -> None:
+    vecs = unit(5000, 64, seed=2)
+    a, b = ExactIndex(64), ExactIndex(64, dtype="float16")
+    for ix in (a, b):
+        ix.add(range(5000), vecs, [SHARED] * 5000, [None] * 5000)
+    qs = unit(50, 64, seed=3)
+    same = sum(len(set(a.search(q, 10).ids.tolist()) & set(b.search(q, 10).ids.tolist())) for q in qs)
+    assert same / 500 >= 0.97
+    assert b.nbytes < a.nbytes * 0.7
+
+
+def _key_rows(store: Store, key: str, n: int, seed: int, first: int) -> tuple[list[int], np.ndarray]:
+    ids, vecs = list(range(first, first + n)), unit(n, seed=seed)
+    store.put(key, ids, vecs, [SHARED] * n)
+    return ids, vecs
+
+
+def test_open_loads_and_budget_evicts_least_recently_used() -> None:
+    store = Store()
+    data = {k: _key_rows(store, k, 300, seed, 1000 * seed) for seed, k in enumerate(["a", "b", "c"], 1)}
+    one = ExactIndex(DIM)
+    one.add(*data["a"], [SHARED] * 300, [None] * 300)
+    budget = int(one.nbytes * 2.5)
+
+    async def run() -> None:
+        vi = VectorIndexes(budget_bytes=budget, loader=store.loader, ann_min_rows=0)
+        assert vi.get("a") is None and await vi.open("nothing") is None
+        for k in ("a", "b"):
+            assert await vi.open(k) is not None
+        vi.get("a")  # a is now the most recently used: b goes first
+        await vi.open("c")
+        assert vi.keys() == ["a", "c"] and vi.nbytes <= budget and vi.stats()["evictions"] == 1
+        vi.add("b", [1], unit(1), [SHARED], [None])  # not loaded: dropped
+        assert vi.get("b") is None
+        ix = await vi.open("b")  # re-read from the store
+        assert ix is not None and len(ix) == 300 and 1 not in ix
+        q = data["b"][1][7]
+        assert ix.search(q, 1).ids.tolist() == [data["b"][0][7]]
+        assert vi.nbytes <= budget and store.reads.count("b") == 2
+
+    asyncio.run(run())
+
+
+def test_key_bigger_than_budget_stays_alone() -> None:
+    store = Store()
+    _key_rows(store, "big", 500, 1, 0)
+    _key_rows(store, "small", 10, 2, 10_000)
+
+    async def run() -> None:
+        vi = VectorIndexes(budget_bytes=1000, loader=store.loader, ann_min_rows=0)
+        await vi.open("small")
+        assert await vi.open("big") is not None
+        assert vi.keys() == ["big"] and vi.nbytes > vi.budget_bytes
+
+    asyncio.run(run())
+
+
+def test_writes_during_load_are_not_lost() -> None:
+    store = Store()
+    ids, vecs = _key_rows(store, "k", 250, 1, 0)
+    store.gate = threading.Event()
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=0)
+        opening = asyncio.ensure_future(vi.open("k"))
+        await asyncio.to_thread(store.started.wait)
+        # the load has read its first chunk: write new rows, re-group one, remove others
+        new = unit(2, seed=9)
+        vi.add("k", [5000, 5001], new, [ALICE, ALICE], [None, None])
+        vi.set_meta(3, BOB, None)
+        vi.remove([0, 150])  # one already read, one not yet
+        vi.add("other", [7000], new[:1], [SHARED], [None])  # not loaded, not loading: dropped
+        store.gate.set()
+        ix = await opening
+        assert ix is not None and (await vi.open("k")) is ix
+        assert 5000 in ix and 5001 in ix and 0 not in ix and 150 not in ix and len(ix) == 250
+        assert ix.search(new[0], 1, groups=[ALICE]).ids.tolist() == [5000]
+        assert ix.search(vecs[3], 1, groups=[BOB]).ids.tolist() == [3]
+        assert vi.get("other") is None
+
+    asyncio.run(run())
+
+
+def test_without_loader_keys_live_from_first_add() -> None:
+    vi = VectorIndexes(DIM, budget_bytes=1)
+    vi.add("a", [1, 2], unit(2), [SHARED, ALICE], [None, None])
+    vi.add("b", [3], unit(1, seed=4), [SHARED], [None])
+    assert len(vi) == 3 and vi.keys() == ["a", "b"]  # no loader: nothing evicted
+    assert vi.set_meta(2, BOB, None) and not vi.set_meta(9, BOB, None)
+    assert vi.remove([1, 3, 9]) == 2 and len(vi) == 1
