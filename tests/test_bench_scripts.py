@@ -178,3 +178,27 @@ def test_bench_langgraph_times_every_operation_of_every_store() -> None:
     assert seen == want
     assert all(float(r[3].replace(",", "")) > 0 for r in rows)
     assert "load average before" in done.stdout and "load average after" in done.stdout
+
+
+def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
+    """scripts/bench_scale.py on 400 rows, one namespace and four, with and without vectors:
+    every request answered (exit 0), a load rate, the RSS, a restart, vector queries that find
+    numpy's exact top 10 (also filtered by the rare tag) and keyword queries that find rows."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "bench_scale.py"), "--entries", "400", "--namespaces",
+         "1,4", "--sizes", "100,400", "--clusters", "8", "--dim", "16", "--queries", "8",
+         "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    runs = {(r["namespaces"], r["mode"]): r for r in report["runs"]}
+    assert set(runs) == {(1, "vectors"), (1, "plain"), (4, "vectors"), (4, "plain")}
+    assert [p["size"] for p in runs[1, "vectors"]["points"]] == [100, 400]
+    for r in runs.values():
+        assert sum(x["entries"] for x in r["load"]) == 400
+        assert all(x["entries_per_s"] > 0 for x in r["load"])
+        assert r["after_load"]["rss_mb"] > 0 and r["restart"]["ready_s"] > 0
+        assert r["after_restart"]["keyword"]["mean_hits"] > 0
+        if r["mode"] == "vectors":
+            for p in [*r["points"], r["after_restart"]]:
+                assert p["vector"]["recall10"] >= 0.95 and p["tagged"]["exact_share"] == 1.0
+    assert report["failures"] == 0 and len(report["cost_curve"]) == 2
