@@ -1,10 +1,31 @@
-"""The PostgreSQL schema, as numbered migrations applied at start under an advisory lock.
+"""The PostgreSQL schema: numbered migrations, then one functions file, applied at start under
+an advisory lock.
 
 The migrations are SQL files beside this module, `migrations/NNNN_name.sql` (package data of
-the wheel, read through `importlib.resources`). `a2e_migrations` records each migration applied. A migration is only ever appended; existing
-ones never change (as for SQLite, `host.store.sqlite.schema`). Several hosts may start at once:
-`migrate` holds a session advisory lock while it applies, so exactly one of them does the work
-and the others find it done.
+the wheel, read through `importlib.resources`). `a2e_migrations` records each migration
+applied. A migration is only ever appended; existing ones never change (as for SQLite,
+`host.store.sqlite.schema`). Several hosts may start at once: `migrate` holds a session
+advisory lock while it applies, so exactly one of them does the work and the others find it
+done.
+
+Functions live in one file, `functions.sql` (package data too): every function and trigger
+function of the schema as it stands, each `CREATE OR REPLACE`, so a change to a function is
+one edit of that file (and of the version on its first line). `migrate` applies the pending
+migrations and then that file in one transaction, at every start. The rule: migrations hold
+tables, indexes, triggers and data changes; functions go to the file. Migrations 1-15 define
+functions as they were then: they are history and stay as they are, the file restates the
+functions' current text (a migration that creates a trigger on a new function declares a stub
+of it, which the file, in the same transaction, replaces).
+
+Hosts of different versions on one database (a rolling upgrade): `a2e_functions` (migration 16)
+records the version of the file applied last, and a host applies its file only when its
+version is not below that one. A host of an older version started beside newer ones keeps the
+newer functions instead of putting its own back (its migrations are all applied already; it
+finds nothing to do), so a function that older hosts still call keeps its arguments and
+results: a new signature is a new function, the old one staying in the file while a supported
+older host may call it, as `a2e_put` and `a2e_put_batch` stay for hosts of the first
+versions. Hosts from before the file (schema 15) never touch functions once the migrations
+they know are applied.
 
 Tables (all prefixed `a2e_`, so the store can share a database with other applications):
 - `a2e_entries`: one row an entry; `owner` is the agent for episodic rows, "" for semantic;
@@ -20,7 +41,7 @@ Tables (all prefixed `a2e_`, so the store can share a database with other applic
 - `a2e_embed_queue` (migration 5): entries waiting for a vector, filled by triggers, claimed
   by the hosts' embedding workers; `a2e_search_meta`: the embedder's name and dimension.
 
-`a2e_put_group(...)` (migration 7) is a host's group of store requests (its group commit,
+`a2e_put_group(...)` is a host's group of store requests (its group commit,
 `host.store.postgres.batch`) in one statement and one transaction, set-based: it takes the
 namespaces' transaction advisory locks (`a2e_lock_namespace`, in namespace order), checks the
 quotas once a namespace, and writes the rows with one INSERT and one UPDATE, so the
@@ -28,26 +49,31 @@ statement-level triggers (usage counters, embedding queue) run once a group. A n
 group could take past a quota goes request by request through `a2e_put_entries` (the SQLite
 store's semantics, `host.store.sqlite.ops`, entry by entry). Every write of a namespace's rows
 (put, forget, touch, TTL collection) takes that lock first, so quotas hold across hosts and the
-usage rows never deadlock. `a2e_forget_batch` (migration 4) and `a2e_touch_batch` (migration 6:
-recorded reads, which move `updated_at` and nothing else) group forgets and touches. The
-functions of migrations 1-2 (`a2e_put`, `a2e_put_batch`) stay for hosts of the previous
-version during a rolling upgrade.
+usage rows never deadlock. `a2e_forget_batch` and `a2e_touch_batch` (recorded reads, which
+move `updated_at` and nothing else) group forgets and touches. The `_logged` variants write
+the change log (`a2e_changes`) in the same transaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 __all__ = [
+    "FUNCTIONS",
+    "Functions",
     "LOCK_CLASS",
     "LOCK_GC",
     "LOCK_MIGRATE",
     "MIGRATIONS",
     "advisory_lock",
+    "apply_functions",
     "enable_vectors",
     "ensure_vector_index",
     "migrate",
@@ -62,6 +88,7 @@ LOCK_MIGRATE = 1
 LOCK_GC = 2
 
 MIGRATIONS_DIR = "migrations"  # beside this module: NNNN_name.sql, package data in the wheel
+FUNCTIONS_FILE = "functions.sql"  # beside this module, package data in the wheel
 
 
 def _load_migrations() -> tuple[str, ...]:
@@ -77,6 +104,27 @@ def _load_migrations() -> tuple[str, ...]:
 MIGRATIONS: tuple[str, ...] = _load_migrations()
 
 
+@dataclass(frozen=True, slots=True)
+class Functions:
+    """The functions file: its version (its first line), text and SHA-256."""
+
+    version: int
+    sql: str
+    digest: str
+
+    @classmethod
+    def parse(cls, sql: str) -> Functions:
+        """`sql` as a functions file; `RuntimeError` without a version line first."""
+        m = re.match(r"-- a2e functions version: (\d+)\n", sql)
+        if m is None:
+            raise RuntimeError("the PostgreSQL functions file does not start with its version")
+        return cls(int(m.group(1)), sql, hashlib.sha256(sql.encode()).hexdigest())
+
+
+FUNCTIONS = Functions.parse(
+    resources.files(__package__).joinpath(FUNCTIONS_FILE).read_text(encoding="utf-8"))
+
+
 @asynccontextmanager
 async def advisory_lock(conn: Any, lock: int) -> AsyncIterator[None]:
     """Hold the session advisory lock (`LOCK_CLASS`, `lock`) on the asyncpg `conn` for the
@@ -89,24 +137,48 @@ async def advisory_lock(conn: Any, lock: int) -> AsyncIterator[None]:
 
 
 async def migrate(conn: Any) -> int:
-    """Apply the migrations not yet applied (each in its own transaction) under a session
-    advisory lock; the version reached. `conn` is an asyncpg connection outside a transaction.
-    """
+    """Apply the migrations not yet applied, then the functions file (`apply_functions`), in
+    one transaction under a session advisory lock; the version reached. `conn` is an asyncpg
+    connection outside a transaction."""
     async with advisory_lock(conn, LOCK_MIGRATE):
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS a2e_migrations ("
             " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        version = await conn.fetchval("SELECT coalesce(max(version), 0) FROM a2e_migrations")
-        for number, script in enumerate(MIGRATIONS, start=1):
-            if number <= version:
-                continue
-            async with conn.transaction():
+        async with conn.transaction():
+            version = await conn.fetchval("SELECT coalesce(max(version), 0) FROM a2e_migrations")
+            for number, script in enumerate(MIGRATIONS, start=1):
+                if number <= version:
+                    continue
                 await conn.execute(script)
                 await conn.execute("INSERT INTO a2e_migrations (version) VALUES ($1)", number)
-            log.info("postgres schema migrated to version %d", number)
-            version = number
+                log.info("postgres schema migrated to version %d", number)
+                version = number
+            await apply_functions(conn)
         return int(version)
+
+
+async def apply_functions(conn: Any, functions: Functions | None = None) -> bool:
+    """Apply `functions` (the package's `FUNCTIONS` by default) inside the caller's transaction,
+    unless the database records a newer version (a newer host's; this host then runs with
+    those). True when applied. Needs the migration lock and migration 16."""
+    f = functions or FUNCTIONS
+    row = await conn.fetchrow("SELECT version, digest FROM a2e_functions FOR UPDATE")
+    if row is not None and row[0] > f.version:
+        log.info("postgres functions at version %d (a newer host's), this host's are %d:"
+                 " keeping them", row[0], f.version)
+        return False
+    if row is not None and row[0] == f.version and row[1] != f.digest:
+        log.warning("postgres functions version %d applied with other text (%s, this host's %s):"
+                    " was the version raised with the change?", f.version, row[1][:12],
+                    f.digest[:12])
+    await conn.execute("SET LOCAL check_function_bodies = off")
+    await conn.execute(f.sql)
+    await conn.execute(
+        "INSERT INTO a2e_functions (version, digest) VALUES ($1, $2) ON CONFLICT (one)"
+        " DO UPDATE SET version = excluded.version, digest = excluded.digest,"
+        " applied_at = now()", f.version, f.digest)
+    return True
 
 
 async def enable_vectors(conn: Any) -> bool:
