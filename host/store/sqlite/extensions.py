@@ -7,18 +7,24 @@ functions run in the writer's transaction.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from host.store.base import Query, Scope, owner_for
+from host.store.sqlite import changes
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.filters import NO_NUL_KEY, json_path
 from host.store.sqlite.ops import _removed, _where
 
 __all__ = [
+    "client_changes",
+    "client_rows_of",
+    "client_space_dims",
+    "client_space_rows",
     "client_vectors",
     "key_paths",
     "refresh_entries",
@@ -43,19 +49,86 @@ def client_vectors(conn: sqlite3.Connection, scope: Scope, q: Query, space: str,
                   for r in rows]
 
 
+# A batch of a space's rows as the search's index loads them (`client_space_rows`): the entry
+# ids, how many vectors each has, their vectors one after the other (float32, (sum, dims)),
+# the (tier, owner) and the expiry of each entry
+ClientRows = tuple[list[int], list[int], np.ndarray, list[tuple[str, str]], list[float | None]]
+
+
+def client_space_dims(conn: sqlite3.Connection, namespace: str, space: str) -> int:
+    """The dimension of `space` in `namespace` (0: no vector was stored in it yet)."""
+    row = conn.execute("SELECT dims FROM client_spaces WHERE namespace = ? AND space = ?",
+                       (namespace, space)).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _client_rows(rows: Sequence[tuple[int, str, str, float | None, bytes]], dims: int
+                 ) -> ClientRows:
+    size = 4 * dims
+    good = [r for r in rows if r[4] and len(r[4]) % size == 0]
+    vecs = np.frombuffer(b"".join(r[4] for r in good), dtype=np.float32).reshape(-1, dims)
+    return ([r[0] for r in good], [len(r[4]) // size for r in good], vecs,
+            [(r[1], r[2]) for r in good], [r[3] for r in good])
+
+
+def client_space_rows(conn: sqlite3.Connection, namespace: str, space: str, dims: int,
+                      batch: int = 10_000) -> Iterator[ClientRows]:
+    """Every entry of `namespace` with vectors in `space` (live or not: the reader checks
+    liveness), `batch` entries at a time, in one statement (one snapshot)."""
+    cur = conn.execute(
+        "SELECT e.id, e.tier, e.owner, e.expires_at, v.vecs FROM entries e"
+        " INDEXED BY entries_order JOIN client_vectors v ON v.entry_id = e.id"
+        " WHERE e.namespace = ? AND v.space = ?", (namespace, space))
+    while rows := cur.fetchmany(batch):
+        yield _client_rows(rows, dims)
+
+
+def client_changes(conn: sqlite3.Connection, namespace: str, after: int, limit: int
+                   ) -> tuple[int, list[int] | None]:
+    """What changed the client vectors of `namespace` since its change number `after` (the
+    change log, `host/store/sqlite/changes.py`: every put logs a `stored` change tied to the
+    rows it wrote): (the newest change number, the ids of the entry rows stored since, at
+    most `limit`). The ids are None when they cannot be told (the log was pruned past
+    `after`, or more than `limit` rows were stored): the reader then reloads the space.
+    Deletes are not listed (the rows are gone: the reader drops what it finds gone)."""
+    head = changes.head(conn, namespace)
+    if head <= after:
+        return head, []
+    if changes.floor(conn, namespace) > after:
+        return head, None
+    ids = [r[0] for r in conn.execute(
+        "SELECT DISTINCT k.entry_id FROM changes c JOIN change_keys k ON k.change_id = c.id"
+        " WHERE c.namespace = ? AND c.seq > ? AND c.seq <= ? AND c.op = 'stored' LIMIT ?",
+        (namespace, after, head, limit + 1))]
+    return head, ids if len(ids) <= limit else None
+
+
+def client_rows_of(conn: sqlite3.Connection, ids: Sequence[int], space: str, dims: int
+                   ) -> ClientRows:
+    """The entries among row `ids` that have vectors in `space` now, with them."""
+    rows = conn.execute(
+        "SELECT e.id, e.tier, e.owner, e.expires_at, v.vecs FROM json_each(?) AS ids"
+        " CROSS JOIN entries e ON e.id = ids.value JOIN client_vectors v ON v.entry_id = e.id"
+        " WHERE v.space = ?", (json.dumps([int(i) for i in ids]), space)).fetchall()
+    return _client_rows(rows, dims)
+
+
 def refresh_entries(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str],
                     keys: Sequence[bytes], now: float) -> int:
     """Restart the TTL of the live entries under `keys` in `tiers` that have one: they expire
     `ttl` seconds after `now`. Nothing else changes (`updated_at` included); the number moved.
-    The entries are queued for the embedding worker, which finds their vectors current and
-    only moves their expiry in the search's in-memory index."""
+    The entries with a vector of the host's embedder are queued for the embedding worker,
+    which finds their vectors current and only moves their expiry in the search's in-memory
+    index (when their namespace is loaded); the others are queued already, or keep client
+    vectors only (whose index rows carry no expiry: a read checks it)."""
     if not keys or not tiers:
         return 0
     where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now)
     ids = conn.execute(
         f"UPDATE entries AS e SET expires_at = ? + e.ttl WHERE {where} AND e.ttl > 0"
         " RETURNING id", [now, *params]).fetchall()
-    conn.executemany("INSERT OR IGNORE INTO embed_queue (entry_id) VALUES (?)", ids)
+    conn.executemany("INSERT OR IGNORE INTO embed_queue (entry_id) SELECT entry_id"
+                     " FROM vectors WHERE entry_id = ?", ids)
     return len(ids)
 
 

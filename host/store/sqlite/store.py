@@ -310,6 +310,48 @@ class SQLiteEntryStore(Opens):
         with closing(connect(self.path)) as conn:
             yield from vec.load_vectors(conn, dim)
 
+    def namespace_vectors(self, namespace: str, dim: int) -> Iterator[
+            tuple[list[int], np.ndarray, list[tuple[str, str]], list[float | None]]]:
+        """The stored vectors of `namespace` in batches, on a connection of its own (run it in
+        a thread: the search loads a namespace on its first query; see
+        `sqlite.vectors.namespace_vectors`)."""
+        with closing(connect(self.path)) as conn:
+            yield from vec.namespace_vectors(conn, namespace, dim)
+
+    def client_space(self, namespace: str, space: str
+                     ) -> tuple[int, int, Iterator[ext.ClientRows]]:
+        """(the namespace's newest change number, the space's dimension, its rows in
+        batches), all of one snapshot on a connection of its own, closed when the rows are
+        read (blocking: run it in a thread; `sqlite.extensions.client_space_rows`)."""
+        conn = connect(self.path)
+        try:
+            conn.execute("BEGIN")  # one snapshot: the change number is that of the rows
+            head = changes.head(conn, namespace)
+            dims = ext.client_space_dims(conn, namespace, space)
+        except BaseException:
+            conn.close()
+            raise
+
+        def rows() -> Iterator[ext.ClientRows]:
+            try:
+                if dims:
+                    yield from ext.client_space_rows(conn, namespace, space, dims)
+            finally:
+                conn.close()
+
+        return head, dims, rows()
+
+    async def client_changes(self, namespace: str, after: int, limit: int
+                             ) -> tuple[int, list[int] | None]:
+        """The newest change number of `namespace` and the entry rows stored since `after`
+        (None: reload; `sqlite.extensions.client_changes`)."""
+        return ext.client_changes(self._conn(), namespace, after, limit)
+
+    async def client_rows_of(self, ids: Sequence[int], space: str, dims: int
+                             ) -> ext.ClientRows:
+        """The entries among `ids` with vectors in `space` now, with them."""
+        return ext.client_rows_of(self._conn(), ids, space, dims)
+
     def vector_seq(self) -> int:
         """The number of the newest write of vectors, on a connection of its own (read it
         before `load_vectors`: what is written meanwhile comes with `vectors_since`)."""

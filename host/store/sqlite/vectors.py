@@ -32,6 +32,7 @@ __all__ = [
     "fetch_entries",
     "gone_ids",
     "load_vectors",
+    "namespace_vectors",
     "pending",
     "queue_size",
     "requeue_all",
@@ -41,6 +42,11 @@ __all__ = [
     "vectors_since",
     "write_vectors",
 ]
+
+
+# the entries the host embeds: all but those stored with client vectors (found in their space)
+_EMBEDDED = ("SELECT id FROM entries e"
+             " WHERE NOT EXISTS (SELECT 1 FROM client_vectors c WHERE c.entry_id = e.id)")
 
 
 def stored_model(conn: sqlite3.Connection) -> tuple[str, int] | None:
@@ -53,12 +59,12 @@ def stored_model(conn: sqlite3.Connection) -> tuple[str, int] | None:
 
 def set_model(conn: sqlite3.Connection, name: str, dim: int) -> bool:
     """Record the current model (write). A different one drops every vector and queues every
-    entry for re-embedding; returns True when that happened."""
+    entry for re-embedding (but those with client vectors); returns True when that happened."""
     if stored_model(conn) == (name, dim):
         return False
     conn.execute("DELETE FROM vectors")
     conn.execute("DELETE FROM vectors_gone")
-    conn.execute("INSERT OR IGNORE INTO embed_queue (entry_id) SELECT id FROM entries")
+    conn.execute(f"INSERT OR IGNORE INTO embed_queue (entry_id) {_EMBEDDED}")
     conn.executemany(
         "INSERT OR REPLACE INTO search_meta (name, value) VALUES (?, ?)",
         [("model", name), ("dim", str(dim))],
@@ -67,9 +73,10 @@ def set_model(conn: sqlite3.Connection, name: str, dim: int) -> bool:
 
 
 def requeue_all(conn: sqlite3.Connection) -> int:
-    """Queue every entry for re-embedding and forget the text digests (write); the count."""
+    """Queue every entry (but those with client vectors) for re-embedding and forget the text
+    digests (write); the count."""
     conn.execute("UPDATE vectors SET digest = x''")
-    conn.execute("INSERT OR IGNORE INTO embed_queue (entry_id) SELECT id FROM entries")
+    conn.execute(f"INSERT OR IGNORE INTO embed_queue (entry_id) {_EMBEDDED}")
     return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
 
 
@@ -136,6 +143,28 @@ def load_vectors(
         good = [r for r in rows if len(r[5]) == 4 * dim]
         vecs = np.frombuffer(b"".join(r[5] for r in good), dtype=np.float32).reshape(-1, dim)
         yield [Pending(r[0], r[1], r[2], r[3], r[4], "") for r in good], vecs
+
+
+def namespace_vectors(
+    conn: sqlite3.Connection, namespace: str, dim: int, batch: int = 10_000
+) -> Iterator[tuple[list[int], np.ndarray, list[tuple[str, str]], list[float | None]]]:
+    """The stored vectors of `namespace`, in batches of `batch` rows, as the search's index
+    loads a namespace on its first query: (entry ids, `(n, dim)` float32, (tier, owner) of
+    each, expiry of each). A vector of another dimension (a model change half done) is left
+    out. One statement read a batch at a time: one snapshot, so what is written meanwhile
+    comes with `vectors_since`."""
+    cur = conn.execute(
+        "SELECT e.id, e.tier, e.owner, e.expires_at, v.vec FROM entries e"
+        " INDEXED BY entries_order JOIN vectors v ON v.entry_id = e.id WHERE e.namespace = ?",
+        (namespace,))
+    size = 4 * dim
+    while rows := cur.fetchmany(batch):
+        good = [r for r in rows if len(r[4]) == size]
+        if not good:
+            continue
+        vecs = np.frombuffer(b"".join(r[4] for r in good), dtype=np.float32).reshape(-1, dim)
+        yield ([r[0] for r in good], vecs, [(r[1], r[2]) for r in good],
+               [r[3] for r in good])
 
 
 def _next_seq(conn: sqlite3.Connection) -> int:
