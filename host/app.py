@@ -34,7 +34,7 @@ from host.ops.logs import RequestLog
 from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import EntryStore, Quotas
+from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
@@ -98,6 +98,10 @@ class Host:
         self.clock = clock  # the time of TTL, recency and collection (tests move it on)
         self.metrics = Metrics()
         self.store = store if store is not None else make_store(config, self.metrics.commit)
+        # the optional capabilities the host itself reads, checked once (host/store/base.py)
+        self._counts = self.store if isinstance(self.store, TierCounts) else None
+        self._not_ready = self.store if isinstance(self.store, NotReadyReason) else None
+        self._quotas = self.store if isinstance(self.store, AdjustableQuotas) else None
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
@@ -150,8 +154,7 @@ class Host:
         self._request_log(conn_id, req_id, msg_type, code, s)
 
     async def _count_entries(self, now: float) -> dict[str, int]:
-        count = getattr(self.store, "count_by_tier", None)  # optional in a backend
-        return await count(now) if count is not None else {}
+        return await self._counts.count_by_tier(now) if self._counts is not None else {}
 
     def _connections_by_transport(self) -> dict[str, int]:
         counts = dict.fromkeys(("websocket", "http", "stdio"), 0)
@@ -176,8 +179,8 @@ class Host:
     async def _readyz_route(self, request: HttpRequest) -> HttpReply:
         """The server's readiness answer, with the embedding backlog when ready."""
         reply = await self.server.readyz(request)
-        why = getattr(self.store, "not_ready_reason", lambda: "")  # SQLite: a full disk
-        if reply.status != HTTPStatus.OK and (text := why()):
+        if reply.status != HTTPStatus.OK and self._not_ready is not None and (
+                text := self._not_ready.not_ready_reason()):  # SQLite: a full disk
             return HttpReply(reply.status, f"store not ready: {text}\n", reply.headers)
         if reply.status == HTTPStatus.OK and self.search.enabled:
             backlog = await self.search.count_backlog()
@@ -214,8 +217,8 @@ class Host:
             restart += [c for c in changed if c in _FIXED_AT_START]
             for field in type(new_section).model_fields:  # in place: holders see the change
                 setattr(old_section, field, getattr(new_section, field))
-        if hasattr(self.store, "quotas"):
-            self.store.quotas = quotas_of(self.config)
+        if self._quotas is not None:
+            self._quotas.quotas = quotas_of(self.config)
         for hook in self.reload_hooks:
             hook(self.config)
         self.auth.reload()

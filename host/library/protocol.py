@@ -11,6 +11,7 @@ The contract, for every backend (checked by `tests/test_library_contract.py`):
 - A closed store raises `StoreClosedError` from every method.
 
 A new backend is a class with these four methods; nothing needs to inherit from anything.
+One that holds resources also has `close()` (`Closable`; `Closing` gives the rest).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 from host.library.models import Memory, RetrievalResult
 
-__all__ = ["AsyncStore", "AsyncStoreAdapter", "Closing", "Store", "StoreClosedError"]
+__all__ = ["AsyncStore", "AsyncStoreAdapter", "Closable", "Closing", "Store", "StoreClosedError"]
 
 T = TypeVar("T")
 
@@ -73,6 +74,15 @@ class AsyncStore(Protocol):
         ...
 
 
+@runtime_checkable
+class Closable(Protocol):
+    """Optional capability of a `Store`: it holds resources that `close()` releases."""
+
+    def close(self) -> None:
+        """Release the store's resources; every method raises `StoreClosedError` after."""
+        ...
+
+
 class AsyncStoreAdapter:
     """An `AsyncStore` over a `Store`.
 
@@ -88,6 +98,7 @@ class AsyncStoreAdapter:
     def __init__(self, store: Store, *, in_thread: bool = False) -> None:
         self.store = store
         self.in_thread = in_thread
+        self._closable = store if isinstance(store, Closable) else None  # checked once
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.in_thread:
@@ -112,9 +123,8 @@ class AsyncStoreAdapter:
 
     async def aclose(self) -> None:
         """Close the wrapped store (if it has `close`) without blocking the event loop."""
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            await asyncio.to_thread(close)
+        if self._closable is not None:
+            await asyncio.to_thread(self._closable.close)
 
 
 class Closing:

@@ -30,8 +30,7 @@ from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import EntryStore, Scope
-from host.store.changes import ChangeLog
+from host.store.base import ChangeLog, EntryStore, Scope
 
 __all__ = ["McpApp"]
 

@@ -150,12 +150,15 @@ class StoreExtensionHandlers:
 
     def __init__(self, plugin: _Plugin) -> None:
         self.plugin = plugin
+        # the store's capabilities, checked once (host/store/base.py), not on every request
+        store = plugin.store
+        self._extended = store if isinstance(store, StoreExtensions) else None
+        self._client_vectors = store if isinstance(store, ClientVectors) else None
 
     def _store(self, req_id: str, field: str = "type") -> StoreExtensions:
-        store = self.plugin.store
-        if not isinstance(store, StoreExtensions):
+        if self._extended is None:
             raise _invalid("this host's store has no store extensions", req_id, field)
-        return store
+        return self._extended
 
     async def vector_search(
         self, req: MemoryRetrieveRequest, session: Session, q: Query, t: float
@@ -168,8 +171,8 @@ class StoreExtensionHandlers:
             v = unit_rows([req.vector])[0]
         except ValueError as err:
             raise _invalid(str(err), req.id, "vector") from None
-        store = self.plugin.store
-        if not isinstance(store, ClientVectors):
+        store = self._client_vectors
+        if store is None:
             raise _invalid("this host's store keeps no client vectors", req.id, "vector")
         if not q.tiers:
             return [], 0

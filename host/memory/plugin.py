@@ -32,6 +32,7 @@ from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import (
     PERSISTENT_TIERS,
+    ChangeLog,
     ClientVectors,
     EntryStore,
     NewEntry,
@@ -40,7 +41,6 @@ from host.store.base import (
     Scope,
     StoredEntry,
 )
-from host.store.changes import ChangeLog
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now
@@ -110,6 +110,8 @@ class MemoryPlugin:
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
+        # the store's optional capabilities, checked once here (host/store/base.py)
+        self._client_vectors = isinstance(store, ClientVectors)
         self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
                                 self.access, max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
@@ -212,7 +214,7 @@ class MemoryPlugin:
             except ValueError as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"vectors: {err}")
                 continue
-            if vectors and not isinstance(self.store, ClientVectors):
+            if vectors and not self._client_vectors:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE,
                                "vectors: this host's store keeps no client vectors")
                 continue

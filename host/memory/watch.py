@@ -45,7 +45,7 @@ from host.config import WatchConfig
 from host.core.context import ConnectionContext, Pieces
 from host.memory.access import Access
 from host.memory.session import Session
-from host.store.base import PERSISTENT_TIERS, Scope, StoredEntry
+from host.store.base import PERSISTENT_TIERS, ChangeNotices, Scope, StoredEntry
 from host.store.changes import (
     Change,
     ChangedEntry,
@@ -226,9 +226,8 @@ class WatchHub:
         of another process on SQLite; a notification lost with a dropped connection)."""
         if self.log is None or self._poller is not None:
             return
-        listen = getattr(self.log, "listen_changes", None)
-        if listen is not None:
-            await listen(self._notified)
+        if isinstance(self.log, ChangeNotices):  # once a start (host/store/base.py)
+            await self.log.listen_changes(self._notified)
         self._poller = asyncio.get_running_loop().create_task(self._poll())
 
     def _notified(self, namespace: str) -> None:

@@ -35,18 +35,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from host.search import ranking
 from host.search.embed import Embedder
 from host.search.queries import QueryVectors
-from host.search.vectors import Hits, Pending, VectorIndex, VectorIndexes, group_of
+from host.search.vectors import Hits, VectorIndex, VectorIndexes, group_of
 from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
-from host.store.base import Query, Scope, StoredEntry, VectorSearch, owner_for
-from host.text.bm25 import Analysis, Bm25Stats, bm25
+from host.store.base import (  # the store capabilities the engine reads, declared there
+    KeywordStats,
+    Query,
+    Scope,
+    StoredEntry,
+    VectorSearch,
+    VectorStore,
+    owner_for,
+)
+from host.text.bm25 import Analysis, bm25
 from host.text.keyword import query_terms
 
 if TYPE_CHECKING:
@@ -60,39 +68,6 @@ _PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a que
 # embedder name -> (highest similarity of unrelated queries and texts, the unit vectors of
 # `ranking.REFERENCE_TEXTS`)
 _PRIORS: dict[str, tuple[float, np.ndarray]] = {}
-
-
-@runtime_checkable
-class VectorStore(Protocol):
-    """What the engine needs of a store beyond `EntryStore` (SQLiteEntryStore has it)."""
-
-    async def search(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int
-    ) -> list[StoredEntry]: ...
-    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
-                    ) -> list[StoredEntry]: ...
-    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
-                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]: ...
-    async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray: ...
-    async def pending_vectors(self, limit: int, namespace: str | None = None
-                              ) -> list[tuple[Pending, bytes | None]]: ...
-    async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]: ...
-    async def set_vector_model(self, name: str, dim: int) -> bool: ...
-    async def requeue_vectors(self) -> int: ...
-    async def vector_queue(self) -> int: ...
-    async def vectors_gone(self) -> list[int]: ...
-    async def clear_vectors_gone(self, ids: Sequence[int]) -> None: ...
-    def load_vectors(self, dim: int) -> Iterator[tuple[list[Pending], np.ndarray]]: ...
-
-
-@runtime_checkable
-class KeywordStats(Protocol):
-    """A store whose keyword search is BM25 and that can score a text outside its index on the
-    same scale (SQLite and PostgreSQL stores have it; see `host.text.bm25`)."""
-
-    async def keyword_stats(self, scope: Scope, text: str, q: Query | None = None,
-                            now: float | None = None) -> Bm25Stats: ...
-    def analyse(self, text: str) -> Analysis: ...
 
 
 class WorkingEntries(Protocol):

@@ -33,14 +33,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from host.search.embed import Embedder
 from host.search.lanes import Lane
 from host.search.vectors import Pending, VectorIndexes, digest, group_of
-from host.store.base import StorageFull
+from host.store.base import StorageFull, VectorCatchUp, VectorQueue, VectorSearch, VectorStore
+
+if TYPE_CHECKING:
+    from host.config import SearchConfig
 
 __all__ = ["EmbeddingWorker", "LocalWorker", "SharedWorker"]
 
@@ -60,7 +63,7 @@ class EmbeddingWorker:
     """What both workers share: tickets, waiters, the loop, the two threads, the figures."""
 
     def __init__(
-        self, store: Any, embedder: Embedder, cfg: Any,
+        self, store: VectorQueue, embedder: Embedder, cfg: SearchConfig,
         busy: Callable[[], bool] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
@@ -279,10 +282,14 @@ class LocalWorker(EmbeddingWorker):
     embed too, and dequeue what they embed: before each batch the worker adds to the index
     the vectors written since it last looked, by anyone (a store with `vectors_since`)."""
 
-    def __init__(self, store: Any, embedder: Embedder, cfg: Any, index: VectorIndexes,
-                 **kw: Any) -> None:
+    store: VectorStore
+
+    def __init__(self, store: VectorStore, embedder: Embedder, cfg: SearchConfig,
+                 index: VectorIndexes, **kw: Any) -> None:
         super().__init__(store, embedder, cfg, **kw)
         self.index = index
+        # other processes write vectors too (host/store/base.py), checked once
+        self._catch = store if isinstance(store, VectorCatchUp) else None
         self._seq: int | None = None  # the newest write of vectors the index has seen
         self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
 
@@ -299,8 +306,8 @@ class LocalWorker(EmbeddingWorker):
     def load(self) -> None:
         """Read every stored vector into the index (blocking: run it in a thread)."""
         n = 0
-        if hasattr(self.store, "vector_seq"):
-            self._seq = self.store.vector_seq()
+        if self._catch is not None:
+            self._seq = self._catch.vector_seq()
         for rows, vecs in self.store.load_vectors(self.embedder.dim):
             self._add(rows, vecs)
             n += len(rows)
@@ -341,10 +348,10 @@ class LocalWorker(EmbeddingWorker):
         re-adding a row replaces it), `catch_up_rows` at a time; the event loop runs between
         chunks (the store reads on the loop: another process's reindex of a big file would
         otherwise hold every connection while it is read back)."""
-        if self._seq is None:
+        if self._seq is None or self._catch is None:
             return
         while True:
-            rows, vecs, last = await self.store.vectors_since(
+            rows, vecs, last = await self._catch.vectors_since(
                 self._seq, self.embedder.dim, self.catch_up_rows)
             self._add(rows, vecs)
             if last == self._seq:
@@ -356,6 +363,8 @@ class LocalWorker(EmbeddingWorker):
 class SharedWorker(EmbeddingWorker):
     """Claims queued entries from a `VectorSearch` store (other hosts skip them), embeds them
     and writes the vectors through the store (PostgreSQL)."""
+
+    store: VectorSearch
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
         """Claim and embed one batch (of any namespace: claims are global)."""

@@ -1,7 +1,13 @@
 """The store interface under the persistent tiers (episodic, semantic), one for every backend.
 
-A backend (`host/store/sqlite/store.py`, `host/store/postgres/store.py`) implements `EntryStore`; one that
-keeps and searches vectors itself, for hosts sharing it, also implements `VectorSearch`.
+A backend (`host/store/sqlite/store.py`, `host/store/postgres/store.py`) implements `EntryStore`.
+Every optional capability a store may have besides is declared here and only here, as a
+`runtime_checkable` protocol: `StoreExtensions`, `ClientVectors`, `KeywordStats`, `TierCounts`,
+`NotReadyReason`, `AdjustableQuotas`, the vectors (`VectorQueue`; `VectorStore` and
+`VectorCatchUp` for a store whose vectors the host indexes in memory, `VectorSearch` for one
+that searches them itself), the change log (`ChangeLog`, `ChangeNotices`) and `Browse`. The
+part that uses a capability checks it once, with `isinstance`, where it is given the store
+(a runtime protocol check inspects every method: never per request), and keeps the answer.
 Entries are addressed by (namespace, tier, owner, canonical key): `owner` is the agent for the
 episodic tier and "" for the semantic tier. Keys and contents travel as JSON bytes: the key in
 RFC 8785 canonical form (`protocol.keys.canonical_key`), the content exactly as the client sent it.
@@ -14,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,17 +32,25 @@ from protocol.errors import ErrorCode, ProtocolError
 if TYPE_CHECKING:
     import numpy as np
 
+    from host.text.bm25 import Analysis, Bm25Stats
+
 __all__ = [
+    "AdjustableQuotas",
     "Browse",
     "BrowseFilter",
     "BrowsedEntry",
+    "Change",
+    "ChangeLog",
+    "ChangeNotices",
     "ClientVectors",
     "EntryStore",
     "ExportRow",
     "Hits",
+    "KeywordStats",
     "NamespaceOverview",
     "NamespaceStats",
     "NewEntry",
+    "NotReadyReason",
     "PERSISTENT_TIERS",
     "Pending",
     "Query",
@@ -48,7 +62,11 @@ __all__ = [
     "StoreAdmin",
     "StoreExtensions",
     "StoreOutcome",
+    "TierCounts",
+    "VectorCatchUp",
+    "VectorQueue",
     "VectorSearch",
+    "VectorStore",
     "digest",
     "owner_for",
     "stored_bytes",
@@ -298,6 +316,46 @@ class ClientVectors(Protocol):
         as a (n, dims) array) of every entry `q` lets `scope` read with vectors in it."""
 
 
+@runtime_checkable
+class KeywordStats(Protocol):
+    """Optional capability of an `EntryStore`: its keyword search is BM25 and it can score a
+    text outside its index on the same scale (both backends have it; see `host.text.bm25`).
+    Without it the search engine keeps the store's own relevance and fuses nothing."""
+
+    async def keyword_stats(self, scope: Scope, text: str, q: Query | None = None,
+                            now: float | None = None) -> Bm25Stats:
+        """The BM25 statistics of `text`'s terms among the entries `q` lets `scope` read."""
+
+    def analyse(self, text: str) -> Analysis:
+        """`text`'s terms as the store's keyword index reads them."""
+
+
+@runtime_checkable
+class TierCounts(Protocol):
+    """Optional capability of an `EntryStore`: it counts its live entries by tier (both
+    backends; the `a2e_entries` gauge of `/metrics`, empty without it)."""
+
+    async def count_by_tier(self, now: float) -> dict[str, int]:
+        """Live entries at `now` by persistent tier (a scan: called every few seconds)."""
+
+
+@runtime_checkable
+class NotReadyReason(Protocol):
+    """Optional capability of an `EntryStore`: it says why `ready()` is False (SQLite: a full
+    disk), for `/readyz`; without it `/readyz` gives the server's answer alone."""
+
+    def not_ready_reason(self) -> str:
+        """Why the store is not ready ("" when it cannot say)."""
+
+
+@runtime_checkable
+class AdjustableQuotas(Protocol):
+    """Optional capability of an `EntryStore`: its `Quotas` may be replaced while it runs (both
+    backends; `Host.reload` applies new `limits` quotas through it, else at a restart)."""
+
+    quotas: Quotas
+
+
 # -- the value types of `VectorSearch` (also those of the search engine's own index) ---------
 
 
@@ -335,7 +393,23 @@ class Hits:
 
 
 @runtime_checkable
-class VectorSearch(Protocol):
+class VectorQueue(Protocol):
+    """Optional capability of an `EntryStore`: it queues its new and changed entries for an
+    embedding (every store with vectors: `VectorStore`, `VectorSearch`)."""
+
+    async def set_vector_model(self, name: str, dim: int) -> bool:
+        """Record the embedder in the database; a different one than recorded drops every
+        vector and queues every entry. True when that happened."""
+
+    async def requeue_vectors(self) -> int:
+        """Queue every entry for re-embedding; the queue's length."""
+
+    async def vector_queue(self) -> int:
+        """Entries waiting for a vector."""
+
+
+@runtime_checkable
+class VectorSearch(VectorQueue, Protocol):
     """Optional capability of an `EntryStore`: it keeps the vectors and searches them itself.
 
     A store with it (`PostgresEntryStore` with pgvector) is shared by several hosts, so no host
@@ -348,10 +422,6 @@ class VectorSearch(Protocol):
     """
 
     vectors_available: bool
-
-    async def set_vector_model(self, name: str, dim: int) -> bool:
-        """Record the embedder in the database; a different one than recorded drops every
-        vector and queues every entry. True when that happened."""
 
     async def claim_vectors(self, limit: int, lease: float) -> list[tuple[Pending, int]]:
         """Claim up to `limit` queued entries for `lease` seconds (of the database's clock),
@@ -388,11 +458,110 @@ class VectorSearch(Protocol):
         order, that `q` lets `scope` read: `(entry with id set, hit id, distance)`, distance
         1 for the adjacent readable entry of that group; any order, a hit's own entry never."""
 
-    async def requeue_vectors(self) -> int:
-        """Queue every entry for re-embedding; the queue's length."""
 
-    async def vector_queue(self) -> int:
-        """Entries waiting for a vector."""
+@runtime_checkable
+class VectorStore(VectorQueue, Protocol):
+    """Optional capability of an `EntryStore`: it keeps the vectors the search engine embeds
+    and the engine searches them in its in-memory index (`host.search.vectors`; SQLite). The
+    engine reads the queue (`pending_vectors`), writes vectors (`write_vectors`), loads them at
+    start (`load_vectors`), drops those deletes removed (`vectors_gone`), and reads back by
+    row id what the index found (`fetch`, `neighbours`, with `allowed_ids` for the filters).
+    A store with neither this nor `VectorSearch` is searched by keywords alone."""
+
+    async def search(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+    ) -> list[StoredEntry]:
+        """As `EntryStore.search`."""
+
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]:
+        """As `VectorSearch.fetch`."""
+
+    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
+                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
+        """As `VectorSearch.neighbours`."""
+
+    async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
+        """The row ids `q`'s keys and tags filters let `scope` read (the index's filter)."""
+
+    async def pending_vectors(self, limit: int, namespace: str | None = None
+                              ) -> list[tuple[Pending, bytes | None]]:
+        """Up to `limit` queued entries (of `namespace`), newest first, each with the digest
+        of the text its stored vector was made of (None: no vector)."""
+
+    async def write_vectors(self, rows: Sequence[tuple[int, str, bytes | None]]) -> list[int]:
+        """Store `(entry id, embedded text, vector bytes or None: unchanged)` rows and dequeue
+        them, but a row whose entry's text changed since (it stays queued); the ids dequeued."""
+
+    async def vectors_gone(self) -> list[int]:
+        """Ids whose vectors deletes removed since the last `clear_vectors_gone`."""
+
+    async def clear_vectors_gone(self, ids: Sequence[int]) -> None:
+        """Acknowledge `vectors_gone` ids."""
+
+    def load_vectors(self, dim: int) -> Iterator[tuple[list[Pending], np.ndarray]]:
+        """Every stored vector, in batches (blocking: run it in a thread)."""
+
+
+@runtime_checkable
+class VectorCatchUp(Protocol):
+    """Optional capability of a `VectorStore`: other processes write vectors into it too (a
+    SQLite file a host, `a2e-host mcp` and the library share), and it tells which are new, so
+    the worker's in-memory index takes them in before each batch."""
+
+    def vector_seq(self) -> int:
+        """The number of the newest write of vectors (blocking: read before `load_vectors`)."""
+
+    async def vectors_since(self, after: int, dim: int, limit: int = 10_000
+                            ) -> tuple[list[Pending], np.ndarray, int]:
+        """Up to `limit` vectors written after number `after`, by any process: (rows, their
+        vectors, the number read up to)."""
+
+
+# -- the change log (`host.store.changes`: its records and the rules every backend keeps) ----
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One committed request's changes in one namespace."""
+
+    seq: int
+    op: str  # "stored", "forgotten" or "expired"
+    entries: bytes  # the JSON array of records (`host.store.changes.decode_entries`)
+
+
+@runtime_checkable
+class ChangeLog(Protocol):
+    """Optional capability of an `EntryStore`: its writes keep a change log
+    (`host.store.changes`), the source of `memory/watch` (both backends)."""
+
+    async def change_head(self, namespace: str) -> int:
+        """The sequence a watch of `namespace` starting now starts after (at least the floor)."""
+
+    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
+        """`change_head` of several namespaces at once (the poll of changes other processes
+        or hosts committed)."""
+
+    async def change_floor(self, namespace: str) -> int:
+        """The highest sequence pruned from `namespace`'s log (0: none)."""
+
+    async def changes_after(self, namespace: str, after: int, limit: int,
+                            max_bytes: int = 0) -> list[Change]:
+        """Up to `limit` changes of `namespace` with `seq` > `after`, in order; with
+        `max_bytes`, no more after the one that takes their `entries` to that many bytes."""
+
+    async def prune_changes(self, before: float, max_rows: int) -> int:
+        """Delete the changes committed before `before` (seconds since the epoch) and those
+        past the newest `max_rows` of their namespace, raising the floors; the number deleted."""
+
+
+@runtime_checkable
+class ChangeNotices(Protocol):
+    """Optional capability of a `ChangeLog` store: it tells at once of a change committed
+    through any host (PostgreSQL's LISTEN/NOTIFY); the watches poll the log in any case."""
+
+    async def listen_changes(self, notify: Callable[[str], None]) -> None:
+        """From now on call `notify(namespace)` ("" = any) when a change commits."""
 
 
 @dataclass(frozen=True, slots=True)

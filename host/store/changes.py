@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import msgspec
+
+from host.store.base import Change, ChangeLog  # declared with every store capability
 
 __all__ = [
     "Change",
@@ -114,36 +115,3 @@ def decode_entries(data: bytes | str) -> list[ChangedEntry]:
     """The entries of a change's JSON array (`encode_records`)."""
     return [ChangedEntry(t, o, bytes(k), frozenset(g), w) for t, o, k, g, w in
             _records_decoder.decode(data)]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One committed request's changes in one namespace."""
-
-    seq: int
-    op: str  # "stored", "forgotten" or "expired"
-    entries: bytes  # the JSON array of records (`decode_entries`)
-
-
-@runtime_checkable
-class ChangeLog(Protocol):
-    """Optional capability of an `EntryStore`: its writes keep a change log (see above)."""
-
-    async def change_head(self, namespace: str) -> int:
-        """The sequence a watch of `namespace` starting now starts after (at least the floor)."""
-
-    async def change_heads(self, namespaces: Sequence[str]) -> dict[str, int]:
-        """`change_head` of several namespaces at once (the poll of changes other processes
-        or hosts committed)."""
-
-    async def change_floor(self, namespace: str) -> int:
-        """The highest sequence pruned from `namespace`'s log (0: none)."""
-
-    async def changes_after(self, namespace: str, after: int, limit: int,
-                            max_bytes: int = 0) -> list[Change]:
-        """Up to `limit` changes of `namespace` with `seq` > `after`, in order; with
-        `max_bytes`, no more after the one that takes their `entries` to that many bytes."""
-
-    async def prune_changes(self, before: float, max_rows: int) -> int:
-        """Delete the changes committed before `before` (seconds since the epoch) and those
-        past the newest `max_rows` of their namespace, raising the floors; the number deleted."""

@@ -37,12 +37,14 @@ from host.store.base import (
     Browse,
     BrowsedEntry,
     BrowseFilter,
+    ChangeLog,
     EntryStore,
     Query,
     Scope,
     StoredEntry,
+    VectorQueue,
 )
-from host.store.changes import ChangeLog, decode_entries
+from host.store.changes import decode_entries
 from host.ui import views
 from host.ui.health import HealthSampler
 from host.ui.html import layout
@@ -141,10 +143,14 @@ class UiApp:
         cfg = deps.config
         self.gate = Gatekeeper(deps.auth, secure=bool(cfg.server.tls_cert))
         self.weights = RankWeights.from_config(cfg.ranking)
-        backlog = getattr(deps.store, "vector_queue", None)
+        # the store's optional capabilities the pages read, checked once (host/store/base.py)
+        store = deps.store
+        self._browser = store if isinstance(store, Browse) else None
+        self._changes = store if isinstance(store, ChangeLog) else None
+        queue = store if isinstance(store, VectorQueue) else None
 
         async def _backlog() -> int:
-            return int(await backlog()) if backlog is not None else 0
+            return int(await queue.vector_queue()) if queue is not None else 0
 
         self.health = HealthSampler(deps.metrics.latency_snapshot, deps.connections,
                                     deps.in_flight, _backlog, cfg.ui.health_interval,
@@ -169,7 +175,7 @@ class UiApp:
     @property
     def browsable(self) -> bool:
         """True when the store offers the operator's reads (`host.store.base.Browse`)."""
-        return isinstance(self.deps.store, Browse)
+        return self._browser is not None
 
     async def start(self) -> None:
         """Start sampling the Health page's figures."""
@@ -253,11 +259,10 @@ class UiApp:
         return ns
 
     def _browse(self) -> Browse:
-        store = self.deps.store
-        if not isinstance(store, Browse):
+        if self._browser is None:
             raise _Refused(refusal(HTTPStatus.NOT_IMPLEMENTED,
                                    "this store does not offer browsing"))
-        return store
+        return self._browser
 
     # -- static files and sign-in --------------------------------------------------------------
 
@@ -401,15 +406,11 @@ class UiApp:
         found.sort(key=lambda hit: -hit[0])
         return found, note
 
-    def _log(self) -> ChangeLog | None:
-        store = self.deps.store
-        return store if isinstance(store, ChangeLog) else None
-
     async def _live(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
         now = self.deps.clock()
-        log = self._log()
+        log = self._changes
         # the cursor first: a change committed between the two reads shows twice, none is lost
         after = str(await log.change_head(ns)) if log is not None else ""
         recent, _ = await store.browse(ns, BrowseFilter(tiers=viewer.tiers, limit=_LIVE_RECENT),
@@ -424,7 +425,7 @@ class UiApp:
         """The changes of the namespace's change log after the cursor `after` (a sequence
         number), as event cards for the Live page, and the cursor past them."""
         ns = self._namespace(req, viewer)
-        log = self._log()
+        log = self._changes
         if log is None:
             return refusal(HTTPStatus.NOT_IMPLEMENTED, "this store keeps no change log")
         after = _int(req.arg("after"), -1, -1, 2**63 - 1, "after")
