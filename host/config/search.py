@@ -132,6 +132,22 @@ class SearchConfig(_Section):
         description="Keyword matches scored by BM25 in a query: the newest this many entries the"
         " reader may read that share a term (bounds a query of common words; 0: every match).",
     )
+    vector_memory_bytes: int = Field(
+        512 * 1024 * 1024, ge=0, description="Bytes of memory the vector indexes of the"
+        " namespaces and client vector spaces (SQLite) may hold: each is loaded on its first"
+        " query, and the least recently used leave past this (their next query reads them"
+        " again; 0: no bound). 512 MiB holds ~330,000 vectors of 384 dimensions searched"
+        " exactly, more in approximate indexes (docs/search.md, \"Vector memory\")."
+    )
+    ann_min_rows: int = Field(
+        20_000, ge=0, description="Vectors from which a namespace's or space's index becomes"
+        " approximate (HNSW: filters exact, built in the background, saved beside the"
+        " database); below it, search is exact (0: always exact)."
+    )
+    vector_dtype: Literal["float32", "float16"] = Field(
+        "float32", description="How exact indexes hold vectors: float32, or float16 for half"
+        " the memory (similarities change in the fourth decimal)."
+    )
 
     @field_validator("calibration")
     @classmethod

@@ -8,11 +8,17 @@ is their cosine similarity, as LangGraph's stores report it. An entry with sever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DIMS", "nearest", "unit_rows"]
+from host.search.vectors import VectorIndexes, group_of
+from host.store.base import Query, Scope, StoredEntry, owner_for
+
+__all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
+           "row_ids", "space_key", "unit_rows"]
 
 MAX_DIMS = 4096  # the largest dimension a space may have
 
@@ -47,3 +53,193 @@ def nearest(query: np.ndarray, rows: Sequence[tuple[int, np.ndarray]], min_score
     if min_score > 0:
         scores = [s for s in scores if s[0] >= min_score]
     return sorted(scores, reverse=True)
+
+
+# -- the client spaces of a store the host searches in memory (SQLite) ------------------------
+
+ROWS_PER_ENTRY = 64  # the most vectors an entry has in its space (index rows an entry)
+CATCH_UP_ROWS = 10_000  # entries stored since a space's last query read back, else it reloads
+_ROUNDS = 16  # searches of one retrieve at most (each drops what it found gone, or asks more)
+
+
+class SpaceDims(ValueError):
+    """A query vector of another dimension than its space's (`dims`)."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__(f"the space has {dims} dimensions")
+        self.dims = dims
+
+
+def space_key(namespace: str, space: str) -> str:
+    """The key of a client space in the host's `VectorIndexes` (a namespace's own vectors are
+    keyed by the namespace alone, which holds no U+0000)."""
+    return f"{namespace}\x00{space}"
+
+
+def row_ids(entry_ids: np.ndarray | Sequence[int], counts: Sequence[int] | int) -> np.ndarray:
+    """The index row ids of entries' vectors: the j-th vector of entry i is row
+    -(i * ROWS_PER_ENTRY + j) - 1, negative so that no row of a space is ever an entry id (a
+    removal by entry ids, the embedding worker's, never touches a space). `counts`: each
+    entry's number of vectors, or one number for all of them (every row it may have)."""
+    ids = np.asarray(entry_ids, dtype=np.int64).reshape(-1)
+    if isinstance(counts, int):
+        j = np.arange(counts, dtype=np.int64)
+        return (-(ids[:, None] * ROWS_PER_ENTRY + j[None, :]) - 1).reshape(-1)
+    n = np.asarray(counts, dtype=np.int64)
+    first = np.repeat(ids * ROWS_PER_ENTRY, n)
+    j = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    return -(first + j) - 1
+
+
+def entry_of(rows: np.ndarray) -> np.ndarray:
+    """The entry ids of index rows (`row_ids` backwards)."""
+    return (-np.asarray(rows, dtype=np.int64) - 1) // ROWS_PER_ENTRY
+
+
+Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
+
+
+class ClientSpaces:
+    """The client vectors of a SQLite store, searched in the host's budgeted `VectorIndexes`
+    (key `space_key(namespace, space)`) instead of read back from SQL on every query.
+
+    A space is loaded on its first retrieve (`load`, the indexes' loader for these keys: every
+    vector of the space, with the namespace's change number of the same snapshot). Before each
+    retrieve the space catches up on the change log (`client_changes`): the entries stored
+    since are read again and their rows replaced (a log pruned past it, or too many entries,
+    reload the space). Index rows carry the entry's group (tier and owner) but no expiry, and
+    the entries the index finds are read back through the store (`fetch`: visibility, TTL and
+    filters again); one found gone (forgotten, expired, deleted by another tool) leaves the
+    index there. So the stored rows stay the truth: a missed update is gone at the next load.
+    """
+
+    def __init__(self, store: Any, indexes: VectorIndexes) -> None:
+        self.store = store
+        self.indexes = indexes
+        # key -> (change number its rows are current to, the space's dimension, the most
+        # vectors an entry of it has): written by `load` (in the loader's thread) and on the loop
+        self._state: dict[str, tuple[int, int, int]] = {}
+        # one load or catch-up of a space at a time (a later read is never applied first)
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key -> (lock, users)
+
+    def load(self, key: str) -> Iterator[Chunk]:
+        """The rows of the space `key` (blocking: `VectorIndexes.open` runs it in a thread)."""
+        namespace, space = key.split("\x00", 1)
+        head, dims, batches = self.store.client_space(namespace, space)
+        span = 1
+        self._state[key] = (head, dims, span)
+        for ids, counts, vecs, places, _expires in batches:
+            if not ids:
+                continue
+            span = max(span, *counts)
+            self._state[key] = (head, dims, span)
+            groups = [group_of(t, o) for (t, o), c in zip(places, counts) for _ in range(c)]
+            yield row_ids(ids, counts).tolist(), vecs, groups, [None] * len(groups)
+
+    async def _current(self, namespace: str, space: str) -> tuple[Any, int, int]:
+        """The space's index (loaded and caught up; None when it has no vector), its dimension
+        and the most vectors an entry of it has."""
+        key = space_key(namespace, space)
+        index = self.indexes.get(key) or await self.indexes.open(key)
+        state = self._state.get(key)
+        if state is None:  # loaded before by another holder of the indexes: read it again
+            self._drop(key)
+            index = await self.indexes.open(key)
+            state = self._state.get(key, (0, 0, 1))
+        head, dims, span = state
+        if index is None:
+            return None, dims, span
+        new, stored = await self.store.client_changes(namespace, head, CATCH_UP_ROWS)
+        if stored is None:  # the log cannot say what changed: read the space again
+            self._drop(key)
+            index = await self.indexes.open(key)
+            head, dims, span = self._state.get(key, (0, dims, 1))
+            return index, dims, span
+        if stored:
+            ids, counts, vecs, places, _expires = await self.store.client_rows_of(
+                stored, space, dims)
+            self.indexes.remove(row_ids(stored, span).tolist(), key)
+            if ids:
+                span = max(span, *counts)
+                groups = [group_of(t, o) for (t, o), c in zip(places, counts) for _ in range(c)]
+                self.indexes.add(key, row_ids(ids, counts).tolist(), vecs, groups,
+                                 [None] * len(groups))
+        self._state[key] = (new, dims, span)
+        return self.indexes.get(key), dims, span
+
+    def _drop(self, key: str) -> None:
+        """Forget the loaded index of `key` (its next `open` reads the store)."""
+        self._state.pop(key, None)
+        drop = getattr(self.indexes, "drop", None)
+        if drop is not None:
+            drop(key)
+        else:
+            self.indexes._indexes.pop(key, None)
+
+    async def search(self, scope: Scope, q: Query, space: str, query: np.ndarray, now: float
+                     ) -> tuple[list[tuple[float, StoredEntry]], int]:
+        """The page `q` asks for (`offset`, `limit`, `min_score`) of the entries `scope` may
+        read with vectors in `space`, nearest to the unit `query` first (each entry by its best
+        vector), as (similarity, entry); and how many match (exact when fewer than
+        offset + limit do; else the readable entries with vectors in the space, estimated from
+        its rows when entries have several, or with `min_score` the matches seen). Raises
+        `SpaceDims` for a query of another dimension than the space."""
+        key = space_key(scope.namespace, space)
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                index, dims, span = await self._current(scope.namespace, space)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]  # nobody holds or waits on it: only busy spaces are kept
+        if dims and dims != query.size:
+            raise SpaceDims(dims)
+        if index is None or not len(index) or not q.tiers:
+            return [], 0
+        groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
+        only = None
+        if q.narrowed:
+            allowed = await self.store.allowed_ids(scope, q, now)
+            if not allowed.size:
+                return [], 0
+            only = row_ids(allowed, span)
+        want = q.offset + q.limit
+        ask = min(want * span, max(4 * want, 256))
+        page: list[tuple[float, StoredEntry]] = []
+        total = 0
+        for _ in range(_ROUNDS):
+            hits = index.search(query, ask, groups, None, only)
+            seen = len(hits.ids)
+            every = seen >= hits.allowed or seen < ask  # every allowed row was ranked
+            ranked: dict[int, float] = {}  # entry -> best similarity, best first
+            low = False
+            for e, s in zip(entry_of(hits.ids).tolist(), hits.similarities.tolist()):
+                if e in ranked:
+                    continue
+                if q.min_score > 0 and s < q.min_score:
+                    low = True  # the rest is lower still
+                    break
+                ranked[e] = s
+            first = list(ranked.items())[:want]
+            found = {x.id: x for x in await self.store.fetch(scope, q, [e for e, _ in first],
+                                                              now)} if first else {}
+            gone = [e for e, _ in first if e not in found]
+            if gone:  # forgotten, expired or deleted since its rows were read: they go
+                self.indexes.remove(row_ids(gone, span).tolist(), key)
+                index = self.indexes.get(key) or index
+                continue
+            page = [(s, found[e]) for e, s in first[q.offset:]]
+            if len(ranked) >= want or every or low:
+                if every or low or q.min_score > 0:
+                    total = len(ranked)
+                else:
+                    total = max(len(ranked), round(hits.allowed * len(ranked) / max(seen, 1)))
+                break
+            ask = min(ask * 2, max(hits.allowed, 1))  # entries of several vectors filled it
+        else:
+            total = len(page) + q.offset
+        for s, e in page:
+            e.relevance = s
+        return page, total
