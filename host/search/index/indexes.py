@@ -24,20 +24,25 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from host.search.index.exact import ExactIndex
 
+if TYPE_CHECKING:
+    from host.search.index.ann import AnnIndex
+
 log = logging.getLogger(__name__)
 
 Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 Loader = Callable[[str], Iterable[Chunk]]
-Index = ExactIndex  # | AnnIndex (host.search.index.ann), once it lands
+Index = Union[ExactIndex, "AnnIndex"]  # noqa: UP007 (a forward reference)
 _Op = tuple[Any, ...]  # ("add", ids, vecs, groups, expires) | ("meta", id, group, expires) | ("remove", ids)
 
-DEFAULT_ANN_MIN_ROWS = 0  # ANN not yet available
+DEFAULT_ANN_MIN_ROWS = 50_000
+COMPACT_SHARE = 0.3  # an AnnIndex is rebuilt when this share of its slots are holes
+COMPACT_MIN = 1000  # ... and at least this many
 
 
 def _ann() -> Any:
@@ -195,7 +200,14 @@ class VectorIndexes:
         """Remove rows by id (from `key`, else from every loaded key); the number removed."""
         ids = list(ids)
         self._journal(("remove", ids), key)
-        return sum(ix.remove(ids) for ix in self._holders(key))
+        removed = 0
+        for k, index in list(self._indexes.items()):
+            if key is None or k == key:
+                n = index.remove(ids)
+                if n:
+                    removed += n
+                    self._maybe_promote(k, index)
+        return removed
 
     def _holders(self, key: str | None) -> list[Index]:
         if key is not None:
@@ -250,9 +262,11 @@ class VectorIndexes:
             self._write_saved(key, index)
         return index
 
-    def _build_ann(self, exact: ExactIndex | Iterator[Chunk], dim: int = 0) -> Index:
-        rows = exact.rows() if isinstance(exact, ExactIndex) else exact
-        return _ann().AnnIndex.build(dim or exact.dim, rows, **self.ann_options)  # type: ignore[union-attr]
+    def _build_ann(self, rows: ExactIndex | Iterator[Chunk], dim: int = 0) -> Index:
+        """An `AnnIndex` of an exact index's rows, or of chunks of rows (in a thread)."""
+        if isinstance(rows, ExactIndex):
+            dim, rows = rows.dim, rows.rows()
+        return _ann().AnnIndex.build(dim, rows, **self.ann_options)  # type: ignore[no-any-return]
 
     def _path(self, key: str) -> Path:
         assert self.persist_dir is not None
@@ -289,22 +303,32 @@ class VectorIndexes:
                 saved.sync(ids, vecs, groups, expires)
                 seen.update(ids)
         saved.remove([i for i in saved.ids().tolist() if i not in seen])
-        saved.dirty = False if not saved.changed else True
+        saved.dirty = saved.changed
         self.saved_hits += 1
         return saved if len(saved) else None
 
     # --- promotion, eviction, saving (on the loop) ---
 
+    def _rebuild_due(self, key: str, index: Index) -> bool:
+        if key in self._promoting or key in self._loading or not self.ann_min_rows:
+            return False
+        if index.kind == "exact":
+            return len(index) >= self.ann_min_rows
+        garbage = index.garbage  # type: ignore[union-attr]
+        return garbage >= COMPACT_MIN and garbage > COMPACT_SHARE * (garbage + len(index))
+
     def _maybe_promote(self, key: str, index: Index) -> None:
-        if (index.kind != "exact" or not self.ann_min_rows or len(index) < self.ann_min_rows
-                or key in self._promoting or key in self._loading):
+        """Promote an exact index past `ann_min_rows` to an `AnnIndex`, or rebuild an
+        `AnnIndex` whose holes pass `COMPACT_SHARE`: built in a thread from a snapshot while
+        the current index goes on serving; the writes meanwhile are replayed on the new one."""
+        if not self._rebuild_due(key, index):
             return
-        snapshot = list(index.rows())  # type: ignore[union-attr]
+        snapshot = (list(index.rows()) if index.kind == "exact"  # type: ignore[union-attr]
+                    else index.snapshot())  # type: ignore[union-attr]
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script): build now
-            ann = self._build_ann(iter(snapshot), index.dim)
-            self._indexes[key] = ann
+            self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
             self.promotions += 1
             return
         self._promoting[key] = []
@@ -312,20 +336,21 @@ class VectorIndexes:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _promote(self, key: str, exact: Index, snapshot: list[Chunk]) -> None:
+    async def _promote(self, key: str, old: Index, snapshot: Iterable[Chunk]) -> None:
         try:
-            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), exact.dim)
+            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), old.dim)
         except Exception:
-            log.exception("vector index of a key not promoted: it stays exact")
+            log.exception("vector index of a key not rebuilt: it stays as it was")
             self._promoting.pop(key, None)
             return
         journal = self._promoting.pop(key, [])
-        if self._indexes.get(key) is not exact:
+        if self._indexes.get(key) is not old:
             return  # evicted (or replaced) meanwhile
         for op in journal:
             self._apply(ann, op)
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
+        self._evict(keep=key)
         if self.persist_dir is not None:
             self._save_later(key, ann)
 

@@ -1,0 +1,413 @@
+"""`AnnIndex`: approximate nearest neighbours for a big key, on faiss (HNSW over 8-bit vectors).
+
+Why faiss's `IndexHNSWSQ` (scripts/bench_index.py, docs/benchmarks.md "Vector index"): its 8-bit
+scalar quantiser, trained per dimension, keeps recall@10 ~0.99 at 384 bytes a vector (usearch's
+i8 topped out near 0.90 on the same data, hnswlib keeps float32); its codes are one contiguous
+array the index reads without a copy, so the exact paths below score any subset of rows in
+numpy; and its HNSW search takes a bitmap of allowed rows, so filters apply inside the graph.
+
+How a search stays exact where it must:
+- The allowed rows (groups, expiry, `only`) are computed first, as in `ExactIndex`. When they
+  are few (`exact_rows`, or a share below `exact_share` of the rows), they are scored exactly
+  from their codes: a filter to 1 % of the rows returns its exact top k.
+- Otherwise the graph is searched with the allowed rows as a bitmap (no bitmap when every row
+  is allowed), `ef_search` scaled up by how small the allowed share is (bounded by
+  `max_ef`); fewer than k results fall back to exact scoring. What the caller may not read
+  is never returned either way.
+- Similarities are those of the stored 8-bit vectors (decoded: per-dimension error <= 1/510 of
+  its range, ~1e-3 on a similarity).
+- `Hits.mean`/`std`: the query's similarity over the allowed rows when they were all scored;
+  else over a fixed sample of `sample_rows` of them (evenly spaced over the allowed slots, the
+  same rows for every query of an unchanged index). `allowed` is always exact.
+
+Removal: faiss's HNSW cannot delete, so a removed (or replaced) row's slot becomes a hole:
+never returned (the bitmap excludes it), still a waypoint of the graph. `garbage` says how
+many; `VectorIndexes` rebuilds the index when they pass a share (`compact_share`).
+
+Saved as two files: the faiss index and `.meta.npz` (format, key, dimension, a CRC of the
+faiss file, each slot's id, group, expiry and liveness): `load` refuses anything that does not
+match (a corrupt, truncated or foreign file), before faiss reads it.
+
+Not thread-safe: the owner serialises writes and reads (the host calls it on the event loop).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import faiss as _faiss
+import numpy as np
+
+from host.search.index.exact import CHUNK, dots
+from host.search.index.rows import Rows, no_hits, top_k
+from host.store.base import Hits
+
+faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
+FORMAT = 1
+TRAIN_ROWS = 20_000  # rows the 8-bit quantiser learns each dimension's range from
+Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
+
+
+def _crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+class AnnIndex(Rows):
+    """The vectors of one big key: approximate search, exact under small filters.
+
+    `connectivity`: HNSW's M (neighbours a node); `ef_construction`, `ef_search`: the graph's
+    search depths when adding and querying; `exact_rows`/`exact_share`: at most this many
+    allowed rows (or this share of the rows) are scored exactly; `max_ef`: the bound on the
+    depth a filtered search scales up to; `sample_rows`: rows `mean`/`std` come from when the
+    search did not score every allowed row.
+    """
+
+    kind = "ann"
+
+    def __init__(
+        self, dim: int, connectivity: int = 16, ef_construction: int = 128,
+        ef_search: int = 64, exact_rows: int = 20_000, exact_share: float = 0.05,
+        max_ef: int = 1024, sample_rows: int = 2048,
+    ) -> None:
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        super().__init__(1024)
+        self.dim = dim
+        self.options = {"connectivity": connectivity, "ef_construction": ef_construction,
+                        "ef_search": ef_search, "exact_rows": exact_rows,
+                        "exact_share": exact_share, "max_ef": max_ef,
+                        "sample_rows": sample_rows}
+        self.ef_search, self.exact_rows, self.exact_share = ef_search, exact_rows, exact_share
+        self.max_ef, self.sample_rows = max_ef, sample_rows
+        self._index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, connectivity,
+                                        faiss.METRIC_INNER_PRODUCT)
+        self._index.hnsw.efConstruction = ef_construction
+        self._storage: Any = faiss.downcast_index(self._index.storage)
+        self._vmin = self._vstep = np.zeros(dim, dtype=np.float32)
+        self._dead = 0
+        self.dirty = True  # changed since saved (or never saved)
+        self.changed = False  # changed by `sync` (a saved index brought up to date)
+
+    # --- building ---
+
+    @classmethod
+    def build(cls, dim: int, rows: Iterable[Chunk], **options: Any) -> AnnIndex:
+        """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
+        `TRAIN_ROWS` rows."""
+        index = cls(dim, **options)
+        head: list[Chunk] = []
+        held = 0
+        it = iter(rows)
+        for chunk in it:
+            head.append(chunk)
+            held += len(chunk[0])
+            if held >= TRAIN_ROWS:
+                break
+        if head:
+            index.train(np.concatenate([np.asarray(c[1], dtype=np.float32) for c in head]))
+        for chunk in head:
+            index.add(*chunk)
+        for chunk in it:
+            index.add(*chunk)
+        return index
+
+    def train(self, sample: np.ndarray) -> None:
+        """Learn each dimension's range from `sample` (unit rows); before the first `add`."""
+        if self._index.is_trained:
+            raise ValueError("the index is already trained")
+        sample = np.ascontiguousarray(sample, dtype=np.float32).reshape(-1, self.dim)
+        if len(sample) < 2:  # a range needs spread: widen a lone vector's
+            sample = np.concatenate([sample, -sample, np.zeros((1, self.dim), np.float32)])
+        self._index.train(sample)
+        trained = faiss.vector_to_array(self._storage.sq.trained).astype(np.float32)
+        self._vmin, self._vstep = trained[: self.dim], trained[self.dim:] / 255.0
+
+    @property
+    def holes(self) -> bool:  # type: ignore[override]
+        return self._dead > 0
+
+    @property
+    def garbage(self) -> int:
+        """Slots of removed or replaced rows still in the graph."""
+        return self._dead
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: codes, graph (neighbour lists, levels, offsets) and rows' metadata."""
+        h = self._index.hnsw
+        return int(self._index.ntotal * self._storage.code_size + h.neighbors.size() * 4
+                   + h.levels.size() * 4 + h.offsets.size() * 8 + self.meta_nbytes())
+
+    def _codes(self) -> np.ndarray:
+        n = int(self._index.ntotal)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.uint8)
+        ptr = faiss.rev_swig_ptr(self._storage.codes.data(), n * self._storage.code_size)
+        return np.asarray(ptr).reshape(n, self._storage.code_size)
+
+    # --- writing ---
+
+    def add(
+        self, ids: Iterable[int], vectors: np.ndarray, groups: Iterable[str],
+        expires: Iterable[float | None],
+    ) -> None:
+        """Add rows, or replace the rows of ids already present (the old slot becomes a
+        hole). `vectors` must be unit rows `(n, dim)`."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        if vecs.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
+        groups, expires = list(groups), list(expires)
+        if not len(groups) == len(expires) == len(ids):
+            raise ValueError("ids, vectors, groups and expires differ in length")
+        last: dict[int, int] = {i: j for j, i in enumerate(ids)}  # an id twice: the last wins
+        if len(last) < len(ids):
+            keep = sorted(last.values())
+            ids, vecs = [ids[j] for j in keep], vecs[keep]
+            groups, expires = [groups[j] for j in keep], [expires[j] for j in keep]
+        if not self._index.is_trained:
+            self.train(vecs)
+        self._drop(ids)
+        first = int(self._index.ntotal)
+        self._grow_meta(first + len(ids))
+        self._index.add(vecs)
+        for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
+            self._set_slot(first + j, i, group, exp)
+        self._n = first + len(ids)
+        self.dirty = True
+
+    def _drop(self, ids: Iterable[int]) -> int:
+        dropped = 0
+        for i in ids:
+            slot = self._row.pop(i, None)
+            if slot is not None:
+                self._clear_slot(slot)
+                dropped += 1
+        self._dead += dropped
+        return dropped
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Remove the rows of `ids` (absent ids are ignored); the number removed."""
+        removed = self._drop(ids)
+        self.dirty = self.dirty or removed > 0
+        return removed
+
+    def set_meta(self, entry_id: int, group: str, expires: float | None) -> bool:
+        """Update the group and expiry of a row; False when `entry_id` has no row."""
+        ok = super().set_meta(entry_id, group, expires)
+        self.dirty = self.dirty or ok
+        return ok
+
+    def sync(self, ids: list[int], vectors: np.ndarray, groups: list[str],
+             expires: list[float | None]) -> None:
+        """Bring rows to these stored ones: missing or changed vectors (re)added, groups and
+        expiries updated (a saved index reopened against its store)."""
+        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        if vecs.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
+        slots = np.array([self._row.get(i, -1) for i in ids], dtype=np.int64)
+        have = np.flatnonzero(slots >= 0)
+        stale = np.zeros(len(ids), dtype=bool)
+        stale[slots < 0] = True
+        if have.size:
+            same = np.einsum("ij,ij->i", self._decode(slots[have]), vecs[have]) > 0.99
+            stale[have[~same]] = True
+            codes = [self._group_codes.get(g, -1) for g in groups]
+            for j in have[same].tolist():
+                slot, exp = int(slots[j]), expires[j]
+                e = np.inf if exp is None else exp
+                if self._groups[slot] != codes[j] or self._expires[slot] != e:
+                    self.set_meta(ids[j], groups[j], exp)
+                    self.changed = True
+        if stale.any():
+            js = np.flatnonzero(stale).tolist()
+            self.add([ids[j] for j in js], vecs[js], [groups[j] for j in js],
+                     [expires[j] for j in js])
+            self.changed = True
+
+    # --- reading ---
+
+    def _decode(self, slots: np.ndarray) -> np.ndarray:
+        codes = self._codes()[slots].astype(np.float32)
+        return self._vmin + (codes + 0.5) * self._vstep
+
+    def _scores(self, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        """Similarity of `q` to the decoded vectors of `slots` (None: every slot)."""
+        qs = q * self._vstep
+        base = float(q @ self._vmin + 0.5 * qs.sum())
+        return dots(self._codes(), self._n, slots, qs) + base
+
+    def search(
+        self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+        now: float | None = None, only: np.ndarray | None = None,
+    ) -> Hits:
+        """The `k` rows most similar to the unit vector `query` among the allowed rows (see
+        `ExactIndex.search`; the module docstring says when it is approximate)."""
+        live = len(self._row)
+        if live == 0 or k <= 0:
+            return no_hits()
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        slots = self.allowed(groups, now, only)
+        allowed = live if slots is None else int(slots.size)
+        if allowed == 0:
+            return no_hits()
+        if allowed <= max(self.exact_rows, k, self.exact_share * live):
+            return self._exact(q, k, slots)
+        share = allowed / live
+        ef = int(min(self.max_ef, max(self.ef_search, 2 * k, self.ef_search / share)))
+        params = faiss.SearchParametersHNSW(efSearch=ef)
+        bitmap = None
+        if slots is not None:
+            mask = np.zeros(self._n, dtype=bool)
+            mask[slots] = True
+            bitmap = np.packbits(mask, bitorder="little")
+            params.sel = faiss.IDSelectorBitmap(self._n, faiss.swig_ptr(bitmap))
+        dist, found = self._index.search(q[None, :], k, params=params)
+        keep = found[0] >= 0
+        if int(keep.sum()) < min(k, allowed):
+            return self._exact(q, k, slots)
+        picked, sims = found[0][keep], dist[0][keep]
+        order = np.argsort(-sims, kind="stable")
+        picked, sims = picked[order], sims[order]
+        if slots is None:
+            sample = (np.flatnonzero(self._live[: self._n]) if self.holes else None)
+            base = sample if sample is not None else np.arange(self._n)
+        else:
+            base = slots
+        sample_slots = base[np.linspace(0, base.size - 1, min(self.sample_rows, base.size)
+                                        ).astype(np.int64)]
+        bg = self._scores(sample_slots, q)
+        return Hits(ids=self._ids[picked].copy(), similarities=sims.astype(np.float32),
+                    mean=float(bg.mean()), std=float(bg.std()), allowed=allowed)
+
+    def _exact(self, q: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
+        if slots is None and self.holes:
+            slots = np.flatnonzero(self._live[: self._n])
+        sims = self._scores(slots, q)
+        top = top_k(sims, k)
+        picked = top if slots is None else slots[top]
+        return Hits(ids=self._ids[picked].copy(), similarities=sims[top].astype(np.float32),
+                    mean=float(sims.mean()), std=float(sims.std()), allowed=int(sims.size))
+
+    def similarity(self, query: np.ndarray, ids: Iterable[int]) -> np.ndarray:
+        """Cosine similarity of `query` to each of `ids` (their stored vectors); NaN for ids
+        without a row."""
+        ids = list(ids)
+        out = np.full(len(ids), np.nan, dtype=np.float64)
+        rows = [(j, self._row[i]) for j, i in enumerate(ids) if i in self._row]
+        if rows:
+            pos, idx = zip(*rows, strict=True)
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            out[list(pos)] = self._scores(np.array(idx, dtype=np.int64), q)
+        return out
+
+    def vectors(self, ids: Iterable[int]) -> np.ndarray:
+        """The stored (decoded) vectors of `ids` as float32 rows (every id must have a row)."""
+        return self._decode(np.array([self._row[i] for i in ids], dtype=np.int64))
+
+    def rows(self, chunk: int = CHUNK) -> Iterator[Chunk]:
+        """Every row, a chunk at a time, as `add` takes them (vectors decoded)."""
+        live = np.flatnonzero(self._live[: self._n])
+        names = {c: g for g, c in self._group_codes.items()}
+        for i in range(0, live.size, chunk):
+            s = live[i: i + chunk]
+            yield (self._ids[s].tolist(), self._decode(s), [names[int(c)] for c in self._groups[s]],
+                   [None if not np.isfinite(e) else float(e) for e in self._expires[s]])
+
+    def snapshot(self) -> Iterator[Chunk]:
+        """`rows()` of a copy of the live rows' codes and metadata (a quarter of their float32
+        size), for a rebuild in another thread while this index goes on changing."""
+        live = np.flatnonzero(self._live[: self._n])
+        codes = self._codes()[live].copy()
+        ids, gcodes, exps = self._ids[live].copy(), self._groups[live].copy(), self._expires[live].copy()
+        names = {c: g for g, c in self._group_codes.items()}
+        vmin, vstep = self._vmin.copy(), self._vstep.copy()
+
+        def chunks() -> Iterator[Chunk]:
+            for i in range(0, live.size, CHUNK):
+                j = slice(i, i + CHUNK)
+                yield (ids[j].tolist(), vmin + (codes[j].astype(np.float32) + 0.5) * vstep,
+                       [names[int(c)] for c in gcodes[j]],
+                       [None if not np.isfinite(e) else float(e) for e in exps[j]])
+        return chunks()
+
+    # --- saving ---
+
+    @staticmethod
+    def exists(path: str | Path) -> bool:
+        return Path(f"{path}.meta.npz").exists()
+
+    def save(self, path: str | Path, key: str = "") -> None:
+        """Write the index to `path` and its rows to `path.meta.npz` (each through a
+        temporary file renamed into place)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        faiss.write_index(self._index, str(tmp))
+        crc = _crc(tmp)
+        os.replace(tmp, path)
+        n = self._n
+        names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
+        head = json.dumps({"format": FORMAT, "dim": self.dim, "n": n, "crc": crc,
+                           "key": key, "groups": names, "options": self.options})
+        mtmp = path.with_name(path.name + ".meta.tmp.npz")
+        np.savez(mtmp, head=np.frombuffer(head.encode("utf-8", "surrogatepass"), dtype=np.uint8),
+                 ids=self._ids[:n], groups=self._groups[:n], expires=self._expires[:n],
+                 live=self._live[:n])
+        os.replace(mtmp, f"{path}.meta.npz")
+        self.dirty = False
+
+    @classmethod
+    def load(cls, path: str | Path, key: str = "", **options: Any) -> AnnIndex:
+        """The index saved at `path` for `key`; ValueError when the files do not match (not
+        of this format, another key, corrupt, truncated)."""
+        path = Path(path)
+        with np.load(f"{path}.meta.npz", allow_pickle=False) as meta:
+            head = json.loads(meta["head"].tobytes().decode("utf-8", "surrogatepass"))
+            if head.get("format") != FORMAT or head.get("key") != key:
+                raise ValueError("not a saved index of this key")
+            n, dim = int(head["n"]), int(head["dim"])
+            ids, gcodes = meta["ids"].astype(np.int64), meta["groups"].astype(np.int32)
+            exps, live = meta["expires"].astype(np.float64), meta["live"].astype(bool)
+        if not (ids.size == gcodes.size == exps.size == live.size == n):
+            raise ValueError("saved rows do not match")
+        if _crc(path) != head["crc"]:
+            raise ValueError("saved index does not match its checksum")
+        names = list(head["groups"])
+        if gcodes.size and (gcodes.min() < 0 or gcodes.max() >= len(names)):
+            raise ValueError("saved rows name unknown groups")
+        index = cls(dim, **{**head.get("options", {}), **options})
+        raw = faiss.read_index(str(path))
+        if not isinstance(raw, faiss.IndexHNSWSQ) or raw.d != dim or raw.ntotal != n:
+            raise ValueError("saved index does not match its rows")
+        index._index = raw
+        index._index.hnsw.efSearch = index.ef_search
+        index._storage = faiss.downcast_index(raw.storage)
+        trained = faiss.vector_to_array(index._storage.sq.trained).astype(np.float32)
+        index._vmin, index._vstep = trained[:dim], trained[dim:] / 255.0
+        index._grow_meta(n)
+        index._n = n
+        for name in names:
+            index._code(name)
+        index._ids[:n], index._groups[:n], index._expires[:n] = ids, gcodes, exps
+        index._live[:n] = live
+        slots = np.flatnonzero(live)
+        index._row = dict(zip(ids[slots].tolist(), slots.tolist(), strict=True))
+        if len(index._row) != slots.size:
+            raise ValueError("saved rows repeat an id")
+        counts = np.bincount(gcodes[slots], minlength=len(names))
+        index._group_rows = counts.tolist()
+        index._expiring = int(np.isfinite(exps[slots]).sum())
+        index._dead = n - int(slots.size)
+        index.dirty = False
+        return index

@@ -1,0 +1,205 @@
+"""`AnnIndex` (faiss HNSW over 8-bit vectors): recall on clustered data, filters that stay
+exact, removal, save/load, and `VectorIndexes` promoting, compacting and reusing saved files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from host.search.index import ExactIndex, VectorIndexes, group_of
+from host.search.index.ann import AnnIndex
+
+DIM, N = 64, 12_000
+ALICE, BOB, SHARED = group_of("episodic", "alice"), group_of("episodic", "bob"), group_of("semantic", "")
+OPTS = {"exact_rows": 300, "exact_share": 0.02}  # small: the tests' rows take the graph paths
+
+
+def clustered(n: int, seed: int, centres: int = 300) -> np.ndarray:
+    rng = np.random.default_rng(1000)
+    c = rng.standard_normal((centres, DIM)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    r = np.random.default_rng(seed)
+    v = c[r.integers(0, centres, n)] + 0.12 * r.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+VECS = clustered(N, 1)
+IDS = np.arange(100, 100 + N)
+GROUPS = [ALICE if i % 100 == 0 else BOB if i % 3 == 0 else SHARED for i in range(N)]  # alice: 1 %
+QUERIES = clustered(40, 2)
+
+
+def chunks(ids: np.ndarray, vecs: np.ndarray, groups: list[str], size: int = 2500) -> Iterator[
+        tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+    for i in range(0, len(ids), size):
+        yield ids[i:i + size].tolist(), vecs[i:i + size], groups[i:i + size], [None] * len(ids[i:i + size])
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[AnnIndex, ExactIndex]:
+    ann = AnnIndex.build(DIM, chunks(IDS, VECS, GROUPS), **OPTS)
+    exact = ExactIndex(DIM)
+    exact.add(IDS.tolist(), VECS, GROUPS, [None] * N)
+    return ann, exact
+
+
+def recall(ann: AnnIndex, exact: ExactIndex, **kw: object) -> float:
+    got = 0
+    for q in QUERIES:
+        a = ann.search(q, 10, **kw)  # type: ignore[arg-type]
+        e = exact.search(q, 10, **kw)  # type: ignore[arg-type]
+        got += len(set(a.ids.tolist()) & set(e.ids.tolist()))
+        assert a.allowed == e.allowed
+    return got / (10 * len(QUERIES))
+
+
+def exact_over_stored(ann: AnnIndex, q: np.ndarray, ids: np.ndarray, k: int) -> list[int]:
+    sims = ann.similarity(q, ids.tolist())
+    return ids[np.argsort(-sims, kind="stable")[:k]].tolist()
+
+
+def test_recall_and_similarities(built: tuple[AnnIndex, ExactIndex]) -> None:
+    ann, exact = built
+    assert len(ann) == N and int(IDS[5]) in ann and ann.nbytes > N * DIM
+    assert recall(ann, exact) >= 0.95
+    q = QUERIES[0]
+    hits = ann.search(q, 10)
+    true = VECS[hits.ids - 100] @ q
+    assert np.abs(hits.similarities - true).max() < 0.02  # from the 8-bit vectors
+    assert hits.allowed == N and abs(hits.mean - float((VECS @ q).mean())) < 0.02
+    assert np.allclose(ann.similarity(q, hits.ids.tolist()), hits.similarities, atol=1e-4)
+
+
+def test_filter_to_one_percent_is_exact(built: tuple[AnnIndex, ExactIndex]) -> None:
+    ann, exact = built
+    alice = IDS[[i for i, g in enumerate(GROUPS) if g == ALICE]]
+    only = IDS[7::100]
+    for q in QUERIES[:10]:
+        hits = ann.search(q, 10, groups=[ALICE])
+        assert hits.ids.tolist() == exact_over_stored(ann, q, alice, 10)
+        assert hits.allowed == alice.size
+        hits = ann.search(q, 10, only=only)
+        assert hits.ids.tolist() == exact_over_stored(ann, q, only, 10)
+
+
+def test_wider_filters_never_leak(built: tuple[AnnIndex, ExactIndex]) -> None:
+    ann, exact = built
+    assert recall(ann, exact, groups=[BOB]) >= 0.9  # a third of the rows: the graph, filtered
+    bob = {int(i) for i, g in zip(IDS, GROUPS, strict=True) if g == BOB}
+    for q in QUERIES:
+        assert set(ann.search(q, 50, groups=[BOB]).ids.tolist()) <= bob
+
+
+def test_expiry_remove_replace() -> None:
+    n = 3000
+    ann = AnnIndex.build(DIM, chunks(IDS[:n], VECS[:n], GROUPS[:n]), **OPTS)
+    q = VECS[10]
+    assert ann.search(q, 1).ids.tolist() == [110]
+    assert ann.set_meta(110, SHARED, 5.0)
+    assert 110 not in ann.search(q, 20, now=6.0).ids.tolist()
+    assert ann.search(q, 1, now=4.0).ids.tolist() == [110]
+    assert ann.remove([110, 111, 999_999]) == 2 and len(ann) == n - 2 and ann.garbage == 2
+    for kw in ({}, {"groups": [SHARED, BOB, ALICE]}):
+        assert 110 not in ann.search(q, 50, **kw).ids.tolist()  # type: ignore[arg-type]
+    ann.add([112], VECS[2000:2001], [SHARED], [None])  # 112 replaced by another vector
+    assert ann.search(VECS[2000], 2).ids.tolist()[:2] in ([112, 2100], [2100, 112])
+    assert 112 in ann and len(ann) == n - 2 and ann.garbage == 3
+    assert sorted(r for c in ann.rows() for r in c[0]) == sorted(ann.ids().tolist())
+
+
+def test_save_load_round_trip_and_corrupt_files(built: tuple[AnnIndex, ExactIndex], tmp_path: Path) -> None:
+    ann, _ = built
+    path = tmp_path / "k"
+    ann.save(path, key="ns\x00space")
+    back = AnnIndex.load(path, key="ns\x00space")
+    assert len(back) == len(ann) and not back.dirty
+    for q in QUERIES[:5]:
+        a, b = ann.search(q, 10, groups=[BOB, SHARED]), back.search(q, 10, groups=[BOB, SHARED])
+        assert a.ids.tolist() == b.ids.tolist()
+    with pytest.raises(ValueError):
+        AnnIndex.load(path, key="another")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError):
+        AnnIndex.load(path, key="ns\x00space")
+
+
+class Store:
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[np.ndarray, str]] = {}
+        self.reads = 0
+
+    def loader(self, key: str) -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        self.reads += 1
+        ids = np.array(sorted(self.rows), dtype=np.int64)
+        if ids.size:
+            vecs = np.stack([self.rows[int(i)][0] for i in ids])
+            yield from chunks(ids, vecs, [self.rows[int(i)][1] for i in ids])
+
+
+def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> None:
+    store = Store()
+    n = 4000
+    for i in range(n):
+        store.rows[int(IDS[i])] = (VECS[i], GROUPS[i])
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                           ann_options=OPTS)
+        ix = await vi.open("k")
+        assert ix is not None and ix.kind == "ann" and vi.stats()["saved_hits"] == 0
+        # the store changes while no host runs: a row gone, one re-grouped, one new
+        del store.rows[int(IDS[0])]
+        store.rows[int(IDS[1])] = (VECS[1], ALICE)
+        store.rows[99_999] = (VECS[n], SHARED)
+        vi2 = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                            ann_options=OPTS)
+        ix2 = await vi2.open("k")
+        assert ix2 is not None and ix2.kind == "ann" and vi2.stats()["saved_hits"] == 1
+        assert len(ix2) == n and int(IDS[0]) not in ix2 and 99_999 in ix2
+        assert ix2.search(VECS[1], 1, groups=[ALICE]).ids.tolist() == [int(IDS[1])]
+        assert ix2.search(VECS[n], 1).ids.tolist() == [99_999]
+        assert await vi2.save_all() == 1  # changed since saved
+        for f in tmp_path.iterdir():
+            if not f.name.endswith(".npz"):
+                f.write_bytes(b"not an index")
+        vi3 = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                            ann_options=OPTS)
+        ix3 = await vi3.open("k")  # rebuilt from the store, no crash
+        assert ix3 is not None and len(ix3) == n and vi3.stats()["saved_hits"] == 0
+        assert ix3.search(VECS[n], 1).ids.tolist() == [99_999]
+
+    asyncio.run(run())
+
+
+def test_promotion_keeps_results_and_writes_during_the_build() -> None:
+    async def run() -> None:
+        vi = VectorIndexes(DIM, ann_min_rows=2000, ann_options=OPTS)
+        vi.add("k", IDS[:1999].tolist(), VECS[:1999], GROUPS[:1999], [None] * 1999)
+        assert vi.get("k").kind == "exact"  # type: ignore[union-attr]
+        vi.add("k", IDS[1999:2500].tolist(), VECS[1999:2500], GROUPS[1999:2500], [None] * 501)
+        assert vi.stats()["promoting"] == 1
+        # written while the graph is built: served now by the exact index, replayed after
+        vi.add("k", IDS[2500:3000].tolist(), VECS[2500:3000], GROUPS[2500:3000], [None] * 500)
+        vi.remove([int(IDS[0])])
+        vi.set_meta(int(IDS[1]), ALICE, None)
+        assert vi.get("k").kind == "exact"  # type: ignore[union-attr]
+        await vi.wait_idle()
+        ix = vi.get("k")
+        assert ix is not None and ix.kind == "ann" and len(ix) == 2999 and vi.stats()["promotions"] == 1
+        assert int(IDS[0]) not in ix and int(IDS[2999]) in ix
+        assert ix.search(VECS[1], 1, groups=[ALICE]).ids.tolist() == [int(IDS[1])]
+        assert ix.search(VECS[2999], 1).ids.tolist() == [int(IDS[2999])]
+        # removing most rows rebuilds the graph without its holes
+        vi.remove(IDS[:1500].tolist())
+        await vi.wait_idle()
+        ix = vi.get("k")
+        assert ix is not None and ix.kind == "ann" and ix.garbage == 0 and len(ix) == 1500  # type: ignore[union-attr]
+        assert ix.search(VECS[2999], 1).ids.tolist() == [int(IDS[2999])]
+
+    asyncio.run(run())
