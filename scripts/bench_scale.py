@@ -80,6 +80,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import msgspec  # noqa: E402
 import numpy as np  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -844,7 +845,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     try:
         asyncio.run(bounded())
-    except (BenchError, TimeoutError, OSError) as err:
+    except (BenchError, RemoteError, ConnectionClosed, TimeoutError, OSError) as err:
         report["failures"] += 1
         report["error"] = f"{type(err).__name__}: {err}"
         say(args, f"stopped: {report['error']}")
