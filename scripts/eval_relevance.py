@@ -51,6 +51,7 @@ from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.ranking import REFERENCE_TEXTS, coverages  # noqa: E402
 from host.store.base import Query, Scope  # noqa: E402
+from host.text.searchable import searchable_text  # noqa: E402
 from scripts.tune_retrieval import cached_host, overrides  # noqa: E402
 
 DATA = ROOT / "scripts" / "data" / "relevance.json"
@@ -172,7 +173,9 @@ async def ask_memory(host: Host, emb: Any, name: str, entries: list[dict[str, An
         await c.store(entries[i:i + 200])
     await host.search.drain()
     keys = [json.dumps(e["key"], sort_keys=True) for e in entries]
-    vecs = emb.embed([e["content"] for e in entries]) if emb is not None else None
+    # the vectors the host's index holds: of each entry's searchable text (content, tags, key)
+    vecs = (emb.embed([searchable_text(e["content"], e.get("tags", []), e["key"])
+                       for e in entries]) if emb is not None else None)
     qvecs = emb.embed_queries([q.text for q in qs]) if emb is not None else None
     refs = (qvecs @ emb.embed(list(REFERENCE_TEXTS)).T).mean(axis=1) if emb is not None \
         else np.zeros(len(qs))

