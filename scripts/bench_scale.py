@@ -696,8 +696,9 @@ def goals(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[dict[str
         if r["namespaces"] == 1:
             goal(f"RSS after load, MB ({tag})", r["after_load"]["rss_mb"], 1024)
         elif budget:
-            goal(f"RSS after querying, MB, budget {args.budget_mb} ({tag})",
-                 r["after_restart_queries"]["rss_mb"], args.budget_mb + 300)
+            goal(f"RSS after querying every namespace, MB, budget {args.budget_mb} ({tag})",
+                 max(r["after_queries"]["rss_mb"], r["after_restart_queries"]["rss_mb"]),
+                 args.budget_mb + 300)  # before the restart and after it
         goal(f"restart to ready, s ({tag})", r["restart"]["ready_s"], 10)
         p = r["after_restart"]
         if "vector" in p:
