@@ -140,6 +140,7 @@ async def test_other_agents_episodic_never_returned(
 async def test_forget_removes_vector(client: MemoryClient, host: Host, db_path: Path) -> None:
     """Forgetting an entry deletes its stored vector and drops it from the in-memory index."""
     await fill(client, host, [entry({"k": "puppy"}, PUPPY)])
+    assert {"k": "puppy"} in keys_of(await client.retrieve(query=PARAPHRASE))  # loads the index
     count = "SELECT count(*) FROM vectors"
     with sqlite3.connect(db_path) as conn:
         before = conn.execute(count).fetchone()[0]

@@ -34,13 +34,16 @@ the same code on both backends.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from host.search import ranking
+from host.search.client_vectors import ClientSpaces
 from host.search.embed import Embedder
 from host.search.queries import QueryVectors
 from host.search.vectors import Hits, VectorIndex, VectorIndexes, group_of
@@ -68,6 +71,9 @@ _PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a que
 # embedder name -> (highest similarity of unrelated queries and texts, the unit vectors of
 # `ranking.REFERENCE_TEXTS`)
 _PRIORS: dict[str, tuple[float, np.ndarray]] = {}
+# Seconds `stop()` gives the vector indexes to save what they built (approximate indexes): a
+# stopping host is bounded (what is not saved is built again from the stored vectors)
+_SAVE_SECONDS = 5.0
 
 
 class WorkingEntries(Protocol):
@@ -104,6 +110,18 @@ class SearchEngine:
         self._prior: asyncio.Future[tuple[float, np.ndarray]] | None = None
         self._busy = busy or (lambda: False)
         self._on_batch = on_batch
+        # the vectors of a store searched in memory (SQLite): every namespace's (the host's
+        # embedder) and client space's, each loaded on its first query, within the budget
+        self.vectors: VectorIndexes | None = None
+        self.spaces: ClientSpaces | None = None
+        if not self.shared and hasattr(store, "namespace_vectors"):
+            self.vectors = VectorIndexes(
+                budget_bytes=cfg.vector_memory_bytes, loader=self._load,
+                ann_min_rows=cfg.ann_min_rows if _HAS_ANN else 0,
+                persist_dir=vectors_dir(getattr(store, "path", "")) if _HAS_ANN else None,
+                dtype=cfg.vector_dtype)
+            if hasattr(store, "client_space"):
+                self.spaces = ClientSpaces(store, self.vectors)
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Embedder | None, kind: str | None = None) -> None:
@@ -116,8 +134,10 @@ class SearchEngine:
         # else none (relevance is then the order's logistic, see host.search.ranking)
         self.calibration: list[float] = (list(cfg.calibration)
                                          or ranking.CALIBRATIONS.get(kind, []))
-        self.index = (VectorIndexes(self.embedder.dim)
-                      if self.embedder is not None and not self.shared else None)
+        self.index: VectorIndexes | None = None
+        if self.embedder is not None and not self.shared:
+            self.index = (self.vectors if self.vectors is not None
+                          else VectorIndexes(self.embedder.dim))
         self.worker: EmbeddingWorker | None = None
         self.queries: QueryVectors | None = None
         if self.embedder is not None:
@@ -129,7 +149,20 @@ class SearchEngine:
                 SharedWorker(store, self.embedder, cfg, busy=wbusy, on_batch=on_batch)
                 if self.shared else
                 LocalWorker(store, self.embedder, cfg, self.index,  # type: ignore[arg-type]
-                            busy=wbusy, on_batch=on_batch))
+                            lazy=self.vectors is not None, busy=wbusy, on_batch=on_batch))
+
+    def _load(self, key: str) -> Iterator[tuple[list[int], np.ndarray, list[str],
+                                                 list[float | None]]]:
+        """The stored rows of an index key (the loader of `self.vectors`; blocking, run in a
+        thread): a client space's (`ClientSpaces.load`), or a namespace's own vectors."""
+        if "\x00" in key:
+            if self.spaces is not None:
+                yield from self.spaces.load(key)
+            return
+        if self.embedder is None:
+            return
+        for ids, vecs, places, expires in self.store.namespace_vectors(key, self.embedder.dim):
+            yield ids, vecs, [group_of(t, o) for t, o in places], expires
 
     def _worker_busy(self) -> bool:
         return self._busy() or (self.queries is not None and self.queries.busy)
@@ -149,8 +182,9 @@ class SearchEngine:
         return await self.worker.count_backlog() if self.worker is not None else 0
 
     async def start(self, worker: bool = True) -> None:
-        """Record the model (re-embedding everything if it changed), load the stored vectors
-        into memory, and start the background worker (unless `worker` is False)."""
+        """Record the model (re-embedding everything if it changed) and start the background
+        worker (unless `worker` is False). No vector is read here: a namespace's load on its
+        first query (`self.vectors`), so a host is ready at once whatever it stores."""
         if self.embedder is None or self.worker is None:
             return
         if self.shared and not self.store.vectors_available:
@@ -172,11 +206,25 @@ class SearchEngine:
         queued for the next start) and the query thread."""
         if self.worker is not None:
             await self.worker.stop()
+        if self.vectors is not None:
+            await self._save_vectors()
         if self._prior is not None and not self._prior.done():
             self._prior.cancel()
             await asyncio.gather(self._prior, return_exceptions=True)
         if self.queries is not None:
             await self.queries.close()
+
+    async def _save_vectors(self) -> None:
+        """Save what the indexes built (approximate indexes), at most `_SAVE_SECONDS`."""
+        assert self.vectors is not None
+        saving = asyncio.ensure_future(self.vectors.save_all())
+        done, _ = await asyncio.wait([saving], timeout=_SAVE_SECONDS)
+        if not done:
+            log.warning("vector indexes not all saved within %.0f s: those left are built"
+                        " again from the stored vectors when next loaded", _SAVE_SECONDS)
+            saving.add_done_callback(_retrieved)
+        elif saving.exception() is not None:
+            log.warning("vector indexes not saved: %s", saving.exception())
 
     def notify(self) -> int:
         """Tell the worker that entries were committed or deleted; the write's ticket (see
@@ -245,7 +293,7 @@ class SearchEngine:
         wait = (self.worker is not None and bool(q.tiers)
                 and ticket > self.worker.through(ns))
         index: VectorIndex | StoreVectors | None = (
-            self.index.get(ns) if self.index is not None and q.tiers else None)
+            await self._index_of(ns) if self.index is not None and q.tiers else None)
         qv_future: asyncio.Future[np.ndarray] | None = None
         if self.queries is not None and (
                 self.shared and q.tiers or index is not None and len(index) > 0 or wait):
@@ -256,7 +304,7 @@ class SearchEngine:
             assert self.worker is not None
             await self.worker.caught_up(ns, ticket, cfg.vector_wait)
             if self.index is not None:
-                index = self.index.get(ns)
+                index = await self._index_of(ns)
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw = (await self.store.search(scope, q, words, now, min(candidates, cfg.fusion_pool))
@@ -364,6 +412,11 @@ class SearchEngine:
         return working.scored(q.keys, q.tags, now, self.store.analyse,
                               lambda a: bm25(stats, a))
 
+    async def _index_of(self, namespace: str) -> Any:
+        """The in-memory index of `namespace`'s vectors, loaded if it is not (None: none)."""
+        assert self.index is not None
+        return self.index.get(namespace) or await self.index.open(namespace)
+
     async def _nearest(
         self, scope: Scope, q: Query, qv: np.ndarray, now: float,
         index: VectorIndex | StoreVectors,
@@ -431,6 +484,18 @@ class SearchEngine:
         threshold = (n * scope + _PRIOR_WEIGHT * prior) / (n + _PRIOR_WEIGHT)
         half = ranking.cosine_at_half(self.calibration, ref)
         return hits.ids[(hits.similarities >= threshold) | (hits.similarities >= half)]
+
+
+def vectors_dir(db: str) -> Path | None:
+    """Where the vector indexes of SQLite file `db` are saved: `<db>.vectors` beside it
+    (None for an in-memory database)."""
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db + ".vectors")
+
+
+# the approximate index needs its module (host.search.index.ann) and its library
+_HAS_ANN = importlib.util.find_spec("host.search.index.ann") is not None
 
 
 def _retrieved(fut: asyncio.Future[Any]) -> None:

@@ -21,7 +21,8 @@ entry is findable by keywords at once and by meaning as soon as its vector is wr
   running return (at most `_SETTLE` seconds; a batch is well under that), because a process
   leaving while onnxruntime computes is aborted; the rest of the batch is never started.
 
-Two kinds: `LocalWorker` keeps every vector in the process's `VectorIndexes` too (SQLite);
+Two kinds: `LocalWorker` adds the vectors it writes to the process's `VectorIndexes` too
+(SQLite; to the namespaces loaded: the others read them when a query loads them);
 `SharedWorker` claims queued entries from a store that keeps and searches the vectors itself
 (`host.store.base.VectorSearch`: PostgreSQL shared by several hosts) and writes them back
 through it; there, a waiting query is satisfied when the whole queue is empty.
@@ -285,9 +286,10 @@ class LocalWorker(EmbeddingWorker):
     store: VectorStore
 
     def __init__(self, store: VectorStore, embedder: Embedder, cfg: SearchConfig,
-                 index: VectorIndexes, **kw: Any) -> None:
+                 index: VectorIndexes, lazy: bool = False, **kw: Any) -> None:
         super().__init__(store, embedder, cfg, **kw)
         self.index = index
+        self.lazy = lazy  # the index loads namespaces itself (its loader): `load` loads none
         # other processes write vectors too (host/store/base.py), checked once
         self._catch = store if isinstance(store, VectorCatchUp) else None
         self._seq: int | None = None  # the newest write of vectors the index has seen
@@ -304,10 +306,16 @@ class LocalWorker(EmbeddingWorker):
                            [rows[j].expires_at for j in js])
 
     def load(self) -> None:
-        """Read every stored vector into the index (blocking: run it in a thread)."""
-        n = 0
+        """Note the newest write of vectors (blocking: run it in a thread). The index reads a
+        namespace's vectors on its first query (`VectorIndexes.open`, the engine's loader);
+        the catch-up adds what is written from now on to the namespaces loaded (a write to
+        another is dropped: its load reads it). Without `lazy` (an index without a loader: a
+        test's) every stored vector is read into the index here."""
         if self._catch is not None:
             self._seq = self._catch.vector_seq()
+        if self.lazy:
+            return
+        n = 0
         for rows, vecs in self.store.load_vectors(self.embedder.dim):
             self._add(rows, vecs)
             n += len(rows)
@@ -331,7 +339,7 @@ class LocalWorker(EmbeddingWorker):
             self.backlog = 0 if namespace is None else self.backlog
             return 0, True
         fresh = [p for p, d in batch if d is None or d != digest(p.text)
-                 or not self.index.set_meta(p.id, group_of(p.tier, p.owner), p.expires_at)]
+                 or not self._moved(p)]
         vecs = await self._embed([self._bound(p.text) for p in fresh])
         blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
         done = set(await self.store.write_vectors(
@@ -342,6 +350,14 @@ class LocalWorker(EmbeddingWorker):
                                [group_of(p.tier, p.owner)], [p.expires_at])
         await self.count_backlog()
         return len(batch), len(batch) < limit
+
+    def _moved(self, p: Pending) -> bool:
+        """Give the indexed row of `p` (whose stored vector is current) its group and expiry;
+        True unless its namespace is loaded without it (then it is embedded again). An
+        unloaded namespace reads them with its vectors when it loads."""
+        group = group_of(p.tier, p.owner)
+        return (self.index.set_meta(p.id, group, p.expires_at, p.namespace)
+                or self.index.get(p.namespace) is None)
 
     async def _catch_up(self) -> None:
         """Add to the index the vectors written since the last look (by this process too:
