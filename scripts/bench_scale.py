@@ -275,8 +275,8 @@ def host_config(args: argparse.Namespace) -> str:
     if "vector_memory_bytes" in SearchConfig.model_fields:  # the budget, where the host has it
         search += f"vector_memory_bytes = {args.budget_mb * MIB}\n"
     return LOAD_LIMITS + f"""max_frame_bytes = {FRAME_BYTES}
-max_entries_per_namespace = {max(1_000_000, args.entries)}
-max_entries_per_agent = {max(100_000, args.entries)}
+max_entries_per_namespace = {max(1_000_000, 2 * args.entries)}
+max_entries_per_agent = {max(100_000, 2 * args.entries)}
 max_bytes_per_namespace = {quota_bytes}
 max_bytes_per_agent = {quota_bytes}
 request_timeout = 300.0
