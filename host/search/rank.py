@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from host.config import RankingConfig
 
 __all__ = ["Match", "RankWeights", "ScoreParts", "combined_score", "rank_matches", "recency",
            "score_parts"]
@@ -30,13 +33,13 @@ class RankWeights:
     half_life: float = 7 * 24 * 3600.0
 
     @classmethod
-    def from_config(cls, cfg: object) -> RankWeights:
-        """Build from a `RankingConfig` (or anything with the same attributes)."""
+    def from_config(cls, cfg: RankingConfig) -> RankWeights:
+        """Build from the `[ranking]` section."""
         return cls(
-            relevance=cfg.relevance_weight,  # type: ignore[attr-defined]
-            importance=cfg.importance_weight,  # type: ignore[attr-defined]
-            recency=cfg.recency_weight,  # type: ignore[attr-defined]
-            half_life=cfg.recency_half_life,  # type: ignore[attr-defined]
+            relevance=cfg.relevance_weight,
+            importance=cfg.importance_weight,
+            recency=cfg.recency_weight,
+            half_life=cfg.recency_half_life,
         )
 
 

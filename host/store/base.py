@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from host.store.filters import Condition, KeyPrefix
 from protocol.errors import ErrorCode, ProtocolError
@@ -42,6 +42,8 @@ __all__ = [
     "Change",
     "ChangeLog",
     "ChangeNotices",
+    "ClientRows",
+    "ClientSpaceReads",
     "ClientVectors",
     "EntryStore",
     "ExportRow",
@@ -49,6 +51,7 @@ __all__ = [
     "KeywordStats",
     "NamespaceOverview",
     "NamespaceStats",
+    "NamespaceVectors",
     "NewEntry",
     "NotReadyReason",
     "PERSISTENT_TIERS",
@@ -315,6 +318,44 @@ class ClientVectors(Protocol):
         """The dimension of the namespace's `space` (0: none yet) and (row id, its vectors
         as a (n, dims) array) of every entry `q` lets `scope` read with vectors in it."""
 
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]:
+        """As `VectorSearch.fetch`: the nearest rows read back."""
+
+
+# entries with client vectors in one space: (their row ids, how many vectors each has, the
+# vectors, (n, dims) float32 in entry order, the (tier, owner) of each, the expiry of each)
+ClientRows: TypeAlias = (
+    "tuple[list[int], list[int], np.ndarray, list[tuple[str, str]], list[float | None]]")
+
+
+@runtime_checkable
+class ClientSpaceReads(Protocol):
+    """Optional capability of a `ClientVectors` store: the host searches its client spaces in
+    its own in-memory indexes (`host.search.client_vectors.ClientSpaces`; SQLite), loading a
+    space on its first retrieve and catching up on the change log before each, and reads
+    back through the store what the index found."""
+
+    def client_space(self, namespace: str, space: str
+                     ) -> tuple[int, int, Iterator[ClientRows]]:
+        """(the namespace's newest change number, the space's dimension, its rows in
+        batches), all of one snapshot (blocking: run it in a thread)."""
+
+    async def client_changes(self, namespace: str, after: int, limit: int
+                             ) -> tuple[int, list[int] | None]:
+        """The newest change number of `namespace` and the ids of the entry rows stored since
+        change `after`, at most `limit` (None: cannot be told, read the space again)."""
+
+    async def client_rows_of(self, ids: Sequence[int], space: str, dims: int) -> ClientRows:
+        """The entries among `ids` with vectors in `space` now, with them."""
+
+    async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
+        """As `VectorStore.allowed_ids`."""
+
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]:
+        """As `VectorSearch.fetch`."""
+
 
 @runtime_checkable
 class KeywordStats(Protocol):
@@ -501,6 +542,18 @@ class VectorStore(VectorQueue, Protocol):
 
     def load_vectors(self, dim: int) -> Iterator[tuple[list[Pending], np.ndarray]]:
         """Every stored vector, in batches (blocking: run it in a thread)."""
+
+
+@runtime_checkable
+class NamespaceVectors(Protocol):
+    """Optional capability of a `VectorStore`: it reads the vectors of one namespace, so the
+    engine's in-memory index loads a namespace on its first query (within
+    `search.vector_memory_bytes`) instead of every vector at start (SQLite)."""
+
+    def namespace_vectors(self, namespace: str, dim: int) -> Iterator[
+            tuple[list[int], np.ndarray, list[tuple[str, str]], list[float | None]]]:
+        """The stored vectors of `namespace` in batches: (entry ids, (n, dim) float32, the
+        (tier, owner) of each, the expiry of each); blocking: run it in a thread."""
 
 
 @runtime_checkable
