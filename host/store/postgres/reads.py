@@ -58,16 +58,19 @@ class Reads(StoreState):
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
         (`host.search.keyword.coverage` of the terms searched, as on SQLite); at most
-        `candidates`. Terms in more than `max_term_docs` entries are left out (0: none); only
-        the newest `max_matches` matches the reader may read are scored (0: all). One
-        statement (`a2e_keyword_search`): term counts, candidates, visibility and rows."""
+        `candidates`, equal scores newest first (as on SQLite). Terms in more than
+        `max_term_docs` entries the reader may read are left out (0: none; a single term is
+        always searched) and a term's statistic counts at most `max_term_docs` + 1 entries (as
+        on SQLite); only the newest `max_matches` matches the reader may read are scored (0:
+        all). One statement (`a2e_keyword_search`): term counts, candidates, visibility and
+        rows."""
         terms = _indexable(query_terms(text))
         if not terms or not q.tiers:
             return []
         tiers, owners, keys, tags = _visibility(scope, q)
         rows = await self.pool.fetch(
             "SELECT * FROM a2e_keyword_search($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-            scope.namespace, _scope_lexeme(scope.namespace), terms, self._cap(terms),
+            scope.namespace, _scope_lexeme(scope.namespace), terms, self.max_term_docs,
             self.max_matches or None, candidates, tiers, owners, now, keys, tags)
         out = []
         for r in rows:
@@ -96,10 +99,6 @@ class Reads(StoreState):
             f" AND jsonb_typeof({member}) = 'array'{extra}", *p.values)
         return [r[0].encode() for r in rows]
 
-    def _cap(self, terms: Sequence[str]) -> int:
-        """`max_term_docs` for a query of `terms` (a single term is always searched: 0)."""
-        return self.max_term_docs if len(terms) >= 2 else 0
-
     async def keyword_stats(
         self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
     ) -> Bm25Stats:
@@ -115,7 +114,7 @@ class Reads(StoreState):
             " a2e_search_terms($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             " WITH ORDINALITY AS s(term, hits, ord)) t"
             " LEFT JOIN a2e_usage u ON u.namespace = $1 AND u.agent = ''",
-            scope.namespace, _scope_lexeme(scope.namespace), usable, self._cap(usable), vis[0],
+            scope.namespace, _scope_lexeme(scope.namespace), usable, self.max_term_docs, vis[0],
             vis[1], now if now is not None else 0.0, vis[2], vis[3])
         n, length = max(row[0] or 0, 1), max(row[1] or 0, 1)
         return Bm25Stats(tuple(row[2] or ()), tuple(int(h) for h in row[3] or ()), n, length / n)
