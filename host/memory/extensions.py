@@ -26,7 +26,7 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.memory.access import Access
 from host.memory.watch import WatchHub
-from host.search.client_vectors import MAX_DIMS, nearest, unit_rows
+from host.search.client_vectors import MAX_DIMS, ROWS_PER_ENTRY, SpaceDims, nearest, unit_rows
 from host.search.engine import SearchEngine
 from host.store.base import (
     PERSISTENT_TIERS,
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 MAX_OFFSET = 10_000  # `offset` of a retrieve or a paths request
-MAX_VECTORS_PER_ENTRY = 64  # rows of one entry's `vectors`
+MAX_VECTORS_PER_ENTRY = ROWS_PER_ENTRY  # rows of one entry's `vectors` (64)
 DEFAULT_SPACE = "default"  # the space of vectors sent with `vector_space` ""
 _SPACE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _decode = msgspec.json.decode
@@ -178,6 +178,13 @@ class StoreExtensionHandlers:
             raise _invalid("this host's store keeps no client vectors", req.id, "vector")
         if not q.tiers:
             return [], 0
+        spaces = self.plugin.search.spaces
+        if spaces is not None:  # a store searched in memory (SQLite): the budgeted indexes
+            try:
+                return await spaces.search(session.scope, q, space, v, t)
+            except SpaceDims as err:
+                raise _invalid(f"space {space!r} has {err.dims} dimensions, not {len(v)}",
+                               req.id, "vector") from None
         dims, rows = await store.client_vectors(session.scope, q, space, t)
         if dims and dims != len(v):
             raise _invalid(f"space {space!r} has {dims} dimensions, not {len(v)}", req.id,

@@ -1,0 +1,238 @@
+"""Client-vector retrieves served from the host's budgeted vector indexes (SQLite): the same
+answers as a brute-force numpy computation over what the asking agent may read, through
+filters, offsets, `min_score`, another agent's episodic entries, forgets, re-stores, TTL, a
+restart (the space loads on its first retrieve), another process's writes and a memory budget
+smaller than the spaces; entries stored with vectors are never queued for the host's own
+embedder."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from conftest import make_config, running_host, url_of
+
+from host.app import Host
+from host.client import MemoryClient
+from host.search.client_vectors import space_key, unit_rows
+from host.store.base import NewEntry, Scope
+from host.store.sqlite.store import SQLiteEntryStore
+from protocol.clock import ShiftedClock
+
+DIMS = 16
+SPACE = "s"
+
+
+@dataclass
+class Model:
+    """What the test stored: key -> (tier, owner, unit vectors or None, tags, t, expiry)."""
+
+    entries: dict[int, tuple[str, str, np.ndarray | None, list[str], int, float | None]] = \
+        field(default_factory=dict)
+
+    def expected(self, agent: str, q: list[float], now: float, limit: int = 10,
+                 offset: int = 0, tags: tuple[str, ...] = (), t: int | None = None,
+                 min_score: float = 0.0, tier: str = "") -> list[tuple[int, float]]:
+        """(key, similarity) of the page the retrieve must return, by brute force."""
+        qv = unit_rows([q])[0].astype(np.float64)
+        scored = []
+        for k, (etier, owner, vecs, etags, et, exp) in self.entries.items():
+            if vecs is None or (exp is not None and exp <= now):
+                continue
+            if etier == "episodic" and owner != agent or tier and etier != tier:
+                continue
+            if any(x not in etags for x in tags) or t is not None and et != t:
+                continue
+            s = float(np.max(vecs.astype(np.float64) @ qv))
+            if min_score > 0 and s < min_score:
+                continue
+            scored.append((s, k))
+        scored.sort(reverse=True)
+        return [(k, s) for s, k in scored[offset:offset + limit]]
+
+
+def _vectors(rng: np.random.Generator) -> list[list[float]]:
+    return rng.standard_normal((int(rng.integers(1, 4)), DIMS)).tolist()
+
+
+async def _put(c: MemoryClient, model: Model, agent: str, rng: np.random.Generator,
+               keys: range, tier: str, now: float, vectors: bool = True) -> None:
+    """Store `keys` as `agent`, every third with a TTL of 100 s, and note them in `model`."""
+    batch = []
+    for k in keys:
+        vecs = _vectors(rng) if vectors else None
+        tags = ["even"] if k % 2 == 0 else []
+        ttl = 100 if k % 3 == 0 else 0
+        e: dict[str, Any] = {"key": {"k": k}, "content": {"t": k % 3}, "tier": tier,
+                             "tags": tags, "ttl": ttl}
+        if vecs is not None:
+            e["vectors"], e["vector_space"] = vecs, SPACE
+        batch.append(e)
+        model.entries[k] = (tier, agent, None if vecs is None else unit_rows(vecs), tags, k % 3,
+                            now + ttl if ttl else None)
+    reply = await c.store(batch)
+    assert reply.errors == []
+
+
+async def _check(host: Host, clients: dict[str, MemoryClient], model: Model,
+                 rng: np.random.Generator, queries: int = 4) -> None:
+    """Every retrieve shape answers as the brute force does, for each agent."""
+    now = host.clock()
+    for _ in range(queries):
+        q = rng.standard_normal(DIMS).tolist()
+        for agent, c in clients.items():
+            for kw in ({}, {"limit": 7, "offset": 5}, {"tags": ("even",)}, {"t": 1},
+                       {"min_score": 0.2, "limit": 50}, {"tier": "episodic"},
+                       {"limit": 200}):
+                args: dict[str, Any] = {"vector": q, "vector_space": SPACE,
+                                        "limit": kw.get("limit", 10),
+                                        "offset": kw.get("offset", 0)}
+                if "tags" in kw:
+                    args["tags"] = list(kw["tags"])
+                if "t" in kw:
+                    args["filter"] = {"t": kw["t"]}
+                if "min_score" in kw:
+                    args["min_score"] = kw["min_score"]
+                if "tier" in kw:
+                    args["tier"] = kw["tier"]
+                got = await c.retrieve(**args)
+                want = model.expected(agent, q, now, **kw)
+                assert [e["key"]["k"] for e in got.entries] == [k for k, _ in want], (agent, kw)
+                assert np.allclose([e["relevance"] for e in got.entries],
+                                   [s for _, s in want], atol=1e-5)
+                if 0 < len(want) < args["limit"]:  # every match seen: the total is exact
+                    assert got.total == args["offset"] + len(want)
+                for e in got.entries:
+                    tier, owner = model.entries[e["key"]["k"]][:2]
+                    assert tier == "semantic" or owner == agent  # never another's episodic
+
+
+@asynccontextmanager
+async def _clients(host: Host, agents: tuple[str, ...] = ("a1", "a2"), ns: str = "ns"
+                   ) -> AsyncIterator[dict[str, MemoryClient]]:
+    clients = {}
+    try:
+        for a in agents:
+            clients[a] = await MemoryClient.connect(url_of(host))
+            await clients[a].init(ns, {"agent": a})
+        yield clients
+    finally:
+        for c in clients.values():
+            await c.close()
+
+
+def _config(db: Path, **search: Any) -> Any:
+    return make_config(db, search={"embedder": "none", **search})
+
+
+async def test_retrieve_by_vector_matches_brute_force_through_changes(tmp_path: Path) -> None:
+    """Filters, offsets, min_score and tiers answer as numpy does over what the agent may read;
+    so they do after forgets, re-stores with other vectors or none, TTL expiry, a restart (the
+    space loads on its first retrieve, not at start) and another process's writes."""
+    db = tmp_path / "cv.db"
+    rng = np.random.default_rng(11)
+    model = Model()
+    clock = ShiftedClock()
+    async with running_host(_config(db), clock=clock) as host, _clients(host) as cs:
+        t = host.clock()
+        await _put(cs["a1"], model, "a1", rng, range(0, 80), "semantic", t)
+        await _put(cs["a1"], model, "a1", rng, range(80, 120), "episodic", t)
+        await _put(cs["a2"], model, "a2", rng, range(120, 160), "episodic", t)
+        await _put(cs["a1"], model, "a1", rng, range(160, 170), "semantic", t, vectors=False)
+        await _check(host, cs, model, rng)
+        assert host.search.vectors is not None
+        assert space_key("ns", SPACE) in host.search.vectors.keys()
+        # forgets, re-stores with new vectors and without vectors
+        assert await cs["a1"].forget(keys=[{"k": k} for k in range(10)], tier="semantic") == 10
+        for k in range(10):
+            del model.entries[k]
+        await _put(cs["a1"], model, "a1", rng, range(10, 20), "semantic", host.clock())
+        await _put(cs["a1"], model, "a1", rng, range(20, 25), "semantic", host.clock(),
+                   vectors=False)
+        await _put(cs["a2"], model, "a2", rng, range(120, 125), "episodic", host.clock())
+        await _check(host, cs, model, rng)
+        clock.advance(150)  # every third entry expired
+        await _check(host, cs, model, rng)
+    # a restart: nothing is read at start; the first retrieve loads the space
+    async with running_host(_config(db), clock=clock) as host, _clients(host) as cs:
+        assert host.search.vectors is not None and host.search.vectors.keys() == []
+        await _check(host, cs, model, rng)
+        # another process on the file stores entries with vectors: the next retrieve has them
+        other = SQLiteEntryStore(db)
+        await other.open()
+        try:
+            new = []
+            for k in range(200, 210):
+                vecs = unit_rows(_vectors(rng))
+                new.append(NewEntry(tier="semantic", key=b'{"k":%d}' % k, content=b'{"t":0}',
+                                    vectors=vecs.tobytes(), vector_space=SPACE, dims=DIMS))
+                model.entries[k] = ("semantic", "a1", vecs, [], 0, None)
+            assert await other.put(Scope("ns", "a1"), new, host.clock()) == [None] * 10
+        finally:
+            await other.close()
+        await _check(host, cs, model, rng)
+
+
+async def test_spaces_stay_correct_within_a_small_memory_budget(tmp_path: Path) -> None:
+    """With a budget of about two spaces, retrieves over eight namespaces' spaces, round and
+    round, answer as numpy does; the indexes never hold more than the budget, and evict."""
+    db = tmp_path / "budget.db"
+    rng = np.random.default_rng(5)
+    clock = ShiftedClock()
+    budget = 250_000  # one space of 16 dimensions holds ~100 KB (its first 1,024 rows)
+    models: dict[str, Model] = {}
+    async with running_host(_config(db, vector_memory_bytes=budget), clock=clock) as host:
+        for i in range(8):
+            ns = f"ns{i}"
+            models[ns] = Model()
+            async with _clients(host, ("a1",), ns) as cs:
+                await _put(cs["a1"], models[ns], "a1", rng, range(30), "semantic", host.clock())
+        vectors = host.search.vectors
+        assert vectors is not None
+        for _ in range(2):
+            for ns, model in models.items():
+                async with _clients(host, ("a1",), ns) as cs:
+                    await _check(host, cs, model, rng, queries=1)
+                assert vectors.nbytes <= budget
+                assert len(vectors.keys()) <= 2
+        assert vectors.stats()["evictions"] >= 8
+
+
+async def test_entries_with_client_vectors_are_not_queued_for_embedding(tmp_path: Path) -> None:
+    """An entry stored with vectors leaves the embedding queue (the host's embedder never
+    computes a vector for it), and a host vector it had for an earlier text goes; one stored
+    without vectors stays queued, and a reindex queues only the latter."""
+    db = tmp_path / "queue.db"
+    store = SQLiteEntryStore(db)
+    await store.open()
+    try:
+        scope = Scope("ns", "a1")
+        vecs = unit_rows([[1.0, 0.0, 0.0]]).tobytes()
+        plain = NewEntry(tier="semantic", key=b'{"k":1}', content=b'"plain text"')
+        given = NewEntry(tier="semantic", key=b'{"k":2}', content=b'"with vectors"',
+                         vectors=vecs, vector_space=SPACE, dims=3)
+        assert await store.put(scope, [plain, given], 1.0) == [None, None]
+        queued = [p.text for p, _ in await store.pending_vectors(10)]
+        assert len(queued) == 1 and queued[0].startswith("plain text")
+        # the plain entry gets a host vector, then is stored again with client vectors
+        (p, _), = await store.pending_vectors(10)
+        assert await store.write_vectors([(p.id, p.text, np.ones(4, np.float32).tobytes())])
+        again = NewEntry(tier="semantic", key=b'{"k":1}', content=b'"new text"',
+                         vectors=vecs, vector_space=SPACE, dims=3)
+        assert await store.put(scope, [again], 2.0) == [None]
+        assert await store.pending_vectors(10) == []
+        assert await store.vectors_gone() == [p.id]
+        await store.put(scope, [NewEntry(tier="semantic", key=b'{"k":3}', content=b'"three"')],
+                        3.0)
+        assert await store.requeue_vectors() == 1
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM embed_queue q JOIN client_vectors v"
+                            " ON v.entry_id = q.entry_id").fetchone()[0] == 0
