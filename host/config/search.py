@@ -140,9 +140,9 @@ class SearchConfig(_Section):
         " exactly, more in approximate indexes (docs/search.md, \"Vector memory\")."
     )
     ann_min_rows: int = Field(
-        20_000, ge=0, description="Vectors from which a namespace's or space's index becomes"
-        " approximate (HNSW: filters exact, built in the background, saved beside the"
-        " database); below it, search is exact (0: always exact)."
+        50_000, ge=0, description="Vectors from which a namespace's or space's index becomes"
+        " approximate (HNSW over 8-bit vectors: filters exact, built in the background, saved"
+        " beside the database); below it, search is exact (0: always exact)."
     )
     vector_dtype: Literal["float32", "float16"] = Field(
         "float32", description="How exact indexes hold vectors: float32, or float16 for half"
