@@ -236,3 +236,58 @@ async def test_entries_with_client_vectors_are_not_queued_for_embedding(tmp_path
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM embed_queue q JOIN client_vectors v"
                             " ON v.entry_id = q.entry_id").fetchone()[0] == 0
+
+
+async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A space past `ann_min_rows` loads as an approximate index: its top 10 are nearly those
+    of numpy (filtered ones too), later stores and forgets reach it, it is saved beside the
+    database at shutdown and read back, not rebuilt, by the next host's first retrieve."""
+    db = tmp_path / "ann.db"
+    rng = np.random.default_rng(3)
+    model = Model()
+    clock = ShiftedClock()
+    config = _config(db, ann_min_rows=300)
+
+    async def recall(host: Host, c: MemoryClient, **kw: Any) -> tuple[float, list[Any]]:
+        hit = total = 0
+        pages = []
+        for _ in range(5):
+            q = rng.standard_normal(DIMS).tolist()
+            args = {"vector": q, "vector_space": SPACE, "limit": 10}
+            if "tags" in kw:
+                args["tags"] = list(kw["tags"])
+            got = [e["key"]["k"] for e in (await c.retrieve(**args)).entries]
+            want = [k for k, _ in model.expected("a1", q, host.clock(), **kw)]
+            hit += len(set(got) & set(want))
+            total += len(want)
+            pages.append(got)
+        return hit / total, pages
+
+    async with running_host(config, clock=clock) as host, _clients(host, ("a1",)) as cs:
+        for first in range(0, 600, 200):
+            await _put(cs["a1"], model, "a1", rng, range(first, first + 200), "semantic",
+                       host.clock())
+        r, _ = await recall(host, cs["a1"])
+        vectors: Any = host.search.vectors
+        assert vectors.stats()["ann_keys"] == 1
+        assert r >= 0.9
+        r, _ = await recall(host, cs["a1"], tags=("even",))
+        assert r >= 0.9
+        assert await cs["a1"].forget(keys=[{"k": k} for k in range(0, 600, 7)],
+                                     tier="semantic") == 86
+        for k in range(0, 600, 7):
+            del model.entries[k]
+        await _put(cs["a1"], model, "a1", rng, range(600, 650), "semantic", host.clock())
+        r, _ = await recall(host, cs["a1"])
+        assert r >= 0.9
+        state = rng.bit_generator.state
+        _, before = await recall(host, cs["a1"])
+    assert any((tmp_path / "ann.db.vectors").iterdir())
+    async with running_host(config, clock=clock) as host, _clients(host, ("a1",)) as cs:
+        rng.bit_generator.state = state
+        _, after = await recall(host, cs["a1"])
+        vectors = host.search.vectors
+        assert vectors.stats()["saved_hits"] == 1 and vectors.stats()["ann_keys"] == 1
+        assert after == before
