@@ -258,7 +258,7 @@ class AnnIndex(Rows):
         if live == 0 or k <= 0:
             return no_hits()
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
-        slots = self.allowed(groups, now, only)
+        slots, mask = self.allowed_mask(groups, now, only)
         allowed = live if slots is None else int(slots.size)
         if allowed == 0:
             return no_hits()
@@ -269,8 +269,9 @@ class AnnIndex(Rows):
         params = faiss.SearchParametersHNSW(efSearch=ef)
         bitmap = None
         if slots is not None:
-            mask = np.zeros(self._n, dtype=bool)
-            mask[slots] = True
+            if mask is None:
+                mask = np.zeros(self._n, dtype=bool)
+                mask[slots] = True
             bitmap = np.packbits(mask, bitorder="little")
             params.sel = faiss.IDSelectorBitmap(self._n, faiss.swig_ptr(bitmap))
         dist, found = self._index.search(q[None, :], k, params=params)
@@ -280,11 +281,7 @@ class AnnIndex(Rows):
         picked, sims = found[0][keep], dist[0][keep]
         order = np.argsort(-sims, kind="stable")
         picked, sims = picked[order], sims[order]
-        if slots is None:
-            sample = (np.flatnonzero(self._live[: self._n]) if self.holes else None)
-            base = sample if sample is not None else np.arange(self._n)
-        else:
-            base = slots
+        base = np.arange(self._n) if slots is None else slots  # None: no holes, all allowed
         sample_slots = base[np.linspace(0, base.size - 1, min(self.sample_rows, base.size)
                                         ).astype(np.int64)]
         bg = self._scores(sample_slots, q)

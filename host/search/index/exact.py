@@ -13,7 +13,7 @@ import numpy as np
 from host.search.index.rows import Rows, no_hits, top_k
 from host.store.base import Hits
 
-CHUNK = 16_384  # rows scored at a time: bounds the float32 copy a gather or a float16 matrix makes
+CHUNK = 4096  # rows scored at a time: bounds the float32 copy a gather or a compact matrix makes
 DTYPES = {"float32": np.float32, "float16": np.float16}
 
 

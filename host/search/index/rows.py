@@ -127,6 +127,12 @@ class Rows:
         self, groups: Collection[str] | None, now: float | None, only: np.ndarray | None
     ) -> np.ndarray | None:
         """The allowed slots, ascending; None when every row is allowed (no copy made)."""
+        return self.allowed_mask(groups, now, only)[0]
+
+    def allowed_mask(
+        self, groups: Collection[str] | None, now: float | None, only: np.ndarray | None
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """`allowed`, and the bool mask over slots it came from when one was made."""
         n = self._n
         every = (groups is None or all(
             g in groups for g, c in self._group_codes.items() if self._group_rows[c]))
@@ -138,9 +144,9 @@ class Rows:
             only = np.asarray(only, dtype=np.int64).reshape(-1)
             if only.size * 8 < n:  # a few ids: look them up instead of scanning every row
                 slots = np.unique(self._only_slots(only.tolist()))
-                return slots[self._keep(slots, groups, now)]
+                return slots[self._keep(slots, groups, now)], None
         if groups is None and now is None and only is None and not self.holes:
-            return None
+            return None, None
         mask = self._live[:n].copy() if self.holes else np.ones(n, dtype=bool)
         if groups is not None:
             codes = [self._group_codes[g] for g in groups if g in self._group_codes]
@@ -155,7 +161,7 @@ class Rows:
             mask &= self._expires[:n] > now
         if only is not None:
             mask &= np.isin(self._ids[:n], only)
-        return np.flatnonzero(mask)
+        return np.flatnonzero(mask), mask
 
     def _keep(self, slots: np.ndarray, groups: Collection[str] | None,
               now: float | None) -> np.ndarray:
