@@ -291,3 +291,22 @@ async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
         vectors = host.search.vectors
         assert vectors.stats()["saved_hits"] == 1 and vectors.stats()["ann_keys"] == 1
         assert after == before
+
+
+async def test_what_is_kept_of_spaces_out_of_memory_is_bounded(tmp_path: Path) -> None:
+    """Retrieves over 100 namespaces' spaces with a budget of about two: what the host keeps
+    of the spaces no longer in memory stays bounded, and each retrieve is still right."""
+    db = tmp_path / "many.db"
+    rng = np.random.default_rng(9)
+    async with running_host(_config(db, vector_memory_bytes=250_000)) as host:
+        spaces: Any = host.search.spaces
+        vectors: Any = host.search.vectors
+        for i in range(100):
+            model = Model()
+            async with _clients(host, ("a1",), f"ns{i}") as cs:
+                await _put(cs["a1"], model, "a1", rng, range(3), "semantic", host.clock())
+                q = rng.standard_normal(DIMS).tolist()
+                got = await cs["a1"].retrieve(vector=q, vector_space=SPACE)
+                assert [e["key"]["k"] for e in got.entries] == [
+                    k for k, _ in model.expected("a1", q, host.clock())]
+            assert len(spaces._state) <= 2 * len(vectors.keys()) + 65

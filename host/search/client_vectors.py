@@ -165,6 +165,11 @@ class ClientSpaces:
                 self.indexes.add(key, row_ids(ids, counts).tolist(), vecs, groups,
                                  [None] * len(groups))
         self._state[key] = (new, dims, span)
+        if len(self._state) > 2 * len(self.indexes.keys()) + 64:  # evicted spaces: forgotten
+            keep = set(self.indexes.keys()) | set(self._locks)
+            for k in list(self._state):  # in place: a loader thread may be writing its key
+                if k not in keep:
+                    self._state.pop(k, None)
         return self.indexes.get(key), dims, span
 
     def _drop(self, key: str) -> None:
