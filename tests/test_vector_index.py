@@ -179,3 +179,42 @@ def test_without_loader_keys_live_from_first_add() -> None:
     assert len(vi) == 3 and vi.keys() == ["a", "b"]  # no loader: nothing evicted
     assert vi.set_meta(2, BOB, None) and not vi.set_meta(9, BOB, None)
     assert vi.remove([1, 3, 9]) == 2 and len(vi) == 1
+
+
+def test_concurrent_opens_share_one_load() -> None:
+    store = Store()
+    _key_rows(store, "k", 150, 1, 0)
+    store.gate = threading.Event()
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=0)
+        first = asyncio.ensure_future(vi.open("k"))
+        await asyncio.to_thread(store.started.wait)
+        second = asyncio.ensure_future(vi.open("k"))
+        await asyncio.sleep(0)
+        assert vi.stats()["loading"] == 1
+        store.gate.set()
+        a, b = await asyncio.gather(first, second)
+        assert a is b and a is not None and store.reads == ["k"] and vi.stats()["loads"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_failing_loader_raises_and_the_next_open_retries() -> None:
+    calls: list[str] = []
+
+    def loader(key: str) -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        calls.append(key)
+        if len(calls) == 1:
+            raise OSError("the store is gone")
+        yield [1], unit(1), [SHARED], [None]
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=loader, ann_min_rows=0)
+        with pytest.raises(OSError):
+            await vi.open("k")
+        assert vi.stats()["loading"] == 0
+        ix = await vi.open("k")
+        assert ix is not None and 1 in ix
+
+    asyncio.run(run())

@@ -173,6 +173,13 @@ def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> N
         ix3 = await vi3.open("k")  # rebuilt from the store, no crash
         assert ix3 is not None and len(ix3) == n and vi3.stats()["saved_hits"] == 0
         assert ix3.search(VECS[n], 1).ids.tolist() == [99_999]
+        for f in tmp_path.iterdir():  # saved again once rebuilt; now its rows file is garbage
+            if f.name.endswith(".npz"):
+                f.write_bytes(f.read_bytes()[:100])
+        vi4 = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                            ann_options=OPTS)
+        ix4 = await vi4.open("k")
+        assert ix4 is not None and len(ix4) == n and vi4.stats()["saved_hits"] == 0
 
     asyncio.run(run())
 
