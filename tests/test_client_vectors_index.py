@@ -310,3 +310,30 @@ async def test_what_is_kept_of_spaces_out_of_memory_is_bounded(tmp_path: Path) -
                 assert [e["key"]["k"] for e in got.entries] == [
                     k for k, _ in model.expected("a1", q, host.clock())]
             assert len(spaces._state) <= 2 * len(vectors.keys()) + 65
+
+
+async def test_catch_up_pages_through_the_change_log_and_reloads_past_its_floor(
+    tmp_path: Path,
+) -> None:
+    """Stores since a space's last retrieve come back a page of the change log at a time
+    (whole changes; a change larger than a page whole), and a log pruned past the space's
+    number reloads it: each retrieve answers as numpy does."""
+    db = tmp_path / "pages.db"
+    rng = np.random.default_rng(21)
+    model = Model()
+    async with running_host(_config(db)) as host, _clients(host, ("a1",)) as cs:
+        spaces: Any = host.search.spaces
+        spaces.catch_up_rows = 10
+        await _put(cs["a1"], model, "a1", rng, range(20), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=1)  # loaded
+        for first in range(20, 55, 7):  # five changes of 7: a page's limit falls inside one
+            await _put(cs["a1"], model, "a1", rng, range(first, first + 7), "semantic",
+                       host.clock())
+        await _put(cs["a1"], model, "a1", rng, range(55, 80), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=2)
+        vectors: Any = host.search.vectors
+        assert vectors.stats()["loads"] == 1  # caught up, not reloaded
+        await _put(cs["a1"], model, "a1", rng, range(0, 30), "semantic", host.clock())
+        await host.store.prune_changes(host.clock() + 1, 0)  # type: ignore[attr-defined]
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 2

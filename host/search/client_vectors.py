@@ -58,7 +58,7 @@ def nearest(query: np.ndarray, rows: Sequence[tuple[int, np.ndarray]], min_score
 # -- the client spaces of a store the host searches in memory (SQLite) ------------------------
 
 ROWS_PER_ENTRY = 64  # the most vectors an entry has in its space (index rows an entry)
-CATCH_UP_ROWS = 10_000  # entries stored since a space's last query read back, else it reloads
+CATCH_UP_ROWS = 10_000  # entries a page of a space's catch-up reads back
 _ROUNDS = 16  # searches of one retrieve at most (each drops what it found gone, or asks more)
 
 
@@ -121,6 +121,7 @@ class ClientSpaces:
         self._state: dict[str, tuple[int, int, int]] = {}
         # one load or catch-up of a space at a time (a later read is never applied first)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key -> (lock, users)
+        self.catch_up_rows = CATCH_UP_ROWS  # entry rows a page of a catch-up reads back
 
     def load(self, key: str) -> Iterator[Chunk]:
         """The rows of the space `key` (blocking: `VectorIndexes.open` runs it in a thread)."""
@@ -149,28 +150,38 @@ class ClientSpaces:
         head, dims, span = state
         if index is None:
             return None, dims, span
-        new, stored = await self.store.client_changes(namespace, head, CATCH_UP_ROWS)
-        if stored is None:  # the log cannot say what changed: read the space again
-            self._drop(key)
-            index = await self.indexes.open(key)
-            head, dims, span = self._state.get(key, (0, dims, 1))
-            return index, dims, span
-        if stored:
-            ids, counts, vecs, places, _expires = await self.store.client_rows_of(
-                stored, space, dims)
-            self.indexes.remove(row_ids(stored, span).tolist(), key)
-            if ids:
-                span = max(span, *counts)
-                groups = [group_of(t, o) for (t, o), c in zip(places, counts) for _ in range(c)]
-                self.indexes.add(key, row_ids(ids, counts).tolist(), vecs, groups,
-                                 [None] * len(groups))
-        self._state[key] = (new, dims, span)
+        while True:
+            upto, stored = await self.store.client_changes(namespace, head, self.catch_up_rows)
+            if stored is None:  # the log cannot say what changed: read the space again
+                self._drop(key)
+                index = await self.indexes.open(key)
+                dims, span = self._state.get(key, (0, dims, 1))[1:]
+                return index, dims, span
+            if stored:
+                ids, counts, vecs, places, _expires = await self.store.client_rows_of(
+                    stored, space, dims)
+                self.indexes.remove(row_ids(stored, span).tolist(), key)
+                if ids:
+                    span = max(span, *counts)
+                    groups = [group_of(t, o) for (t, o), c in zip(places, counts)
+                              for _ in range(c)]
+                    self.indexes.add(key, row_ids(ids, counts).tolist(), vecs, groups,
+                                     [None] * len(groups))
+            self._state[key] = (upto, dims, span)
+            if upto == head:
+                break
+            head = upto
+            await asyncio.sleep(0)  # a page applied: let the connections run
         if len(self._state) > 2 * len(self.indexes.keys()) + 64:  # evicted spaces: forgotten
             keep = set(self.indexes.keys()) | set(self._locks)
             for k in list(self._state):  # in place: a loader thread may be writing its key
                 if k not in keep:
                     self._state.pop(k, None)
-        return self.indexes.get(key), dims, span
+        index = self.indexes.get(key)
+        if index is None:  # evicted while it caught up (others loaded): read it again
+            index = await self.indexes.open(key)
+            dims, span = self._state.get(key, (0, dims, span))[1:]
+        return index, dims, span
 
     def _drop(self, key: str) -> None:
         """Forget the loaded index of `key` (its next `open` reads the store)."""

@@ -85,22 +85,35 @@ def client_space_rows(conn: sqlite3.Connection, namespace: str, space: str, dims
 
 def client_changes(conn: sqlite3.Connection, namespace: str, after: int, limit: int
                    ) -> tuple[int, list[int] | None]:
-    """What changed the client vectors of `namespace` since its change number `after` (the
+    """What changed the client vectors of `namespace` after its change number `after` (the
     change log, `host/store/sqlite/changes.py`: every put logs a `stored` change tied to the
-    rows it wrote): (the newest change number, the ids of the entry rows stored since, at
-    most `limit`). The ids are None when they cannot be told (the log was pruned past
-    `after`, or more than `limit` rows were stored): the reader then reloads the space.
+    rows it wrote), a page at a time: (the change number read up to, the ids of the entry rows
+    stored in the changes after `after` up to it). A page holds about `limit` rows and whole
+    changes only (fewer when the limit falls inside a change; a single larger change comes
+    whole); read from the number returned until it comes back unchanged. The ids are None when
+    the log was pruned past `after` (they cannot be told: the reader reloads the space).
     Deletes are not listed (the rows are gone: the reader drops what it finds gone)."""
     head = changes.head(conn, namespace)
     if head <= after:
-        return head, []
+        return after, []
     if changes.floor(conn, namespace) > after:
         return head, None
-    ids = [r[0] for r in conn.execute(
-        "SELECT DISTINCT k.entry_id FROM changes c JOIN change_keys k ON k.change_id = c.id"
-        " WHERE c.namespace = ? AND c.seq > ? AND c.seq <= ? AND c.op = 'stored' LIMIT ?",
-        (namespace, after, head, limit + 1))]
-    return head, ids if len(ids) <= limit else None
+    rows = conn.execute(
+        "SELECT c.seq, k.entry_id FROM changes c JOIN change_keys k ON k.change_id = c.id"
+        " WHERE c.namespace = ? AND c.seq > ? AND c.seq <= ? AND c.op = 'stored'"
+        " ORDER BY c.seq LIMIT ?", (namespace, after, head, limit + 1)).fetchall()
+    upto = head
+    if len(rows) > limit:
+        upto = int(rows[-1][0])
+        if int(rows[0][0]) != upto:  # the last change may be cut: it comes whole next time
+            upto -= 1
+            rows = [r for r in rows if r[0] <= upto]
+        else:  # one change larger than the limit: read it whole
+            rows = conn.execute(
+                "SELECT c.seq, k.entry_id FROM changes c JOIN change_keys k"
+                " ON k.change_id = c.id WHERE c.namespace = ? AND c.seq = ?",
+                (namespace, upto)).fetchall()
+    return upto, list(dict.fromkeys(int(r[1]) for r in rows))
 
 
 def client_rows_of(conn: sqlite3.Connection, ids: Sequence[int], space: str, dims: int

@@ -343,8 +343,8 @@ class SQLiteEntryStore(Opens):
 
     async def client_changes(self, namespace: str, after: int, limit: int
                              ) -> tuple[int, list[int] | None]:
-        """The newest change number of `namespace` and the entry rows stored since `after`
-        (None: reload; `sqlite.extensions.client_changes`)."""
+        """A page of the entry rows stored in `namespace` after change `after`, with the change
+        number read up to (None: reload; `sqlite.extensions.client_changes`)."""
         return ext.client_changes(self._conn(), namespace, after, limit)
 
     async def client_rows_of(self, ids: Sequence[int], space: str, dims: int
