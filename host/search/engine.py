@@ -49,7 +49,10 @@ from host.search.queries import QueryVectors
 from host.search.vectors import Hits, VectorIndex, VectorIndexes, group_of
 from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
 from host.store.base import (  # the store capabilities the engine reads, declared there
+    ClientSpaceReads,
+    EntryStore,
     KeywordStats,
+    NamespaceVectors,
     Query,
     Scope,
     StoredEntry,
@@ -96,17 +99,23 @@ class SearchEngine:
     """
 
     def __init__(
-        self, store: Any, embedder: Embedder | None, cfg: SearchConfig,
+        self, store: EntryStore, embedder: Embedder | None, cfg: SearchConfig,
         busy: Callable[[], bool] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
         self.store = store
         self.cfg = cfg
-        # shared: the store keeps and searches the vectors (several hosts on one database)
-        self.shared = isinstance(store, VectorSearch)
-        # what the store offers, checked once (a runtime Protocol check inspects every method)
-        self._fetches = self.shared or isinstance(store, VectorStore)
-        self._bm25 = isinstance(store, KeywordStats)
+        # what the store offers (host/store/base.py), checked once: a runtime Protocol check
+        # inspects every method. Shared: the store keeps and searches the vectors (several
+        # hosts on one database); local: the engine searches them in memory
+        self._shared = store if isinstance(store, VectorSearch) else None
+        self._local = store if self._shared is None and isinstance(store, VectorStore) else None
+        self._vectors: VectorSearch | VectorStore | None = (
+            self._shared if self._shared is not None else self._local)
+        self._keywords = store if isinstance(store, KeywordStats) else None
+        self.shared = self._shared is not None
+        self._fetches = self._vectors is not None
+        self._bm25 = self._keywords is not None
         self._prior: asyncio.Future[tuple[float, np.ndarray]] | None = None
         self._busy = busy or (lambda: False)
         self._on_batch = on_batch
@@ -114,20 +123,22 @@ class SearchEngine:
         # embedder) and client space's, each loaded on its first query, within the budget
         self.vectors: VectorIndexes | None = None
         self.spaces: ClientSpaces | None = None
-        if not self.shared and hasattr(store, "namespace_vectors"):
+        self._by_namespace = (store if not self.shared and isinstance(store, NamespaceVectors)
+                              else None)
+        if self._by_namespace is not None:
             self.vectors = VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
                 ann_min_rows=cfg.ann_min_rows if _HAS_ANN else 0,
-                persist_dir=vectors_dir(getattr(store, "path", "")) if _HAS_ANN else None,
+                persist_dir=vectors_dir(self._by_namespace.path) if _HAS_ANN else None,
                 dtype=cfg.vector_dtype)
-            if hasattr(store, "client_space"):
+            if isinstance(store, ClientSpaceReads):
                 self.spaces = ClientSpaces(store, self.vectors)
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Embedder | None, kind: str | None = None) -> None:
         """Search with `embedder` (before `start()`): its index, worker and query thread, and
         the relevance calibration of its `kind` (default: `search.embedder`)."""
-        cfg, store = self.cfg, self.store
+        cfg = self.cfg
         self.embedder = embedder if self._fetches else None
         kind = kind or (cfg.embedder if self.embedder is not None else "none")
         # pair relevance weights: the configured ones, else those fitted for this embedder,
@@ -145,11 +156,14 @@ class SearchEngine:
                 self.embedder, cfg.max_query_chars, cfg.query_cache, cfg.query_batch_chars,
                 cfg.batch_size)
             wbusy, on_batch = self._worker_busy, self._on_batch
-            self.worker = (
-                SharedWorker(store, self.embedder, cfg, busy=wbusy, on_batch=on_batch)
-                if self.shared else
-                LocalWorker(store, self.embedder, cfg, self.index,  # type: ignore[arg-type]
-                            lazy=self.vectors is not None, busy=wbusy, on_batch=on_batch))
+            if self._shared is not None:
+                self.worker = SharedWorker(self._shared, self.embedder, cfg, busy=wbusy,
+                                           on_batch=on_batch)
+            else:
+                assert self._local is not None and self.index is not None
+                self.worker = LocalWorker(self._local, self.embedder, cfg, self.index,
+                                          lazy=self.vectors is not None, busy=wbusy,
+                                          on_batch=on_batch)
 
     def _load(self, key: str) -> Iterator[tuple[list[int], np.ndarray, list[str],
                                                  list[float | None]]]:
@@ -159,9 +173,10 @@ class SearchEngine:
             if self.spaces is not None:
                 yield from self.spaces.load(key)
             return
-        if self.embedder is None:
+        if self.embedder is None or self._by_namespace is None:
             return
-        for ids, vecs, places, expires in self.store.namespace_vectors(key, self.embedder.dim):
+        for ids, vecs, places, expires in self._by_namespace.namespace_vectors(
+                key, self.embedder.dim):
             yield ids, vecs, [group_of(t, o) for t, o in places], expires
 
     def _worker_busy(self) -> bool:
@@ -185,13 +200,13 @@ class SearchEngine:
         """Record the model (re-embedding everything if it changed) and start the background
         worker (unless `worker` is False). No vector is read here: a namespace's load on its
         first query (`self.vectors`), so a host is ready at once whatever it stores."""
-        if self.embedder is None or self.worker is None:
+        if self.embedder is None or self.worker is None or self._vectors is None:
             return
-        if self.shared and not self.store.vectors_available:
+        if self._shared is not None and not self._shared.vectors_available:
             log.warning("the store cannot search vectors (no pgvector): keywords only")
             self.embedder = self.worker = self.queries = None
             return
-        if await self.store.set_vector_model(self.embedder.name, self.embedder.dim):
+        if await self._vectors.set_vector_model(self.embedder.name, self.embedder.dim):
             log.info("embedding model recorded: %s (entries embedded by another model, if any,"
                      " are re-embedded in the background)", self.embedder.name)
         if isinstance(self.worker, LocalWorker):
@@ -259,9 +274,9 @@ class SearchEngine:
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every entry now (the `a2e-host reindex` command)."""
-        if self.embedder is None:
+        if self.embedder is None or self._vectors is None:
             return 0
-        await self.store.requeue_vectors()
+        await self._vectors.requeue_vectors()
         return await self.drain(progress)
 
     # -- the query path ------------------------------------------------------------------
@@ -329,7 +344,8 @@ class SearchEngine:
         prior, docs = await self._background_prior()
         ref = float((docs @ qv.astype(np.float64)).mean())  # the pair relevance's `reference`
         extra = [int(i) for i in self._standouts(hits, prior, ref) if int(i) not in seen]
-        found = await self.store.fetch(scope, q, extra, now) if extra else []
+        assert self._vectors is not None  # vectors took part: the store keeps them
+        found = await self._vectors.fetch(scope, q, extra, now) if extra else []
         stored = kw + found
         sims = await self._similarity(index, qv, [e.id for e in stored])
         return await self._fused(scope, q, now, words, stored, sims, own, qv, index, ref)
@@ -376,7 +392,8 @@ class SearchEngine:
             hit = stored[int(j)]
             assert hit.id is not None
             hits.append((int(hit.id), hit.tier, hit.owner))
-        found = (await self.store.neighbours(scope, q, hits, cfg.neighbour_span, now)
+        assert self._vectors is not None  # called when the store can fetch (`_fused`)
+        found = (await self._vectors.neighbours(scope, q, hits, cfg.neighbour_span, now)
                  if hits else [])
         # a row near several candidates (another candidate, too) links to the best of them
         # (the first in `hits`), at that candidate's distance
@@ -406,10 +423,12 @@ class SearchEngine:
         """The working entries matching `q` and the query, `keyword` set on the store's scale."""
         if working is None or not len(working):
             return []
-        stats = await self.store.keyword_stats(scope, text, q, now)
+        keywords = self._keywords
+        assert keywords is not None  # called for a BM25 store only (`search`)
+        stats = await keywords.keyword_stats(scope, text, q, now)
         if not stats.terms:
             return []
-        return working.scored(q.keys, q.tags, now, self.store.analyse,
+        return working.scored(q.keys, q.tags, now, keywords.analyse,
                               lambda a: bm25(stats, a))
 
     async def _index_of(self, namespace: str) -> Any:
@@ -427,7 +446,8 @@ class SearchEngine:
         if isinstance(index, StoreVectors):
             return index.hits
         groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
-        only = await self.store.allowed_ids(scope, q, now) if q.narrowed else None
+        assert self._local is not None  # an in-memory index: a local store's vectors
+        only = await self._local.allowed_ids(scope, q, now) if q.narrowed else None
         return index.search(qv, self.cfg.fusion_pool, groups, now, only)
 
     async def _shared_vectors(
@@ -439,7 +459,8 @@ class SearchEngine:
         assert self.embedder is not None
         name = self.embedder.name
         also = [int(i) for i in candidates if i is not None]
-        hits = await self.store.nearest_vectors(
+        assert self._shared is not None
+        hits = await self._shared.nearest_vectors(
             scope, q, name, qv, now, self.cfg.fusion_pool, self.cfg.vector_sample, also)
         known = dict(zip(
             hits.ids.tolist(), hits.similarities.astype(np.float64).tolist(), strict=True))
@@ -455,8 +476,8 @@ class SearchEngine:
         if isinstance(index, StoreVectors):
             ask = [int(i) for i in ids if i is not None and int(i) not in index.known]
             if ask:
-                assert self.embedder is not None
-                sims = await self.store.vector_similarity(self.embedder.name, qv, ask)
+                assert self.embedder is not None and self._shared is not None
+                sims = await self._shared.vector_similarity(self.embedder.name, qv, ask)
                 index.known.update(zip(ask, sims.tolist(), strict=True))
         return index.similarity(qv, [-1 if i is None else int(i) for i in ids])  # -1: no row
 

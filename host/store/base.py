@@ -550,6 +550,8 @@ class NamespaceVectors(Protocol):
     engine's in-memory index loads a namespace on its first query (within
     `search.vector_memory_bytes`) instead of every vector at start (SQLite)."""
 
+    path: str  # the database file: the indexes built from it are saved beside it
+
     def namespace_vectors(self, namespace: str, dim: int) -> Iterator[
             tuple[list[int], np.ndarray, list[tuple[str, str]], list[float | None]]]:
         """The stored vectors of `namespace` in batches: (entry ids, (n, dim) float32, the
