@@ -8,6 +8,8 @@ embedder."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -337,3 +339,16 @@ async def test_catch_up_pages_through_the_change_log_and_reloads_past_its_floor(
         await host.store.prune_changes(host.clock() + 1, 0)  # type: ignore[attr-defined]
         await _check(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 2
+
+
+def test_bench_client_vectors_agrees_with_the_scan_on_a_tiny_run() -> None:
+    """scripts/bench_client_vectors.py on 600 entries of 3 vectors, filtered: exit 0, every
+    figure, and the index's pages are the SQL scan's."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_client_vectors.py"
+    done = subprocess.run([sys.executable, str(script), "--entries", "600", "--dims", "16",
+                           "--queries", "5", "--vectors", "3", "--filtered"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for figure in ("baseline", "index (", "the load", "load average"):
+        assert figure in done.stdout
+    assert "same top 10: 5 of 5 queries" in done.stdout

@@ -1,0 +1,131 @@
+"""What a retrieve by client vector costs: the budgeted in-memory index against the SQL scan.
+
+    python scripts/bench_client_vectors.py [--entries 20000] [--dims 384] [--queries 50]
+                                           [--vectors 1] [--filtered]
+
+On a fresh SQLite file in a temporary folder it stores `--entries` entries of one namespace,
+each with `--vectors` random unit vectors of `--dims` values in one space (as the LangGraph
+store writes them), 10 % of them another agent's episodic entries. Then, for the same
+`--queries` query vectors, top 10:
+
+- the baseline, in the same run: the former path, every readable row of the space read back
+  from SQL (`client_vectors`) and scanned in numpy (`nearest`), then the page fetched;
+- the index (`ClientSpaces.search`, the host's path on SQLite): its first retrieve (the space's
+  load), then each query.
+
+Printed: p50/p99 of each, the load's seconds, the index's bytes, whether both return the same
+pages, and the load average (a timing taken above 2 is not a result). `--filtered` adds a tag
+filter (1 % of the entries) to every query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from host.config import load_config  # noqa: E402
+from host.search.client_vectors import nearest  # noqa: E402
+from host.search.engine import SearchEngine  # noqa: E402
+from host.store.base import NewEntry, Query, Scope  # noqa: E402
+from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
+
+SPACE = "bench"
+
+
+def _ms(xs: list[float]) -> str:
+    xs = sorted(xs)
+    p99 = xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+    return f"p50 {statistics.median(xs) * 1e3:8.2f} ms   p99 {p99 * 1e3:8.2f} ms"
+
+
+async def _fill(store: SQLiteEntryStore, n: int, dims: int, per: int, rng: np.random.Generator
+                ) -> None:
+    for first in range(0, n, 500):
+        by_agent: dict[str, list[NewEntry]] = {}
+        for i in range(first, min(first + 500, n)):
+            m = rng.standard_normal((per, dims)).astype(np.float32)
+            m /= np.linalg.norm(m, axis=1, keepdims=True)
+            other = i % 10 == 9
+            e = NewEntry(tier="episodic", key=b'{"k":%d}' % i, content=b'{"i":%d}' % i,
+                         tags=["rare"] if i % 100 == 0 else [], vectors=m.tobytes(),
+                         vector_space=SPACE, dims=dims)
+            by_agent.setdefault("other" if other else "bench", []).append(e)
+        for agent, entries in by_agent.items():
+            got = await store.put(Scope("ns", agent), entries, time.time())
+            assert all(x is None for x in got), got
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--entries", type=int, default=20_000)
+    ap.add_argument("--dims", type=int, default=384)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--vectors", type=int, default=1, help="vectors an entry")
+    ap.add_argument("--filtered", action="store_true", help="a tag filter on every query")
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteEntryStore(Path(tmp) / "bench.db")
+        await store.open()
+        cfg = load_config(None, {"search": {"embedder": "none"}}).search
+        engine = SearchEngine(store, None, cfg)
+        try:
+            t0 = time.perf_counter()
+            await _fill(store, args.entries, args.dims, args.vectors, rng)
+            print(f"stored {args.entries} entries x {args.vectors} vectors of {args.dims}"
+                  f" in {time.perf_counter() - t0:.1f} s")
+            scope = Scope("ns", "bench")
+            q = Query(tiers=("episodic", "semantic"), limit=10,
+                      tags=("rare",) if args.filtered else ())
+            queries = [rng.standard_normal(args.dims) for _ in range(args.queries)]
+            queries = [(v / np.linalg.norm(v)).astype(np.float32) for v in queries]
+            # the baseline: the former path (every readable row from SQL, scanned)
+            scan, pages_scan = [], []
+            for v in queries:
+                t = time.perf_counter()
+                now = time.time()
+                _dims, rows = await store.client_vectors(scope, q, SPACE, now)
+                page = nearest(v, rows, 0.0)[:10]
+                found = await store.fetch(scope, q, [i for _, i in page], now)
+                scan.append(time.perf_counter() - t)
+                assert len(found) == len(page)
+                pages_scan.append([i for _, i in page])
+            # the index
+            spaces = engine.spaces
+            assert spaces is not None and engine.vectors is not None
+            t = time.perf_counter()
+            await spaces.search(scope, q, SPACE, queries[0], time.time())
+            first = time.perf_counter() - t
+            index, pages_index = [], []
+            for v in queries:
+                t = time.perf_counter()
+                got, _total = await spaces.search(scope, q, SPACE, v, time.time())
+                index.append(time.perf_counter() - t)
+                pages_index.append([e.id for _, e in got])
+            same = sum(a == b for a, b in zip(pages_scan, pages_index, strict=True))
+            print(f"baseline (SQL read + numpy scan)   {_ms(scan)}")
+            print(f"index (ClientSpaces.search)        {_ms(index)}")
+            print(f"index's first retrieve (the load)  {first:.2f} s;"
+                  f" index {engine.vectors.nbytes / 2**20:.1f} MiB")
+            print(f"same top 10: {same} of {len(queries)} queries")
+            load = os.getloadavg()[0]
+            print(f"load average {load:.2f}" + ("  (above 2: timings are not a result)"
+                                                if load > 2 else ""))
+        finally:
+            await engine.stop()
+            await store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
