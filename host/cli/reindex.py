@@ -17,6 +17,7 @@ from host.cli._progress import Progress
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
+from host.store.base import VectorQueue
 
 __all__ = ["register"]
 
@@ -27,14 +28,15 @@ async def _reindex(args: argparse.Namespace) -> int:
     if embedder is None:
         print("search.embedder is 'none': there are no vectors to compute")
         return 0
-    store: Any = make_store(config)  # SQLite, or PostgreSQL (claims as a host's worker does)
+    store = make_store(config)  # SQLite, or PostgreSQL (claims as a host's worker does)
+    queue = store if isinstance(store, VectorQueue) else None  # both backends have one
     await store.open()
     engine = SearchEngine(store, embedder, config.search)
     try:
         await engine.start(worker=False)
-        if args.all:
-            await store.requeue_vectors()
-        with Progress("reindex", await store.vector_queue()) as bar:
+        if args.all and queue is not None:
+            await queue.requeue_vectors()
+        with Progress("reindex", await queue.vector_queue() if queue is not None else 0) as bar:
             done = await engine.drain(lambda n, _left: bar.advance(n - bar.done))
     finally:
         await engine.stop()

@@ -14,6 +14,7 @@ import json
 import logging
 import random
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from host.config import LogConfig
@@ -90,8 +91,9 @@ class RequestLog:
     `conn`, `req`, `type`, `duration_ms` and `outcome` ("ok" or the error code), never content.
     """
 
-    def __init__(self, config_of: Any, logger: logging.Logger | None = None) -> None:
-        self._config_of = config_of  # () -> LogConfig, the current one
+    def __init__(self, config_of: Callable[[], LogConfig],
+                 logger: logging.Logger | None = None) -> None:
+        self._config_of = config_of  # the current one
         self.log = logger or logging.getLogger("a2e_host.request")
 
     def __call__(self, conn_id: str, req_id: str, msg_type: str, code: str, seconds: float) -> None:
