@@ -2,8 +2,9 @@
 
 A backend (`host/store/sqlite/store.py`, `host/store/postgres/store.py`) implements `EntryStore`.
 Every optional capability a store may have besides is declared here and only here, as a
-`runtime_checkable` protocol: `StoreExtensions`, `ClientVectors`, `KeywordStats`, `TierCounts`,
-`NotReadyReason`, `AdjustableQuotas`, the vectors (`VectorQueue`; `VectorStore` and
+`runtime_checkable` protocol: `StoreExtensions`, `ClientVectors` (`ClientSpaceReads` when the
+host indexes the client spaces), `KeywordStats`, `TierCounts`, `NotReadyReason`,
+`AdjustableQuotas`, the vectors (`VectorQueue`; `VectorStore`, `NamespaceVectors` and
 `VectorCatchUp` for a store whose vectors the host indexes in memory, `VectorSearch` for one
 that searches them itself), the change log (`ChangeLog`, `ChangeNotices`) and `Browse`. The
 part that uses a capability checks it once, with `isinstance`, where it is given the store
