@@ -432,9 +432,17 @@ class SearchEngine:
                               lambda a: bm25(stats, a))
 
     async def _index_of(self, namespace: str) -> Any:
-        """The in-memory index of `namespace`'s vectors, loaded if it is not (None: none)."""
+        """The in-memory index of `namespace`'s vectors, loaded if it is not (None: none, or
+        its load failed: the query then answers by keywords, and the next one loads again)."""
         assert self.index is not None
-        return self.index.get(namespace) or await self.index.open(namespace)
+        index = self.index.get(namespace)
+        if index is not None:
+            return index
+        try:
+            return await self.index.open(namespace)
+        except Exception:
+            log.exception("vectors of a namespace not loaded: its query answers by keywords")
+            return None
 
     async def _nearest(
         self, scope: Scope, q: Query, qv: np.ndarray, now: float,
