@@ -16,6 +16,11 @@ store writes them), 10 % of them another agent's episodic entries. Then, for the
 Printed: p50/p99 of each, the load's seconds, the index's bytes, whether both return the same
 pages, and the load average (a timing taken above 2 is not a result). `--filtered` adds a tag
 filter (1 % of the entries) to every query.
+
+`--host-vectors N` measures a start over N stored vectors of the host's embedder instead (random
+unit vectors of `--dims` written as the worker writes them, in `--namespaces` namespaces): the
+former start, every vector read into memory (the baseline, in the same run), against the start
+now (no vector read) and the first query's load of one namespace.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from host.config import load_config  # noqa: E402
 from host.search.client_vectors import nearest  # noqa: E402
 from host.search.engine import SearchEngine  # noqa: E402
+from host.search.vectors import VectorIndexes  # noqa: E402
+from host.search.worker import LocalWorker  # noqa: E402
 from host.store.base import NewEntry, Query, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 
@@ -65,6 +72,58 @@ async def _fill(store: SQLiteEntryStore, n: int, dims: int, per: int, rng: np.ra
             assert all(x is None for x in got), got
 
 
+class _Model:
+    """The name and dimension the worker records and reads (no text is embedded here)."""
+
+    def __init__(self, dim: int) -> None:
+        self.name = f"bench-random-{dim}"
+        self.dim = dim
+
+
+async def _host_vectors(store: SQLiteEntryStore, n: int, dims: int, namespaces: int,
+                        rng: np.random.Generator) -> None:
+    cfg = load_config(None, {"search": {"embedder": "none"}}).search
+    model = _Model(dims)
+    await store.set_vector_model(model.name, dims)
+    t0 = time.perf_counter()
+    for first in range(0, n, 500):
+        ns = f"ns{first * namespaces // n}"
+        await store.put(Scope(ns, "bench"), [
+            NewEntry(tier="semantic", key=b'{"k":%d}' % i, content=b'"text %d"' % i)
+            for i in range(first, min(first + 500, n))], time.time())
+        rows = []
+        for p, _digest in await store.pending_vectors(500):
+            v = rng.standard_normal(dims).astype(np.float32)
+            rows.append((p.id, p.text, (v / np.linalg.norm(v)).tobytes()))
+        await store.write_vectors(rows)
+    print(f"stored {n} host vectors of {dims} in {namespaces} namespaces"
+          f" in {time.perf_counter() - t0:.1f} s")
+    # the baseline: the former start, every stored vector read into memory
+    eager = LocalWorker(store, model, cfg, VectorIndexes(dims))  # type: ignore[arg-type]
+    t = time.perf_counter()
+    await asyncio.to_thread(eager.load)
+    before = time.perf_counter() - t
+    # now: the start reads no vector; a namespace loads on its first query
+    engine = SearchEngine(store, None, cfg)
+    assert engine.vectors is not None
+    lazy = LocalWorker(store, model, cfg, engine.vectors, lazy=True)  # type: ignore[arg-type]
+    t = time.perf_counter()
+    await asyncio.to_thread(lazy.load)
+    now = time.perf_counter() - t
+    engine.embedder = model  # type: ignore[assignment]  # the loader reads its dimension
+    t = time.perf_counter()
+    await engine.vectors.open("no such namespace")  # the first open imports the ANN library
+    warm = time.perf_counter() - t
+    t = time.perf_counter()
+    index = await engine.vectors.open("ns0")
+    first = time.perf_counter() - t
+    print(f"former start (every vector read)   {before:8.3f} s  ({len(eager.index)} vectors,"
+          f" {sum(ix.nbytes for ix in eager.index._indexes.values()) / 2**20:.0f} MiB)")
+    print(f"start now (no vector read)         {now:8.3f} s")
+    print(f"first query's load of ns0          {first:8.3f} s  ({len(index or [])} vectors;"
+          f" the process's first open, of an empty namespace, {warm:.3f} s)")
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--entries", type=int, default=20_000)
@@ -72,11 +131,21 @@ async def main() -> int:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--vectors", type=int, default=1, help="vectors an entry")
     ap.add_argument("--filtered", action="store_true", help="a tag filter on every query")
+    ap.add_argument("--host-vectors", type=int, default=0,
+                    help="measure a start over this many host vectors instead")
+    ap.add_argument("--namespaces", type=int, default=10, help="with --host-vectors")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteEntryStore(Path(tmp) / "bench.db")
         await store.open()
+        if args.host_vectors:
+            try:
+                await _host_vectors(store, args.host_vectors, args.dims, args.namespaces, rng)
+            finally:
+                await store.close()
+            _print_load()
+            return 0
         cfg = load_config(None, {"search": {"embedder": "none"}}).search
         engine = SearchEngine(store, None, cfg)
         try:
@@ -118,13 +187,17 @@ async def main() -> int:
             print(f"index's first retrieve (the load)  {first:.2f} s;"
                   f" index {engine.vectors.nbytes / 2**20:.1f} MiB")
             print(f"same top 10: {same} of {len(queries)} queries")
-            load = os.getloadavg()[0]
-            print(f"load average {load:.2f}" + ("  (above 2: timings are not a result)"
-                                                if load > 2 else ""))
+            _print_load()
         finally:
             await engine.stop()
             await store.close()
     return 0
+
+
+def _print_load() -> None:
+    load = os.getloadavg()[0]
+    print(f"load average {load:.2f}" + ("  (above 2: timings are not a result)"
+                                        if load > 2 else ""))
 
 
 if __name__ == "__main__":
