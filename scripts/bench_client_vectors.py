@@ -18,7 +18,8 @@ pages, and the load average (a timing taken above 2 is not a result). `--filtere
 filter (1 % of the entries) to every query.
 
 `--host-vectors N` measures a start over N stored vectors of the host's embedder instead (random
-unit vectors of `--dims` written as the worker writes them, in `--namespaces` namespaces): the
+unit vectors of `--dims` written as the worker writes them, in `--namespaces` namespaces of
+consecutive batches of 500): the
 former start, every vector read into memory (the baseline, in the same run), against the start
 now (no vector read) and the first query's load of one namespace.
 """

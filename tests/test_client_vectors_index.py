@@ -355,12 +355,12 @@ def test_bench_client_vectors_agrees_with_the_scan_on_a_tiny_run() -> None:
 
 
 def test_bench_client_vectors_times_a_start_over_host_vectors_on_a_tiny_run() -> None:
-    """scripts/bench_client_vectors.py --host-vectors on 1,200 vectors in 3 namespaces: exit 0,
+    """scripts/bench_client_vectors.py --host-vectors on 1,500 vectors in 3 namespaces: exit 0,
     the former start read every vector, the start now none, the first query one namespace."""
     script = Path(__file__).resolve().parent.parent / "scripts" / "bench_client_vectors.py"
-    done = subprocess.run([sys.executable, str(script), "--host-vectors", "1200", "--dims",
+    done = subprocess.run([sys.executable, str(script), "--host-vectors", "1500", "--dims",
                            "16", "--namespaces", "3"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "(1200 vectors," in done.stdout and "(400 vectors;" in done.stdout
+    assert "(1500 vectors," in done.stdout and "(500 vectors;" in done.stdout
     assert "start now (no vector read)" in done.stdout and "load average" in done.stdout
