@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from host.text.keyword import pair_coverage, term_weights
-from host.text.searchable import stored_text
+from host.text.keyword import Coverage, term_weights
+from host.text.searchable import EntryTerms
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
@@ -142,7 +142,7 @@ def fused_z(
         out[has_vec] = (keyword_weight * zk[has_vec] + vector_weight * zv[has_vec]) / both
         alone = vector_weight + NO_TERM_SHARE * keyword_weight
         none = has_vec & (kw <= 0)
-        if alone > 0 and none.any():
+        if vector_weight > 0 and none.any():
             out[none] = np.maximum(out[none], zv[none] * (vector_weight / alone))
     if keyword_weight > 0:
         out[~has_vec] = zk[~has_vec]
@@ -157,13 +157,19 @@ def fuse(
     return _logistic(fused_z(keyword, vector, keyword_weight, vector_weight, basis))
 
 
-def coverages(query: str, entries: Sequence[StoredEntry]) -> np.ndarray:
-    """`pair_coverage` of the query's content terms in each entry's searchable text."""
+def coverages(query: str, entries: Sequence[StoredEntry], terms: EntryTerms | None = None
+              ) -> np.ndarray:
+    """`pair_coverage` of the query's content terms in each entry's searchable text (from its
+    stems, kept for the next queries in `terms`, by default the process's `_TERMS`)."""
     weights = term_weights(query)
     if not weights:
         return np.zeros(len(entries))
-    return np.array([pair_coverage(weights, stored_text(e.content, e.tags, e.key))
-                     for e in entries], dtype=np.float64)
+    of, held = Coverage(weights).of, (_TERMS if terms is None else terms).get
+    return np.array([of(held(e.content, e.tags, e.key)) for e in entries], dtype=np.float64)
+
+
+# the stems of the candidates of recent queries (bounded: host.text.searchable.EntryTerms)
+_TERMS = EntryTerms()
 
 
 def pair_features(cosine: np.ndarray, coverage: np.ndarray, reference: float = 0.0

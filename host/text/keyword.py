@@ -17,8 +17,8 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["COMMON_WORDS", "STOP_WORDS", "coverage", "fts_match_expression", "pair_coverage",
-           "query_terms", "stem", "term_weights", "tokens"]
+__all__ = ["COMMON_WORDS", "STOP_WORDS", "Coverage", "coverage", "fts_match_expression",
+           "pair_coverage", "query_terms", "stem", "stems", "term_weights", "tokens"]
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -49,9 +49,30 @@ def _fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+class _TokenChars(dict[int, str]):
+    """`str.translate` table of the tokeniser: each character to its folded form (`_fold`) with
+    every character that is not a letter or digit as a space, so that `split()` gives the
+    tokens `_TOKEN` finds in the folded text (a character's fold is its own: case folding and
+    NFKD decompose character by character, and the combining marks that canonical ordering
+    could move are dropped). Filled as characters are met, at most `MAX` of them kept."""
+
+    MAX = 65536
+
+    def __missing__(self, c: int) -> str:
+        out = "".join(x if x.isalnum() else " " for x in _fold(chr(c)))
+        if len(self) < self.MAX:
+            self[c] = out
+        return out
+
+
+_TOKEN_CHARS = _TokenChars()
+for _c in range(128):
+    _TOKEN_CHARS[_c]  # noqa: B018 - the ASCII characters, filled at import
+
+
 def tokens(text: str) -> list[str]:
     """The tokens of `text`, in order, case-folded and without diacritics."""
-    return _TOKEN.findall(_fold(text))
+    return text.translate(_TOKEN_CHARS).split()
 
 
 def query_terms(query: str) -> tuple[str, ...]:
@@ -107,6 +128,45 @@ def pair_coverage(weights: dict[str, float], text: str) -> float:
         return 0.0
     folded = _fold(text)
     return sum(w for t, w in weights.items() if _holds(folded, t)) / total
+
+
+class _Stems(dict[str, str]):
+    """token -> `stem`, looked up at C speed by `stems`; at most `MAX` tokens kept."""
+
+    MAX = 65536
+
+    def __missing__(self, token: str) -> str:
+        out = stem(token)
+        if len(self) < self.MAX:
+            self[token] = out
+        return out
+
+
+_STEM_OF = _Stems()
+
+
+def stems(text: str) -> frozenset[str]:
+    """The `stem` of every token of `text`: `pair_coverage(weights, text)` is the weighted
+    share of the weights' terms among them (`Coverage.of`), which a caller can keep per text."""
+    return frozenset(map(_STEM_OF.__getitem__, tokens(text)))
+
+
+class Coverage:
+    """`pair_coverage` of one query's `term_weights` over many texts' `stems`: the same
+    result, a set lookup a term."""
+
+    __slots__ = ("_terms", "_total", "_weight")
+
+    def __init__(self, weights: dict[str, float]) -> None:
+        self._weight = weights.__getitem__
+        self._terms = frozenset(weights)
+        self._total = sum(weights.values())
+
+    def of(self, held: frozenset[str]) -> float:
+        """The weighted share of the query's terms among the text's stems `held`."""
+        if self._total <= 0:
+            return 0.0
+        return sum(map(self._weight, self._terms.intersection(held))) / self._total
 
 
 def _holds(folded: str, term: str) -> bool:
