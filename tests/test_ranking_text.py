@@ -136,3 +136,15 @@ def test_a_neighbour_less_similar_than_the_candidates_is_not_lifted() -> None:
     assert 13 in ids and 14 not in ids
     by_id = {e.id: e for e in got}
     assert by_id[13].fused > by_id[11].fused and by_id[13].fused > by_id[12].fused
+
+
+def test_long_tokens_are_stemmed_but_not_kept() -> None:
+    """A token longer than MAX_KEPT_TOKEN is stemmed like any other but no cache holds it (a
+    client's megabyte-long word would otherwise stay in memory)."""
+    from host.text import keyword
+    word = "x" * 5000 + "ing"
+    assert keyword.stem(word) == "x" * 5000
+    assert keyword.stems(f"a {word} b") == frozenset({"a", "x" * 5000, "b"})
+    assert word not in keyword._STEM_OF
+    keyword.stems("some running words")
+    assert "running" in keyword._STEM_OF

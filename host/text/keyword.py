@@ -90,10 +90,16 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
     return sum(1 for t in terms if t in present) / len(terms)
 
 
-@functools.lru_cache(maxsize=65536)
+MAX_KEPT_TOKEN = 64  # longer tokens' stems are not cached (a cache entry holds its token)
+
+
 def stem(token: str) -> str:
     """A light English stem of a token (plurals, -ing, -ed), the same for query and entry:
     "lives" and "live", "lessons" and "lesson" meet. Numbers and short tokens stay as they are."""
+    return _stem_kept(token) if len(token) <= MAX_KEPT_TOKEN else _stem(token)
+
+
+def _stem(token: str) -> str:
     n = len(token)
     if n <= 3 or not token.isalpha():
         return token
@@ -108,6 +114,9 @@ def stem(token: str) -> str:
     elif token.endswith("ed") and n > 4:
         token = token[:-2]
     return token[:-1] if token.endswith("e") and len(token) > 3 else token
+
+
+_stem_kept = functools.lru_cache(maxsize=65536)(_stem)
 
 
 def term_weights(query: str) -> dict[str, float]:
@@ -131,13 +140,14 @@ def pair_coverage(weights: dict[str, float], text: str) -> float:
 
 
 class _Stems(dict[str, str]):
-    """token -> `stem`, looked up at C speed by `stems`; at most `MAX` tokens kept."""
+    """token -> `stem`, looked up at C speed by `stems`; at most `MAX` tokens kept, none
+    longer than `MAX_KEPT_TOKEN`."""
 
     MAX = 65536
 
     def __missing__(self, token: str) -> str:
         out = stem(token)
-        if len(self) < self.MAX:
+        if len(self) < self.MAX and len(token) <= MAX_KEPT_TOKEN:
             self[token] = out
         return out
 

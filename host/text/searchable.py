@@ -58,9 +58,9 @@ class EntryTerms:
     """The `stems` of entries' `stored_text`, kept for the entries read again: a query's
     candidates are largely the last query's, and decoding, tokenising and stemming their text
     was most of the ranking's CPU. Held by what the entry is (content, tags, key), so an entry
-    that changed is read anew. Bounded: at most `max_bytes` counted as the content, tags and
-    key held plus `STEM_BYTES` a stem, the whole emptied when that is reached; an entry over a
-    tenth of it is not kept. Thread-safe."""
+    that changed is read anew. Bounded: at most `max_bytes`, counted as the content, tags and
+    key held (twice: their stems' characters too) plus `STEM_BYTES` a stem, the whole emptied
+    when that is reached; an entry over a tenth of it is not kept. Thread-safe."""
 
     STEM_BYTES = 64  # a stem's slot in its set, counted generously (the strings are shared)
 
@@ -78,7 +78,9 @@ class EntryTerms:
         if got is not None:
             return got
         held = stems(stored_text(content, tags, key))
-        size = len(content) + len(key) + sum(map(len, tags)) + self.STEM_BYTES * len(held)
+        # the stems' own characters are at most the text's: counted as the text twice over
+        size = (2 * (len(content) + len(key) + sum(map(len, tags)))
+                + self.STEM_BYTES * len(held))
         if size * 10 <= self.max_bytes:
             with self._lock:
                 if self._bytes + size > self.max_bytes:
