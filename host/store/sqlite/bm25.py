@@ -100,28 +100,36 @@ def score_rows(
 ) -> list[tuple[float, int, str]]:
     """(BM25, rowid, highlighted text) of each (rowid, `highlight()` text, docsize record) row,
     by `host.text.bm25.bm25`'s formula with `stats` (the same sums, in the same order; inlined:
-    a query scores up to `search.max_keyword_matches` rows)."""
+    a query scores up to `search.max_keyword_matches` rows). A row's score depends only on its
+    marked spans and its docsize record: rows alike (most, for short texts: one span, the same
+    length) are scored once a query, the others take the same float."""
     n = stats.rows
     avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
     idf = [max(math.log((n - h + 0.5) / (h + 0.5)) if n > 0 else 0.0, 1e-6) for h in stats.hits]
     terms = list(zip(stats.terms, idf, strict=True))
     k1, b, k1p1 = K1, B, K1 + 1.0
     findall = _MARKED.findall
-    out = []
+    seen: dict[tuple[tuple[str, ...], bytes], float] = {}
+    out: list[tuple[float, int, str]] = []
+    append = out.append
     for rowid, hl, docsize in rows:
-        tf: dict[str, int] = {}
-        for span in findall(hl):
-            for s in stems(span):
-                tf[s] = tf.get(s, 0) + 1
-        d = (docsize[0] + docsize[1] if len(docsize) == 2 and docsize[0] < 0x80
-             and docsize[1] < 0x80 else row_length(docsize))
-        norm = k1 * (1.0 - b + b * d / avgdl)
-        score = 0.0
-        for term, w in terms:
-            f = tf.get(term, 0)
-            if f:
-                score += w * f * k1p1 / (f + norm)
-        out.append((score, rowid, hl))
+        key = (tuple(findall(hl)), docsize)
+        score = seen.get(key)
+        if score is None:
+            tf: dict[str, int] = {}
+            for span in key[0]:
+                for s in stems(span):
+                    tf[s] = tf.get(s, 0) + 1
+            d = (docsize[0] + docsize[1] if len(docsize) == 2 and docsize[0] < 0x80
+                 and docsize[1] < 0x80 else row_length(docsize))
+            norm = k1 * (1.0 - b + b * d / avgdl)
+            score = 0.0
+            for term, w in terms:
+                f = tf.get(term, 0)
+                if f:
+                    score += w * f * k1p1 / (f + norm)
+            seen[key] = score
+        append((score, rowid, hl))
     return out
 
 
