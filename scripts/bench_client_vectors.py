@@ -132,6 +132,8 @@ async def main() -> int:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--vectors", type=int, default=1, help="vectors an entry")
     ap.add_argument("--filtered", action="store_true", help="a tag filter on every query")
+    ap.add_argument("--ann-min-rows", type=int, default=50_000,
+                    help="search.ann_min_rows (rows from which a space is approximate)")
     ap.add_argument("--host-vectors", type=int, default=0,
                     help="measure a start over this many host vectors instead")
     ap.add_argument("--namespaces", type=int, default=10, help="with --host-vectors")
@@ -147,7 +149,8 @@ async def main() -> int:
                 await store.close()
             _print_load()
             return 0
-        cfg = load_config(None, {"search": {"embedder": "none"}}).search
+        cfg = load_config(None, {"search": {"embedder": "none",
+                                            "ann_min_rows": args.ann_min_rows}}).search
         engine = SearchEngine(store, None, cfg)
         try:
             t0 = time.perf_counter()
@@ -183,11 +186,16 @@ async def main() -> int:
                 index.append(time.perf_counter() - t)
                 pages_index.append([e.id for _, e in got])
             same = sum(a == b for a, b in zip(pages_scan, pages_index, strict=True))
+            recall = (sum(len(set(a) & set(b)) for a, b in zip(pages_scan, pages_index,
+                                                               strict=True))
+                      / max(1, sum(len(a) for a in pages_scan)))
             print(f"baseline (SQL read + numpy scan)   {_ms(scan)}")
             print(f"index (ClientSpaces.search)        {_ms(index)}")
             print(f"index's first retrieve (the load)  {first:.2f} s;"
                   f" index {engine.vectors.nbytes / 2**20:.1f} MiB")
-            print(f"same top 10: {same} of {len(queries)} queries")
+            kind = engine.vectors.stats()["ann_keys"] and "approximate" or "exact"
+            print(f"same top 10: {same} of {len(queries)} queries; recall@10 {recall:.3f}"
+                  f" ({kind} index)")
             _print_load()
         finally:
             await engine.stop()
