@@ -118,8 +118,8 @@ def test_a_candidate_sharing_no_term_is_judged_on_its_cosine() -> None:
 
 def test_a_neighbour_less_similar_than_the_candidates_is_not_lifted() -> None:
     """Of the two entries written next to a strong match, the one whose cosine is above the
-    candidates' mean is lifted next to it; the one below is not lifted, and, brought in only as
-    a neighbour, is dropped."""
+    candidates' mean (blended with the query's reference similarity) is lifted next to it; the
+    one below is not lifted, and, brought in only as a neighbour, is dropped."""
     cfg = SearchConfig()
     texts = ["Do you play any instruments?", "Other talk", "More talk", "Yes, the clarinet!",
              "That's a gorgeous song."]
@@ -148,3 +148,18 @@ def test_long_tokens_are_stemmed_but_not_kept() -> None:
     assert word not in keyword._STEM_OF
     keyword.stems("some running words")
     assert "running" in keyword._STEM_OF
+
+
+def test_among_a_few_candidates_the_floor_leans_on_the_reference() -> None:
+    """With two candidates (a match at 0.58, a keyword hit at 0.07) the reply written after the
+    match (0.19) is above the floor, though below the two's mean; with a hundred candidates the
+    floor is nearly their mean."""
+    from host.search.ranking import NEIGHBOUR_PRIOR_ROWS, neighbour_floor
+    two = np.array([0.58, 0.07, 0.19])
+    basis = np.array([True, True, False])
+    assert neighbour_floor(two, 0.05, basis) == pytest.approx(
+        (0.65 + NEIGHBOUR_PRIOR_ROWS * 0.05) / (2 + NEIGHBOUR_PRIOR_ROWS))
+    assert neighbour_floor(two, 0.05, basis) < 0.19 < two[basis].mean()
+    many = np.linspace(0.1, 0.5, 100)
+    assert neighbour_floor(many, 0.05) == pytest.approx(many.mean(), abs=0.03)
+    assert neighbour_floor(np.array([np.nan]), 0.05) == pytest.approx(0.05)

@@ -33,8 +33,9 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
 3. **neighbours**: an entry written within `neighbour_span` rows of a candidate that stands out
    (z above 0) and whose relevance reaches `neighbour_min` orders at least at that candidate's
    order times `neighbour_weight` ** distance (the reply written right after a matching
-   question), unless its own cosine is below the candidates' mean. Its relevance stays its
-   own: standing next to a match passes no `min_score`.
+   question), unless its own cosine is below the candidates' mean (blended with the query's
+   reference similarity: `neighbour_floor`). Its relevance stays its own: standing next to a
+   match passes no `min_score`.
 4. the combined score of `host.search.rank` (relevance weight on `fused`, importance, recency)
    orders the reply; `min_score` filters on relevance.
 
@@ -58,8 +59,8 @@ if TYPE_CHECKING:
     from host.config import SearchConfig
     from host.store.base import StoredEntry
 
-__all__ = ["CALIBRATIONS", "FEATURES", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
-           "orders", "pair_features", "pair_relevance", "score", "zscores"]
+__all__ = ["CALIBRATIONS", "FEATURES", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
+           "neighbour_floor", "orders", "pair_features", "pair_relevance", "score", "zscores"]
 
 # The inputs of the pair relevance, in the order of `search.calibration`'s weights (after its
 # bias): the cosine similarity and the query's mean cosine to `REFERENCE_TEXTS` (both 0 without
@@ -92,6 +93,8 @@ REFERENCE_QUERIES = (
 # the vector weight plus this share of the keyword weight, when that is more than the mean of
 # both: a paraphrase shares no word by definition (docs/search.md, "Ranking").
 NO_TERM_SHARE = 0.6
+# Pseudo-candidates at the query's reference similarity in `neighbour_floor`.
+NEIGHBOUR_PRIOR_ROWS = 10.0
 
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
@@ -119,7 +122,6 @@ def zscores(values: np.ndarray, basis: np.ndarray | None = None) -> np.ndarray:
 def fused_z(
     keyword: np.ndarray, vector: np.ndarray, keyword_weight: float = 1.0,
     vector_weight: float = 1.0, basis: np.ndarray | None = None,
-    zv: np.ndarray | None = None,
 ) -> np.ndarray:
     """How far each candidate stands out among the query's: the weighted mean of its BM25 and
     cosine z-scores (its keyword z-score alone without a vector; 0 with both weights 0).
@@ -127,14 +129,13 @@ def fused_z(
     `vector_weight + NO_TERM_SHARE * keyword_weight`: sharing no word with the question is
     not counted as strongly against it as a match counts for another (a paraphrase shares
     none). With `basis`, each signal is standardised by the basis candidates' mean and
-    deviation; `zv`: the cosine z-scores, when the caller has them."""
+    deviation."""
     kw = np.asarray(keyword, dtype=np.float64)
     vec = np.asarray(vector, dtype=np.float64)
     if kw.shape != vec.shape:
         raise ValueError(f"keyword and vector differ in length: {kw.shape} vs {vec.shape}")
     zk = np.nan_to_num(zscores(kw, basis))
-    if zv is None:
-        zv = zscores(vec, basis)
+    zv = zscores(vec, basis)
     has_vec = np.isfinite(zv)
     out = np.zeros(kw.shape, dtype=np.float64)
     both = keyword_weight + vector_weight
@@ -202,19 +203,31 @@ def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
 def orders(
     entries: Sequence[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
     weights: Sequence[float], reference: float = 0.0, basis: np.ndarray | None = None,
-    cov: np.ndarray | None = None, zv: np.ndarray | None = None,
+    cov: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, relevance, z) of each candidate, steps 1 and 2 (no neighbours); without
     `weights` the order is z and the relevance its logistic. `cov`: the candidates'
-    `coverages`, `zv` their cosine z-scores, when the caller has them."""
+    `coverages`, when the caller has them."""
     keyword = np.array([e.keyword or 0.0 for e in entries])
-    z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis, zv)
+    z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
     if not weights:
         return z, _logistic(z), z
     if cov is None:
         cov = coverages(query, entries)
     rel = pair_relevance(sims, cov, weights, reference)
     return z + cfg.pair_weight * rel, rel, z
+
+
+def neighbour_floor(sims: np.ndarray, reference: float, basis: np.ndarray | None = None
+                    ) -> float:
+    """The cosine a neighbour needs to be lifted: the mean cosine of the (`basis`) candidates,
+    blended with the query's `reference` similarity as `NEIGHBOUR_PRIOR_ROWS` more candidates
+    (among a few candidates their mean says little: two of them, a match at 0.58 and a keyword
+    hit at 0.07, would hold back the reply to the match at 0.19)."""
+    have = np.isfinite(sims) if basis is None else np.isfinite(sims) & basis
+    n = int(have.sum())
+    return (float(sims[have].sum()) + NEIGHBOUR_PRIOR_ROWS * reference) / (
+        n + NEIGHBOUR_PRIOR_ROWS)
 
 
 def score(
@@ -238,17 +251,17 @@ def score(
     if added:
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
-    zv = zscores(sims, basis)
-    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov, zv)
+    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov)
     if links:
         pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
         lifted = order.copy()
+        floor = neighbour_floor(sims, reference, basis)
         for n, (h, d) in links.items():
             jn, jh = pos.get(n), pos.get(h)
             # the candidate stands out and matches; the neighbour is not less similar to the
-            # query than the candidates' mean (one without a vector yet is not judged)
+            # query than `neighbour_floor` (one without a vector yet is not judged)
             if (jn is not None and jh is not None and z[jh] > 0 and order[jh] > 0
-                    and rel[jh] >= cfg.neighbour_min and not zv[jn] < 0):
+                    and rel[jh] >= cfg.neighbour_min and not sims[jn] < floor):
                 lifted[jn] = max(lifted[jn], order[jh] * cfg.neighbour_weight ** d)
         keep = np.ones(len(entries), dtype=bool)
         keep[first:first + added] = lifted[first:first + added] > order[first:first + added]
