@@ -28,8 +28,8 @@ from collections.abc import Iterable
 
 from host.text.bm25 import K1, Analysis, B, Bm25Stats
 
-__all__ = ["TOKENIZER", "analyse", "namespace_stats", "row_length", "score_rows", "stems",
-           "MARK_OPEN", "MARK_CLOSE"]
+__all__ = ["TOKENIZER", "Scorer", "analyse", "docsize_length", "namespace_stats", "row_length",
+           "score_rows", "stems", "MARK_OPEN", "MARK_CLOSE"]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
 MARK_OPEN, MARK_CLOSE = "\x01", "\x02"  # highlight() around each matched span
@@ -95,41 +95,62 @@ def analyse(text: str) -> Analysis:
     return Analysis(terms, sum(terms.values()) + 1)
 
 
+class Scorer:
+    """BM25 of a row from its term counts and its length, by `host.text.bm25.bm25`'s formula
+    with `stats` (the same sums, in the same order, so the same float; inlined: a query scores
+    up to `search.max_keyword_matches` rows)."""
+
+    __slots__ = ("_terms", "_avgdl")
+
+    def __init__(self, stats: Bm25Stats) -> None:
+        n = stats.rows
+        self._avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
+        idf = [max(math.log((n - h + 0.5) / (h + 0.5)) if n > 0 else 0.0, 1e-6)
+               for h in stats.hits]
+        self._terms = list(zip(stats.terms, idf, strict=True))
+
+    def score(self, tf: dict[str, int], d: int) -> float:
+        """BM25 of a row of length `d` (in tokens, as `row_length` counts) holding each query
+        term (index form) `tf[term]` times."""
+        k1p1 = K1 + 1.0
+        norm = K1 * (1.0 - B + B * d / self._avgdl)
+        score = 0.0
+        for term, w in self._terms:
+            f = tf.get(term, 0)
+            if f:
+                score += w * f * k1p1 / (f + norm)
+        return score
+
+
+def docsize_length(docsize: bytes) -> int:
+    """`row_length`, with the usual record of two one-byte varints read inline."""
+    if len(docsize) == 2 and docsize[0] < 0x80 and docsize[1] < 0x80:
+        return docsize[0] + docsize[1]
+    return row_length(docsize)
+
+
 def score_rows(
     stats: Bm25Stats, rows: Iterable[tuple[int, str, bytes]]
 ) -> list[tuple[float, int, str]]:
-    """(BM25, rowid, highlighted text) of each (rowid, `highlight()` text, docsize record) row,
-    by `host.text.bm25.bm25`'s formula with `stats` (the same sums, in the same order; inlined:
-    a query scores up to `search.max_keyword_matches` rows). A row's score depends only on its
-    marked spans and its docsize record: rows alike (most, for short texts: one span, the same
-    length) are scored once a query, the others take the same float."""
-    n = stats.rows
-    avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
-    idf = [max(math.log((n - h + 0.5) / (h + 0.5)) if n > 0 else 0.0, 1e-6) for h in stats.hits]
-    terms = list(zip(stats.terms, idf, strict=True))
-    k1, b, k1p1 = K1, B, K1 + 1.0
+    """(BM25, rowid, highlighted text) of each (rowid, `highlight()` text, docsize record) row
+    (`Scorer`; a row's term counts are its marked spans, each stemmed as the index stems). A
+    row's score depends only on its marked spans and its docsize record: rows alike (most, for
+    short texts: one span, the same length) are scored once a query."""
+    score = Scorer(stats).score
     findall = _MARKED.findall
     seen: dict[tuple[tuple[str, ...], bytes], float] = {}
     out: list[tuple[float, int, str]] = []
     append = out.append
     for rowid, hl, docsize in rows:
         key = (tuple(findall(hl)), docsize)
-        score = seen.get(key)
-        if score is None:
+        got = seen.get(key)
+        if got is None:
             tf: dict[str, int] = {}
             for span in key[0]:
                 for s in stems(span):
                     tf[s] = tf.get(s, 0) + 1
-            d = (docsize[0] + docsize[1] if len(docsize) == 2 and docsize[0] < 0x80
-                 and docsize[1] < 0x80 else row_length(docsize))
-            norm = k1 * (1.0 - b + b * d / avgdl)
-            score = 0.0
-            for term, w in terms:
-                f = tf.get(term, 0)
-                if f:
-                    score += w * f * k1p1 / (f + norm)
-            seen[key] = score
-        append((score, rowid, hl))
+            got = seen[key] = score(tf, docsize_length(docsize))
+        append((got, rowid, hl))
     return out
 
 

@@ -39,6 +39,7 @@ from host.text.searchable import stored_text
 
 __all__ = [
     "GC_BATCH",
+    "INDEX_BUDGET",
     "Quotas",
     "collect_expired",
     "find_entries",
@@ -54,7 +55,15 @@ __all__ = [
 _decode = msgspec.json.decode
 _encode_tags = msgspec.json.Encoder().encode
 _tags_decoder = msgspec.json.Decoder(list[str])
+_ids_encoder = msgspec.json.Encoder()
 
+
+def _encode_ids(ids: list[int]) -> str:
+    """`ids` as a JSON array, for `json_each(?)` (text: a BLOB would be read as JSONB)."""
+    return _ids_encoder.encode(ids).decode()
+
+
+INDEX_BUDGET = 4000  # index rows `_scored_by_index` reads at most (see `search_entries`)
 GC_BATCH = 1000  # expired entries `collect_expired` deletes at most a call (one transaction)
 
 _COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
@@ -219,6 +228,7 @@ def search_entries(
     candidates: int,
     max_term_docs: int = 0,
     max_matches: int = 0,
+    index_budget: int = INDEX_BUDGET,
 ) -> list[StoredEntry]:
     """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
     (the share of terms present), and `id` and `keyword` (BM25, higher is better).
@@ -231,12 +241,23 @@ def search_entries(
     With `max_term_docs` > 0, terms found in more readable entries than that are left out (see
     `selective_terms`). With `max_matches` > 0, only the newest `max_matches` readable entries
     that match are scored: a query whose terms are all common matched ~37,000 of 100,000
-    entries (150-250 ms under load; ~20 ms with 4,000 scored)."""
+    entries (150-250 ms under load; ~20 ms with 4,000 scored).
+
+    When the kept terms are in at most `index_budget` (and `max_matches`) rows of the whole
+    index and the search matches without the scope token (`_Layout`), the rows are scored from
+    the index alone (`_scored_by_index`: the same scores and order, without reading the rows
+    that do not make the top `candidates`); 0: never."""
     layout = _layout(conn, scope_token(scope.namespace)) if terms else _Layout(True)
     kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs, layout)
     if not kept:
         return []
     where, params = _where(scope, q, now)
+    if not layout.scoped and index_budget > 0:
+        found = _scored_by_index(conn, kept, stats, where, params, candidates,
+                                 min(max_matches, index_budget) if max_matches > 0
+                                 else index_budget)
+        if found is not None:
+            return found
     match = _match(scope, kept, layout.scoped)
     # FTS-driven (CROSS JOIN keeps SQLite from walking the namespace's rows and probing the
     # index with each: ~4,000 times slower), newest match first, visibility joined before LIMIT
@@ -263,6 +284,91 @@ def search_entries(
         body = hl.replace(bm25.MARK_OPEN, "").replace(bm25.MARK_CLOSE, "")
         entry.relevance, entry.keyword = coverage(kept, body), s
         out.append(entry)
+    return out
+
+
+_INSTANCES = "temp.a2e_fts_instance"  # entries_fts's terms by row (fts5vocab, per connection)
+
+
+def _instances(conn: sqlite3.Connection, term: str) -> list[tuple[int]]:
+    """The row of each instance of `term` (index form) in the body of `entries_fts`, in rowid
+    order: FTS5's postings read through an `fts5vocab` table of the connection's temp schema,
+    created on first use (nothing in the database file)."""
+    sql = f"SELECT doc FROM {_INSTANCES} WHERE term = ? AND col = 'body'"
+    try:
+        return conn.execute(sql, (term,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_INSTANCES}"
+                     " USING fts5vocab(main, entries_fts, instance)")
+        return conn.execute(sql, (term,)).fetchall()
+
+
+def _scored_by_index(
+    conn: sqlite3.Connection, kept: tuple[str, ...], stats: Bm25Stats, where: str,
+    params: list[object], candidates: int, budget: int,
+) -> list[StoredEntry] | None:
+    """`search_entries`' result, its rows scored from the index alone, or None when the kept
+    terms are in more than `budget` rows of the index (or one is not a single index term).
+
+    Every match of the index is scored (at most `budget`, so at most `max_matches`: the
+    rows the highlight path would score, those the reader may read, are among them): its
+    term counts from FTS5's postings (`_instances`, the counts `highlight()` marks), its
+    length from its docsize record, by the same `bm25.Scorer`. Only then are the best read:
+    visibility (`where`) and the entry, best first, until `candidates` are readable. So a rare
+    term's thousand matches, spread over a million rows, cost one docsize read each instead
+    of a row, an entry and a highlight() each. Same order: BM25 desc, then newest."""
+    if len(stats.terms) != len(kept):
+        return None  # a query term of several index terms (a phrase): highlight() counts it
+    counted = "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)"
+    total = 0
+    for t in dict.fromkeys(kept):
+        total += int(conn.execute(counted, (f'body : "{t}"', budget + 1 - total)).fetchone()[0])
+        if total > budget:
+            return None
+    tf: dict[int, dict[str, int]] = {}
+    for term in dict.fromkeys(stats.terms):
+        for (doc,) in _instances(conn, term):
+            counts = tf.get(doc)
+            if counts is None:
+                tf[doc] = {term: 1}
+            else:
+                counts[term] = counts.get(term, 0) + 1
+    if not tf:
+        return []
+    score = bm25.Scorer(stats).score
+    seen: dict[tuple[tuple[tuple[str, int], ...], bytes], float] = {}
+    scored: list[tuple[float, int]] = []
+    for doc, docsize in conn.execute(
+            "SELECT id, sz FROM entries_fts_docsize WHERE id IN (SELECT value FROM json_each(?))",
+            (_encode_ids(sorted(tf)),)):
+        counts = tf[doc]
+        key = (tuple(counts.items()), docsize)
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = score(counts, bm25.docsize_length(docsize))
+        scored.append((got, doc))
+    scored.sort(reverse=True)
+    out: list[StoredEntry] = []
+    i = 0
+    while i < len(scored) and len(out) < candidates:
+        chunk = scored[i: i + max(2 * (candidates - len(out)), 32)]
+        i += len(chunk)
+        # driven by the ids (CROSS JOIN: a plan by the namespace's index read its every row)
+        rows = {r[10]: r for r in conn.execute(
+            f"SELECT {_COLUMNS}, e.id, c.c1 FROM json_each(?) j CROSS JOIN entries e"
+            f" ON e.id = j.value CROSS JOIN entries_fts_content c ON c.id = e.id WHERE {where}",
+            [_encode_ids([doc for _, doc in chunk]), *params])}
+        for s, doc in chunk:
+            r = rows.get(doc)
+            if r is None:
+                continue
+            entry = _row(r, doc)
+            entry.relevance, entry.keyword = coverage(kept, r[11]), s
+            out.append(entry)
+            if len(out) == candidates:
+                break
     return out
 
 
