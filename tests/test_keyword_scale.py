@@ -1,0 +1,171 @@
+"""The SQLite keyword search's shortcuts rank as the exhaustive search does.
+
+`sqlite.ops.search_entries` matches without the namespace's scope token when the namespace
+holds most of the index (`_Layout`: a term's rows are then the index's less the few other
+namespaces'), and scores from the index alone when the kept terms are in at most
+`index_budget` rows (`_scored_by_index`). Each answer here is compared, entries, order, BM25
+and relevance, with a reference computed in Python from the rows themselves: every readable
+entry of the namespace sharing a kept term (the newest `max_matches`), each scored by
+`host.text.bm25.bm25` on `sqlite.bm25.analyse` of its text, with the namespace's statistics
+counted from the texts. Small stores, caps forced low, both paths of each query.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from host.store.base import NewEntry, Query, Quotas, Scope
+from host.store.sqlite import ops
+from host.store.sqlite.bm25 import analyse, stems
+from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.schema import connect, migrate
+from host.text.bm25 import Bm25Stats, bm25
+from host.text.keyword import coverage, query_terms
+
+NOW = 1_700_000_000.0
+TIERS = ("episodic", "semantic")
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike"
+         " november oscar papa quebec romeo sierra tango running runs runner").split()
+QUERIES = ("alpha", "tango", "runs", "alpha bravo", "sierra tango romeo", "running papa alpha",
+           "alpha bravo charlie delta", "nothing here", "quebec quebec")
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    """`n` texts of 1-12 words, the first words of `WORDS` the most common, some repeated."""
+    rng = random.Random(seed)
+    weights = [1.0 / (i + 1) for i in range(len(WORDS))]
+    return [" ".join(rng.choices(WORDS, weights, k=rng.randint(1, 12))) for _ in range(n)]
+
+
+def _fill(conn: sqlite3.Connection, namespace: str, texts: list[str], first: int) -> None:
+    """Store `texts` in `namespace`: alice's episodic, bob's episodic (alice may not read
+    them) and the semantic tier in turn, one transaction."""
+    quotas = Quotas(max_entries_per_namespace=10**6, max_entries_per_agent=10**6)
+    deferred = Deferred()
+    conn.execute("BEGIN IMMEDIATE")
+    for i, text in enumerate(texts, start=first):
+        agent, tier = [("alice", "episodic"), ("bob", "episodic"), ("alice", "semantic")][i % 3]
+        e = NewEntry(tier=tier, key=json.dumps(f"k{i}").encode(),
+                     content=json.dumps({"text": text}).encode(), text=text,
+                     created_at=NOW - 10_000 + i, updated_at=NOW - 10_000 + i)
+        assert ops.put_entries(conn, Scope(namespace, agent), [e], NOW, quotas,
+                               deferred) == [None]
+    deferred.flush(conn)
+    conn.execute("COMMIT")
+
+
+def _reference(conn: sqlite3.Connection, scope: Scope, text: str, candidates: int,
+               cap: int, max_matches: int) -> list[tuple[int, float, float]]:
+    """(id, BM25, relevance) of the exhaustive search, from the stored texts alone."""
+    rows = conn.execute("SELECT e.id, e.tier, e.owner, f.body FROM entries e"
+                        " JOIN entries_fts f ON f.rowid = e.id WHERE e.namespace = ?",
+                        (scope.namespace,)).fetchall()
+    readable = [r for r in rows if r[1] == "semantic" or r[2] == scope.agent]
+    terms = query_terms(text)
+    held = {r[0]: analyse(r[3]) for r in rows}
+
+    def holding(t: str, among: list) -> int:
+        (s,) = stems(t)
+        return sum(1 for r in among if held[r[0]].terms.get(s))
+
+    counts = [holding(t, rows) for t in terms]
+    if cap > 0:
+        counts = [min(n, cap + 1) for n in counts]
+        if len(terms) > 1:
+            seen = [n if n <= cap else min(holding(t, readable), cap + 1)
+                    for t, n in zip(terms, counts, strict=True)]
+            keep = [i for i, n in enumerate(seen) if n <= cap] or [seen.index(min(seen))]
+            terms = tuple(terms[i] for i in keep)
+            counts = [counts[i] for i in keep]
+    index_terms = [stems(t)[0] for t in terms]
+    total = sum(a.length for a in held.values())
+    stats = Bm25Stats(tuple(index_terms), tuple(counts), len(rows),
+                      total / len(rows) if rows else 0.0)
+    matches = sorted((r for r in readable if any(held[r[0]].terms.get(s) for s in index_terms)),
+                     key=lambda r: -r[0])
+    if max_matches > 0:
+        matches = matches[:max_matches]
+    scored = sorted(((bm25(stats, held[r[0]]), r[0], r[3]) for r in matches),
+                    key=lambda x: (-x[0], -x[1]))
+    return [(rowid, s, coverage(terms, body)) for s, rowid, body in scored[:candidates]]
+
+
+def _search(conn: sqlite3.Connection, scope: Scope, text: str, candidates: int, cap: int,
+            max_matches: int, budget: int) -> list[tuple[int, float, float]]:
+    got = ops.search_entries(conn, scope, Query(tiers=TIERS), query_terms(text), NOW,
+                             candidates, cap, max_matches, budget)
+    return [(e.id, e.keyword, e.relevance) for e in got]  # type: ignore[misc]
+
+
+def _all_paths_agree(conn: sqlite3.Connection, scope: Scope) -> int:
+    """Every query under caps on and off, both scoring paths, against `_reference`; the
+    number of (query, caps) answers compared that had results."""
+    answered = 0
+    for text in QUERIES:
+        for cap, max_matches, candidates in ((0, 0, 10), (40, 0, 10), (40, 25, 5), (8, 6, 50),
+                                             (1000, 1000, 1000)):
+            want = _reference(conn, scope, text, candidates, cap, max_matches)
+            for budget in (0, 3, 30, ops.INDEX_BUDGET):  # 0: never from the index alone
+                got = _search(conn, scope, text, candidates, cap, max_matches, budget)
+                assert got == want, (text, cap, max_matches, candidates, budget)
+            answered += bool(want)
+    return answered
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> sqlite3.Connection:
+    c = connect(str(tmp_path / "kw.db"))
+    migrate(c)
+    return c
+
+
+def test_one_namespace(conn: sqlite3.Connection) -> None:
+    """The namespace is the whole index: no scope token, terms counted by the index alone."""
+    _fill(conn, "big", _texts(400, 1), 0)
+    assert ops._layout(conn, ops.scope_token("big")) == ops._Layout(False, (), 0)
+    assert _all_paths_agree(conn, Scope("big", "alice")) > 20
+    assert _all_paths_agree(conn, Scope("big", "bob")) > 20
+
+
+def test_namespace_among_a_few(conn: sqlite3.Connection) -> None:
+    """A namespace of most of the index beside two small ones that share its words: it
+    matches without its scope token and subtracts theirs; they keep their token."""
+    _fill(conn, "big", _texts(300, 2), 0)
+    _fill(conn, "small", _texts(60, 3), 300)
+    _fill(conn, "tiny", _texts(7, 4), 360)
+    layout = ops._layout(conn, ops.scope_token("big"))
+    assert not layout.scoped and layout.rest == 67
+    assert sorted(layout.others) == sorted([ops.scope_token("small"), ops.scope_token("tiny")])
+    assert ops._layout(conn, ops.scope_token("small")).scoped
+    for ns in ("big", "small", "tiny"):
+        assert _all_paths_agree(conn, Scope(ns, "alice")) > 0
+
+
+def test_many_namespaces(conn: sqlite3.Connection) -> None:
+    """Past `_FEW_OTHERS` other namespaces, every search keeps its scope token."""
+    _fill(conn, "big", _texts(200, 5), 0)
+    for k in range(ops._FEW_OTHERS + 1):
+        _fill(conn, f"ns{k}", _texts(5, 10 + k), 200 + 5 * k)
+    assert ops._layout(conn, ops.scope_token("big")).scoped
+    assert _all_paths_agree(conn, Scope("big", "alice")) > 20
+    assert _all_paths_agree(conn, Scope("ns3", "alice")) > 0
+
+
+def test_stale_rows_and_forgotten_entries(conn: sqlite3.Connection) -> None:
+    """Entries forgotten (their keyword rows deleted at the flush) and the index's layout
+    changing as namespaces fill: the answers stay the reference's."""
+    _fill(conn, "big", _texts(150, 6), 0)
+    conn.execute("BEGIN IMMEDIATE")
+    gone = ops.forget_entries(conn, Scope("big", "alice"), ["semantic"],
+                              [json.dumps(f"k{i}").encode() for i in range(2, 150, 9)], [], NOW)
+    conn.execute("COMMIT")
+    assert gone > 10
+    assert _all_paths_agree(conn, Scope("big", "alice")) > 20
+    _fill(conn, "other", _texts(200, 7), 1000)  # now "big" is the smaller: scoped
+    assert ops._layout(conn, ops.scope_token("big")).scoped
+    assert _all_paths_agree(conn, Scope("big", "alice")) > 20
