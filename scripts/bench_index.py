@@ -102,7 +102,7 @@ class Truth:
             self.ids[f] = np.take_along_axis(i, top, 1)
 
 
-def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any]) -> dict[str, Any]:
+def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any], keep: str = "") -> dict[str, Any]:
     from host.search.index import ExactIndex
     from host.search.index.ann import AnnIndex
 
@@ -111,7 +111,14 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any]) -> dict[str, Any]
     base = rss()
     t0 = time.perf_counter()
     index: Any
-    if kind == "ann":
+    kept = Path(keep) / f"ann-{n}" if keep else None
+    if kind == "ann" and kept is not None and AnnIndex.exists(kept):  # built by an earlier run
+        for ids, vecs in stream(n):
+            truth.update(ids, vecs)
+        base = rss()
+        t0 = time.perf_counter()
+        index = AnnIndex.load(kept, key="k", **opts)
+    elif kind == "ann":
         def rows() -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
             for ids, vecs in stream(n):
                 truth.update(ids, vecs)
@@ -125,6 +132,9 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any]) -> dict[str, Any]
             index.add(ids.tolist(), vecs, group(ids), [None] * ids.size)
     build = time.perf_counter() - t0
     grown = rss() - base
+    if kind == "ann" and kept is not None and not AnnIndex.exists(kept):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        index.save(kept, key="k")
     out: dict[str, Any] = {"kind": kind, "n": n, "build_s": round(build, 1),
                            "nbytes_mb": round(index.nbytes / 1e6, 1),
                            "rss_mb": round(grown / 1e6, 1), "filters": {}}
@@ -156,6 +166,7 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any]) -> dict[str, Any]
             spent += time.perf_counter() - t
         out["sync_s"] = round(spent, 2)
         out["sync_changed"] = index.changed
+        out["sync_garbage"] = index.garbage
     return out
 
 
@@ -228,7 +239,7 @@ def show(r: dict[str, Any]) -> None:
     print(f"{head}, RSS +{r['rss_mb']} MB", flush=True)
     if "save_s" in r:
         print(f"{'':>12}restart: save {r['save_s']} s, load {r['load_s']} s, check against "
-              f"the rows {r['sync_s']} s (changed: {r['sync_changed']})", flush=True)
+              f"the rows {r['sync_s']} s (changed: {r['sync_changed']}, holes {r['sync_garbage']})", flush=True)
     for f, m in r["filters"].items():
         print(f"{'':>12}{f:<12} p50 {m['p50_ms']:>6} ms  p99 {m['p99_ms']:>6} ms  "
               f"recall@10 {m['recall']}", flush=True)
@@ -244,11 +255,14 @@ def main() -> None:
                     help="compare the ANN libraries raw instead (usearch-i8, usearch-f16, "
                          "faiss-sq8, faiss-fp16, hnswlib: those installed)")
     ap.add_argument("--ann", default="{}", help="AnnIndex options as JSON, e.g. '{\"ef_search\": 96}'")
+    ap.add_argument("--keep", default="",
+                    help="a folder: the AnnIndex is saved there once built and loaded from it by "
+                         "later runs (the build time is then the load's)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         r = (run_lib(a.child[4:], a.n, a.queries) if a.child.startswith("lib:")
-             else run_kind(a.child, a.n, a.queries, json.loads(a.ann)))
+             else run_kind(a.child, a.n, a.queries, json.loads(a.ann), a.keep))
         print(json.dumps(r))
         return
     kinds = (["lib:usearch-i8", "lib:usearch-f16", "lib:faiss-sq8", "lib:faiss-fp16", "lib:hnswlib"]
@@ -259,7 +273,7 @@ def main() -> None:
               f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}", flush=True)
     for kind in kinds:
         p = subprocess.run([sys.executable, __file__, "--n", str(a.n), "--queries", str(a.queries),
-                            "--ann", a.ann, "--child", kind], capture_output=True, text=True)
+                            "--ann", a.ann, "--keep", a.keep, "--child", kind], capture_output=True, text=True)
         if p.returncode != 0:
             last = (p.stderr.strip().splitlines() or ["?"])[-1]
             print(f"{kind}: failed ({last})", flush=True)

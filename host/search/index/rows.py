@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterable
+from itertools import repeat
 
 import numpy as np
 
@@ -120,8 +121,8 @@ class Rows:
         return True
 
     def _only_slots(self, only: Iterable[int]) -> np.ndarray:
-        row = self._row
-        return np.fromiter((row[i] for i in only if i in row), dtype=np.int64)
+        found = np.fromiter(map(self._row.get, only, repeat(-1)), dtype=np.int64)
+        return found[found >= 0]
 
     def allowed(
         self, groups: Collection[str] | None, now: float | None, only: np.ndarray | None
