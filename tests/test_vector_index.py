@@ -218,3 +218,26 @@ def test_a_failing_loader_raises_and_the_next_open_retries() -> None:
         assert ix is not None and 1 in ix
 
     asyncio.run(run())
+
+
+def test_a_load_written_past_its_journal_is_read_again() -> None:
+    store = Store()
+    _key_rows(store, "k", 150, 1, 0)
+    store.gate = threading.Event()
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=0)
+        vi.journal_max_bytes = 2000
+        opening = asyncio.ensure_future(vi.open("k"))
+        await asyncio.to_thread(store.started.wait)
+        store.gate = None  # the re-read does not wait
+        ids, vecs = list(range(9000, 9040)), unit(40, seed=7)
+        store.put("k", ids, vecs, [SHARED] * 40)  # the store has them: the re-read sees them
+        vi.add("k", ids, vecs, [SHARED] * 40, [None] * 40)  # more than the journal holds
+        gate.set()
+        ix = await opening
+        assert ix is not None and store.reads == ["k", "k"] and len(ix) == 190 and 9039 in ix
+        assert vi.get("k") is ix
+
+    gate = store.gate
+    asyncio.run(run())

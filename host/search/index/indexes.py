@@ -41,8 +41,34 @@ Index = Union[ExactIndex, "AnnIndex"]  # noqa: UP007 (a forward reference)
 _Op = tuple[Any, ...]  # ("add", ids, vecs, groups, expires) | ("meta", id, group, expires) | ("remove", ids)
 
 DEFAULT_ANN_MIN_ROWS = 50_000
+# The writes kept for a key being loaded or rebuilt are bounded: past this, the journal is
+# dropped and the load re-read (up to LOAD_ATTEMPTS times; a last overflowing load serves its
+# caller without being kept), or the rebuild abandoned (retried on a later write).
+JOURNAL_MAX_BYTES = 64 << 20
+LOAD_ATTEMPTS = 3
 COMPACT_SHARE = 0.3  # an AnnIndex is rebuilt when this share of its slots are holes
 COMPACT_MIN = 1000  # ... and at least this many
+
+
+class _Journal:
+    """Writes made to a key while it is loaded or rebuilt, replayed on the new index."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.ops: list[_Op] = []
+        self.nbytes = 0
+        self.overflowed = False
+
+    def append(self, op: _Op) -> None:
+        if self.overflowed:
+            return
+        self.nbytes += 64 + (op[2].nbytes + 64 * len(op[1]) if op[0] == "add"
+                             else 8 * len(op[1]) if op[0] == "remove" else 0)
+        if self.nbytes > self.max_bytes:
+            self.overflowed = True
+            self.ops = []
+        else:
+            self.ops.append(op)
 
 
 def _ann() -> Any:
@@ -87,11 +113,12 @@ class VectorIndexes:
         self._loader = loader
         self._indexes: OrderedDict[str, Index] = OrderedDict()  # least recently used first
         self._loading: dict[str, asyncio.Future[Index | None]] = {}
-        self._journals: dict[str, list[_Op]] = {}  # key -> writes during its load
-        self._promoting: dict[str, list[_Op]] = {}  # key -> writes during its ANN build
+        self._journals: dict[str, _Journal] = {}  # key -> writes during its load
+        self._promoting: dict[str, _Journal] = {}  # key -> writes during its ANN build
         self._tasks: set[asyncio.Task[Any]] = set()
         self._saving: dict[str, asyncio.Future[Any]] = {}
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
+        self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
 
     # --- reading ---
 
@@ -112,14 +139,20 @@ class VectorIndexes:
         if fut is not None:
             return await asyncio.shield(fut)
         fut = self._loading[key] = asyncio.get_running_loop().create_future()
-        self._journals[key] = []
         try:
             saving = self._saving.get(key)
             if saving is not None:
                 await asyncio.shield(saving)
-            index = await asyncio.to_thread(self._load, key)
-            index = self._replay(index, self._journals.pop(key))
-            if index is not None and len(index):
+            for _ in range(LOAD_ATTEMPTS):
+                self._journals[key] = _Journal(self.journal_max_bytes)
+                index = await asyncio.to_thread(self._load, key)
+                journal = self._journals.pop(key)  # no await till the next: no write unseen
+                if not journal.overflowed:
+                    break
+            index = self._replay(index, journal.ops)
+            if journal.overflowed:  # writes were missed: serve this caller, keep nothing
+                log.warning("vector index of a key written too fast to load: not kept")
+            elif index is not None and len(index):
                 self._indexes[key] = index
                 self.loads += 1
                 self._evict(keep=key)
@@ -331,7 +364,7 @@ class VectorIndexes:
             self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
             self.promotions += 1
             return
-        self._promoting[key] = []
+        self._promoting[key] = _Journal(self.journal_max_bytes)
         task = loop.create_task(self._promote(key, index, snapshot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -343,10 +376,10 @@ class VectorIndexes:
             log.exception("vector index of a key not rebuilt: it stays as it was")
             self._promoting.pop(key, None)
             return
-        journal = self._promoting.pop(key, [])
-        if self._indexes.get(key) is not old:
-            return  # evicted (or replaced) meanwhile
-        for op in journal:
+        journal = self._promoting.pop(key, None) or _Journal(0)
+        if self._indexes.get(key) is not old or journal.overflowed:
+            return  # evicted (or replaced) meanwhile, or too many writes meanwhile: not swapped
+        for op in journal.ops:
             self._apply(ann, op)
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
