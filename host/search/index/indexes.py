@@ -119,6 +119,7 @@ class VectorIndexes:
         self._saving: dict[str, asyncio.Future[Any]] = {}
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
+        self._held = 0  # running sum of the loaded indexes' nbytes (`_evict` checks it)
 
     # --- reading ---
 
@@ -154,6 +155,7 @@ class VectorIndexes:
                 log.warning("vector index of a key written too fast to load: not kept")
             elif index is not None and len(index):
                 self._indexes[key] = index
+                self._held += index.nbytes
                 self.loads += 1
                 self._evict(keep=key)
                 self._maybe_promote(key, index)
@@ -215,8 +217,11 @@ class VectorIndexes:
             if self._loader is not None:
                 return
             index = self._indexes[key] = ExactIndex(self.dim or vectors.shape[1], self.dtype)
+            self._held += index.nbytes
         self._indexes.move_to_end(key)
+        before = index.nbytes
         index.add(*op[1:])
+        self._held += index.nbytes - before
         self._evict(keep=key)
         self._maybe_promote(key, index)
 
@@ -236,7 +241,9 @@ class VectorIndexes:
         removed = 0
         for k, index in list(self._indexes.items()):
             if key is None or k == key:
+                before = index.nbytes
                 n = index.remove(ids)
+                self._held += index.nbytes - before
                 if n:
                     removed += n
                     self._maybe_promote(k, index)
@@ -279,7 +286,7 @@ class VectorIndexes:
         if saved is not None:
             try:
                 return self._reconcile(saved, key)
-            except (ValueError, KeyError) as e:  # vectors of another dimension, ...
+            except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
                 log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
         index: Index | None = None
         for ids, vecs, groups, expires in self._loader(key):
@@ -323,7 +330,7 @@ class VectorIndexes:
             self.persist_dir.mkdir(parents=True, exist_ok=True)
             ann: Any = index
             ann.save(self._path(key), key=key)
-        except OSError as e:
+        except Exception as e:  # a full disk, an unwritable folder: the next load rebuilds
             log.warning("vector index not saved (%s)", e)
 
     def _reconcile(self, saved: Any, key: str) -> Index | None:
@@ -361,7 +368,8 @@ class VectorIndexes:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script): build now
-            self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
+            ann = self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
+            self._held += ann.nbytes - index.nbytes
             self.promotions += 1
             return
         self._promoting[key] = _Journal(self.journal_max_bytes)
@@ -381,6 +389,7 @@ class VectorIndexes:
             return  # evicted (or replaced) meanwhile, or too many writes meanwhile: not swapped
         for op in journal.ops:
             self._apply(ann, op)
+        self._held += ann.nbytes - old.nbytes
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
         self._evict(keep=key)
@@ -388,9 +397,9 @@ class VectorIndexes:
             self._save_later(key, ann)
 
     def _evict(self, keep: str) -> None:
-        if not self.budget_bytes or self._loader is None:
+        if not self.budget_bytes or self._loader is None or self._held <= self.budget_bytes:
             return
-        total = self.nbytes
+        total = self._held = self.nbytes  # the running sum checked against the real one
         for key in list(self._indexes):
             if total <= self.budget_bytes or len(self._indexes) == 1:
                 break
@@ -398,6 +407,7 @@ class VectorIndexes:
                 continue
             index = self._indexes.pop(key)
             total -= index.nbytes
+            self._held = total
             self.evictions += 1
             if self.persist_dir is not None and index.kind == "ann" and index.dirty:
                 self._save_later(key, index)
