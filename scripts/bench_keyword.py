@@ -169,9 +169,12 @@ def _timed(fn: Callable[[], object]) -> tuple[float, float, object]:
     return time.process_time() - c0, time.perf_counter() - w0, out
 
 
-def measure(db: Path, queries: dict[str, list[str]], check: bool) -> dict[str, dict]:
+def measure(db: Path, queries: dict[str, list[str]], check: bool,
+            pragmas: list[str]) -> dict[str, dict]:
     cfg = SearchConfig()
     conn = connect(str(db))
+    for pragma in pragmas:
+        conn.execute(f"PRAGMA {pragma}")
     scope = Scope(NAMESPACE, AGENT)
     q = Query(tiers=TIERS, limit=cfg.fusion_pool)
     pool = cfg.fusion_pool
@@ -252,6 +255,9 @@ def main() -> int:
     ap.add_argument("--dir", default="", help="where the stores are kept (default: a temp dir)")
     ap.add_argument("--check", action="store_true",
                     help="compare each top pool with the exhaustive scoring")
+    ap.add_argument("--pragma", action="append", default=[],
+                    help="a PRAGMA for the read connection, e.g. mmap_size=1073741824"
+                    " (repeatable; default: the store's connection as it is)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -264,11 +270,12 @@ def main() -> int:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="bench-keyword-")
         where = Path(tmp.name)
-    report: dict[str, object] = {"load_before": os.getloadavg()[0], "sizes": {}}
+    report: dict[str, object] = {"load_before": os.getloadavg()[0], "pragmas": args.pragma,
+                                 "sizes": {}}
     try:
         for size in sizes:
             db, took = _store(where, size, texts)
-            got = measure(db, queries, args.check)
+            got = measure(db, queries, args.check, args.pragma)
             report["sizes"][str(size)] = {"build_s": took, "kinds": got}  # type: ignore[index]
             if not args.json:
                 print(f"\n{size:,} entries" + (f" (built in {took:.0f} s)" if took else

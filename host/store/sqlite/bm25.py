@@ -10,7 +10,11 @@ with the formula of `host.text.bm25` and the namespace's own statistics:
   (`host.store.sqlite.ops.selective_terms`);
 - a row's length: FTS5's own count, from its `entries_fts_docsize` record (`row_length`); its
   term counts: the spans FTS5's `highlight()` marks for the query, each stemmed as the index
-  stems it (`stems`, cached).
+  stems it (`stems`, cached), or, when the search scores from the index alone
+  (`host.store.sqlite.ops._scored_by_index`), the instances of FTS5's postings (the same
+  counts: one marked span an instance of a one-token term).
+
+`Scorer` computes the score from those, for both (the same float either way).
 
 `analyse` gives a text outside the index (a working-tier entry) the terms and length it would
 have as a row, so `host.text.bm25.bm25` scores it on the same scale.
