@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,17 @@ def test_stale_rows_and_forgotten_entries(conn: sqlite3.Connection) -> None:
     _fill(conn, "other", _texts(200, 7), 1000)  # now "big" is the smaller: scoped
     assert ops._layout(conn, ops.scope_token("big")).scoped
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
+
+
+def test_bench_keyword_tiny_run(tmp_path: Path) -> None:
+    """scripts/bench_keyword.py on a tiny store: every kind timed, and with --check every
+    answer is the exhaustive scoring's."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts"
+                             / "bench_keyword.py"),
+         "--sizes", "1500", "--queries", "2", "--check", "--json", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, check=True)
+    kinds = json.loads(out.stdout)["sizes"]["1500"]["kinds"]
+    assert set(kinds) == {"rare", "mid", "common", "mixed-2", "mixed-3", "mixed-4"}
+    assert all(k["same_as_exhaustive"] == "2/2" for k in kinds.values())
+    assert kinds["common"]["results"] == 100
