@@ -25,6 +25,11 @@ run, same queries: FTS5's own `bm25()` (table-wide statistics, no visibility, hi
 Python scoring), `SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY rank
 LIMIT pool` with the same MATCH the store builds.
 
+`--engine` also times the whole ranked read of a `memory/retrieve` with a `query` in process
+(`SearchEngine.search` with no embedder over a `SQLiteEntryStore` of the file, then
+`rank_matches`, `ranking.search_candidates` candidates: the store's search, the fusion and
+the ranking; no wire), p50 and p99 of CPU and wall per kind.
+
 `--check` also runs each query with the store's caps off but for the newest-`max_matches`
 cap (the exhaustive scoring of those matches) and reports whether the top `fusion_pool`
 (entries, order, scores) is the same.
@@ -35,6 +40,7 @@ Prints a table and the load average; `--json` the figures as JSON.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sqlite3
@@ -223,6 +229,40 @@ def measure(db: Path, queries: dict[str, list[str]], check: bool,
     return out
 
 
+async def _engine(db: Path, queries: dict[str, list[str]]) -> dict[str, dict]:
+    """`--engine`: each query through `SearchEngine.search` and `rank_matches`."""
+    from host.config import Config
+    from host.search.engine import SearchEngine
+    from host.search.rank import RankWeights, rank_matches
+    from host.store.sqlite.store import SQLiteEntryStore
+
+    config = Config()
+    cfg = config.search
+    store = SQLiteEntryStore(db, max_term_docs=cfg.max_term_docs,
+                             max_matches=cfg.max_keyword_matches)
+    await store.open()
+    engine = SearchEngine(store, None, cfg)
+    weights = RankWeights.from_config(config.ranking)
+    scope = Scope(NAMESPACE, AGENT)
+    q = Query(tiers=TIERS, limit=10)
+    want = config.ranking.search_candidates
+    out: dict[str, dict] = {}
+    try:
+        for kind, texts in queries.items():
+            cpu, wall = [], []
+            for text in texts:
+                c0, w0 = time.process_time(), time.perf_counter()
+                found = await engine.search(scope, q, text, NOW, want)
+                rank_matches(found, q.min_score, NOW, weights)
+                cpu.append(time.process_time() - c0)
+                wall.append(time.perf_counter() - w0)
+            out[kind] = {"cpu_p50_ms": _pct(cpu, 50) * 1e3, "cpu_p99_ms": _pct(cpu, 99) * 1e3,
+                         "wall_p50_ms": _pct(wall, 50) * 1e3, "wall_p99_ms": _pct(wall, 99) * 1e3}
+    finally:
+        await store.close()
+    return out
+
+
 def _exhaustive(conn: sqlite3.Connection, scope: Scope, q: Query, text: str, pool: int,
                 term_docs: int, matches: int) -> list[tuple[int, float]]:
     """The top `pool` (id, BM25) by scoring every one of the newest `matches` readable matches
@@ -255,6 +295,8 @@ def main() -> int:
     ap.add_argument("--dir", default="", help="where the stores are kept (default: a temp dir)")
     ap.add_argument("--check", action="store_true",
                     help="compare each top pool with the exhaustive scoring")
+    ap.add_argument("--engine", action="store_true",
+                    help="also time the engine's ranked read (SearchEngine.search, rank_matches)")
     ap.add_argument("--pragma", action="append", default=[],
                     help="a PRAGMA for the read connection, e.g. mmap_size=1073741824"
                     " (repeatable; default: the store's connection as it is)")
@@ -276,7 +318,9 @@ def main() -> int:
         for size in sizes:
             db, took = _store(where, size, texts)
             got = measure(db, queries, args.check, args.pragma)
-            report["sizes"][str(size)] = {"build_s": took, "kinds": got}  # type: ignore[index]
+            engine = asyncio.run(_engine(db, queries)) if args.engine else None
+            report["sizes"][str(size)] = {"build_s": took, "kinds": got,  # type: ignore[index]
+                                          "engine": engine}
             if not args.json:
                 print(f"\n{size:,} entries" + (f" (built in {took:.0f} s)" if took else
                                                 " (store reused)"))
@@ -289,6 +333,11 @@ def main() -> int:
                           f" {r['fts_cpu_p50_ms']:8.2f} {r['fts_wall_p50_ms']:9.2f}"
                           f" {r['results']:6.0f}"
                           + (f"  {r['same_as_exhaustive']}" if args.check else ""))
+                if engine:
+                    print("  the engine's ranked read (SearchEngine.search + rank_matches):")
+                    for kind, r in engine.items():
+                        print(f"  {kind:8} {r['cpu_p50_ms']:8.2f} {r['cpu_p99_ms']:8.2f}"
+                              f" {r['wall_p50_ms']:8.2f} {r['wall_p99_ms']:8.2f}")
     finally:
         if tmp is not None:
             tmp.cleanup()
