@@ -185,3 +185,34 @@ def test_bench_keyword_tiny_run(tmp_path: Path) -> None:
     assert set(kinds) == {"rare", "mid", "common", "mixed-2", "mixed-3", "mixed-4"}
     assert all(k["same_as_exhaustive"] == "2/2" for k in kinds.values())
     assert kinds["common"]["results"] == 100
+
+
+def test_filters_read_alike(conn: sqlite3.Connection) -> None:
+    """Tags, keys and expiry filter the rows scored from the index alone as they filter the
+    highlight path's (`index_budget` 0): the same entries, order, BM25 and relevance."""
+    quotas = Quotas(max_entries_per_namespace=10**6, max_entries_per_agent=10**6)
+    deferred = Deferred()
+    conn.execute("BEGIN IMMEDIATE")
+    for i, text in enumerate(_texts(300, 8)):
+        e = NewEntry(tier=TIERS[i % 2], key=json.dumps(f"k{i}").encode(),
+                     content=json.dumps({"text": text}).encode(), text=text,
+                     tags=[f"t{i % 3}", "all"] if i % 5 else [],
+                     ttl=50 if i % 7 == 0 else 0,  # updated at NOW - 100 + i: i < 50 expired
+                     created_at=NOW - 100 + i, updated_at=NOW - 100 + i)
+        assert ops.put_entries(conn, Scope("big", "alice"), [e], NOW, quotas,
+                               deferred) == [None]
+    deferred.flush(conn)
+    conn.execute("COMMIT")
+    scope = Scope("big", "alice")
+    keys = tuple(json.dumps(f"k{i}").encode() for i in range(0, 300, 4))
+    for q in (Query(tiers=TIERS), Query(tiers=("semantic",)), Query(tiers=TIERS, tags=("t1",)),
+              Query(tiers=TIERS, tags=("t2", "all")), Query(tiers=TIERS, keys=keys),
+              Query(tiers=("episodic",), keys=keys, tags=("all",))):
+        for text in QUERIES:
+            for cap, max_matches, candidates in ((0, 0, 20), (30, 12, 5), (1000, 1000, 300)):
+                ways = [[(e.id, e.keyword, e.relevance, e.key) for e in ops.search_entries(
+                    conn, scope, q, query_terms(text), NOW, candidates, cap, max_matches,
+                    budget)] for budget in (0, 10, ops.INDEX_BUDGET)]
+                assert ways[0] == ways[1] == ways[2], (q, text, cap, max_matches)
+                assert all(int(k.decode().strip('"k')) % 7 or int(k.decode().strip('"k')) >= 50
+                           for *_, k in ways[0])  # the expired are not read
