@@ -148,6 +148,14 @@ def test_namespace_among_a_few(conn: sqlite3.Connection) -> None:
         assert _all_paths_agree(conn, Scope(ns, "alice")) > 0
 
 
+def test_large_other_namespace(conn: sqlite3.Connection) -> None:
+    """Another namespace past `_FEW_ROWS` rows: every search keeps its scope token."""
+    _fill(conn, "big", _texts(ops._FEW_ROWS + 300, 9), 0)
+    _fill(conn, "other", _texts(ops._FEW_ROWS + 1, 10), 10**6)
+    assert ops._layout(conn, ops.scope_token("big")).scoped
+    assert _all_paths_agree(conn, Scope("big", "alice")) > 20
+
+
 def test_many_namespaces(conn: sqlite3.Connection) -> None:
     """Past `_FEW_OTHERS` other namespaces, every search keeps its scope token."""
     _fill(conn, "big", _texts(200, 5), 0)

@@ -397,6 +397,7 @@ def _match(scope: Scope, terms: tuple[str, ...], scoped: bool = True) -> str:
 
 
 _FEW_OTHERS = 8  # other namespaces whose rows `_layout` subtracts (more: the scope token)
+_FEW_ROWS = 2000  # ... and their rows in all at most (more: the scope token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,11 +407,13 @@ class _Layout:
     `scoped`: with the namespace's `scope` token in the MATCH (FTS5 intersects the term's
     postings with the token's, one posting a namespace row: at a million rows in one namespace
     a rare term's ~1,000 matches cost ~5 ms of page reads, newest first ~8 ms, against ~0.1 ms
-    for the term alone). Otherwise the namespace holds at least half of the index's rows and
-    the other namespaces are `others` (their scope tokens, at most `_FEW_OTHERS`) with `rest`
-    rows in all: the search matches the terms alone and keeps to the namespace by the join on
-    `entries` (`e.namespace`), and a term's rows in the namespace are its rows in the index
-    less its rows in `others` (a MATCH of their small postings)."""
+    for the term alone). Otherwise the other namespaces are few and small: `others` (their
+    scope tokens, at most `_FEW_OTHERS`) with `rest` rows in all, at most `_FEW_ROWS` and at
+    most the namespace's: the search matches the terms alone and keeps to the namespace by
+    the join on `entries` (`e.namespace`), which reads at most `rest` rows of theirs, and a
+    term's rows in the namespace are its rows in the index less its rows in `others` (a MATCH
+    of their small postings). Larger other namespaces keep the token: a term common in theirs
+    and rare in this one would walk their rows."""
 
     scoped: bool
     others: tuple[str, ...] = ()
@@ -427,7 +430,7 @@ def _layout(conn: sqlite3.Connection, token: str) -> _Layout:
     mine = sum(n for s, n in got if s == token)
     others = tuple(s for s, n in got if s != token)
     rest = sum(n for s, n in got if s != token)
-    if mine == 0 or rest > mine:
+    if mine == 0 or rest > mine or rest > _FEW_ROWS:
         return _Layout(True)
     return _Layout(False, others, rest)
 
