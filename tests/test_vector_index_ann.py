@@ -210,3 +210,29 @@ def test_promotion_keeps_results_and_writes_during_the_build() -> None:
         assert ix.search(VECS[2999], 1).ids.tolist() == [int(IDS[2999])]
 
     asyncio.run(run())
+
+
+def test_an_evicted_graph_is_saved_and_reopened_from_its_file(tmp_path: Path) -> None:
+    stores = {"a": Store(), "b": Store()}
+    for j, store in enumerate(stores.values()):
+        for i in range(j * 2000, j * 2000 + 2000):
+            store.rows[int(IDS[i])] = (VECS[i], GROUPS[i])
+
+    def loader(key: str) -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        return stores[key].loader(key)
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=loader, ann_min_rows=1000, persist_dir=tmp_path,
+                           ann_options=OPTS, budget_bytes=1)  # one key at a time
+        a = await vi.open("a")
+        assert a is not None and a.kind == "ann"
+        a.add([1], VECS[5000:5001], [SHARED], [None])  # changed since it was saved
+        stores["a"].rows[1] = (VECS[5000], SHARED)
+        assert await vi.open("b") is not None and vi.keys() == ["b"]
+        await vi.save_all()  # waits for the evicted key's save too
+        again = await vi.open("a")
+        assert again is not None and again.kind == "ann" and vi.stats()["saved_hits"] == 1
+        assert again.search(VECS[5000], 1).ids.tolist() == [1] and len(again) == 2001
+        assert vi.stats()["evictions"] == 2 and vi.keys() == ["a"]
+
+    asyncio.run(run())
