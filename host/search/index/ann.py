@@ -103,9 +103,21 @@ class AnnIndex(Rows):
     # --- building ---
 
     @classmethod
-    def build(cls, dim: int, rows: Iterable[Chunk], **options: Any) -> AnnIndex:
+    def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
+              **options: Any) -> AnnIndex:
         """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
-        `TRAIN_ROWS` rows."""
+        `TRAIN_ROWS` rows. `threads`: faiss's threads for the graph (0: every core); set for
+        the calling thread only, restored after."""
+        before = faiss.omp_get_max_threads()
+        if threads:
+            faiss.omp_set_num_threads(threads)
+        try:
+            return cls._build(dim, rows, **options)
+        finally:
+            faiss.omp_set_num_threads(before)
+
+    @classmethod
+    def _build(cls, dim: int, rows: Iterable[Chunk], **options: Any) -> AnnIndex:
         index = cls(dim, **options)
         head: list[Chunk] = []
         held = 0

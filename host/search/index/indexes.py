@@ -7,6 +7,10 @@ compact vectors, exact under small filters: see `host.search.index.ann`), built 
 thread while searches stay exact, or read back from `persist_dir` when a saved graph still
 matches the store's rows (a restart then never rebuilds a big graph, and never re-embeds).
 
+A load builds its graph before `open` returns (on every core): the first open of a big key
+without a saved file waits for it (~6 minutes a million rows on 2 cores, bench_index); a
+promotion or a compaction later builds in the background on one core (`rebuild_threads`).
+
 Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
 dropped (its next load reads it from the store); a write to a key being loaded, or being
 promoted to an `AnnIndex`, is also kept in a journal and replayed on the new index, so nothing
@@ -119,6 +123,7 @@ class VectorIndexes:
         self._saving: dict[str, asyncio.Future[Any]] = {}
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
+        self.rebuild_threads = 1  # faiss threads of a background promotion or compaction
         self._held = 0  # running sum of the loaded indexes' nbytes (`_evict` checks it)
 
     # --- reading ---
@@ -302,11 +307,14 @@ class VectorIndexes:
             self._write_saved(key, index)
         return index
 
-    def _build_ann(self, rows: ExactIndex | Iterator[Chunk], dim: int = 0) -> Index:
-        """An `AnnIndex` of an exact index's rows, or of chunks of rows (in a thread)."""
+    def _build_ann(self, rows: ExactIndex | Iterator[Chunk], dim: int = 0,
+                   threads: int = 0) -> Index:
+        """An `AnnIndex` of an exact index's rows, or of chunks of rows (in a thread; `threads`
+        for the graph, 0: every core)."""
         if isinstance(rows, ExactIndex):
             dim, rows = rows.dim, rows.rows()
-        return _ann().AnnIndex.build(dim, rows, **self.ann_options)  # type: ignore[no-any-return]
+        return _ann().AnnIndex.build(  # type: ignore[no-any-return]
+            dim, rows, threads=threads, **self.ann_options)
 
     def _path(self, key: str) -> Path:
         assert self.persist_dir is not None
@@ -379,7 +387,9 @@ class VectorIndexes:
 
     async def _promote(self, key: str, old: Index, snapshot: Iterable[Chunk]) -> None:
         try:
-            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), old.dim)
+            # one core: the key is served meanwhile, and the host has other work
+            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), old.dim,
+                                          self.rebuild_threads)
         except Exception:
             log.exception("vector index of a key not rebuilt: it stays as it was")
             self._promoting.pop(key, None)
