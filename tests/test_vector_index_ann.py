@@ -236,3 +236,18 @@ def test_an_evicted_graph_is_saved_and_reopened_from_its_file(tmp_path: Path) ->
         assert vi.stats()["evictions"] == 2 and vi.keys() == ["a"]
 
     asyncio.run(run())
+
+
+def test_bench_index_reports_every_kind_on_a_tiny_run(tmp_path: Path) -> None:
+    """scripts/bench_index.py, tiny: every kind builds, searches under every filter, and the
+    approximate index is saved, reloaded and checked (then reused from --keep)."""
+    import subprocess
+    import sys
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_index.py"
+    args = [sys.executable, str(script), "--n", "3000", "--queries", "5", "--keep", str(tmp_path),
+            "--ann", '{"exact_rows": 100, "exact_share": 0.01}']
+    for _ in range(2):
+        out = subprocess.run(args, capture_output=True, text=True, timeout=300, check=True).stdout
+        assert "failed" not in out and out.count("recall@10") == 12
+        assert "changed: False, holes 0" in out
+    assert any(f.name.startswith("ann-3000") for f in tmp_path.iterdir())
