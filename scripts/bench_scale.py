@@ -795,8 +795,8 @@ async def run(args: argparse.Namespace, report: dict[str, Any], work: Path) -> N
                     if pg:
                         pg.drop_database(name)
                     else:
-                        for p in work.glob(f"{name}.db*"):
-                            p.unlink()
+                        for p in work.glob(f"{name}.db*"):  # with the host's files beside it
+                            shutil.rmtree(p) if p.is_dir() else p.unlink()
     finally:
         if pg:
             pg.stop()
