@@ -224,3 +224,35 @@ def test_filters_read_alike(conn: sqlite3.Connection) -> None:
                 assert ways[0] == ways[1] == ways[2], (q, text, cap, max_matches)
                 assert all(int(k.decode().strip('"k')) % 7 or int(k.decode().strip('"k')) >= 50
                            for *_, k in ways[0])  # the expired are not read
+
+
+def test_a_search_reads_one_snapshot(tmp_path: Path) -> None:
+    """Another connection commits a new namespace sharing the query's words between the
+    search's layout decision and its term counts (each statement of an autocommit reader is
+    its own snapshot): the search still reads one snapshot, so the new namespace's rows are
+    not counted as the reader's (its BM25 statistics and scores are those of the search run
+    before the commit)."""
+    path = str(tmp_path / "kw.db")
+    conn, other = connect(path), connect(path)
+    migrate(conn)
+    _fill(conn, "big", _texts(200, 11), 0)
+    scope = Scope("big", "alice")
+    want = _search(conn, scope, "alpha bravo", 10, 0, 0, 0)
+    assert want
+    fired: list[str] = []
+
+    def after_layout(sql: str) -> None:
+        # the statement after the layout's: its first count of a term's rows
+        if not fired and "entries_fts MATCH" in sql:
+            fired.append(sql)
+            _fill(other, "late", ["alpha bravo"] * 250, 10**6)
+
+    conn.set_trace_callback(after_layout)
+    try:
+        got = _search(conn, scope, "alpha bravo", 10, 0, 0, 0)
+    finally:
+        conn.set_trace_callback(None)
+    assert fired and not conn.in_transaction
+    assert got == want
+    assert ops._layout(conn, ops.scope_token("big")).scoped  # the next search sees "late"
+    assert _search(conn, scope, "alpha bravo", 10, 0, 0, 0) == want

@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import heapq
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import msgspec
@@ -219,6 +220,25 @@ def find_entries(
     return [_row(r) for r in conn.execute(sql, page_params).fetchall()], total
 
 
+@contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around the body (unless the caller is in one): a search's
+    statements see one snapshot. In autocommit each statement has its own, and a search
+    decides its `_Layout` (which namespaces exist) in one statement and counts a term's rows
+    in the next: a namespace committed between them by another connection had its rows
+    counted as the reader's (another namespace moving the scores; more holders than rows
+    failed the query)."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
 def search_entries(
     conn: sqlite3.Connection,
     scope: Scope,
@@ -248,7 +268,17 @@ def search_entries(
     (`_scored_by_index`: the same rows, scores and order, without reading the entries and
     texts of those that do not make the top `candidates`); 0: never. At a million rows the
     index's way costs less up to ~16,000 matches (a word of ~6,000 rows: ~17 ms instead of
-    ~27; of ~22,000 rows: ~26 instead of ~22, the newest 4,000 being close together)."""
+    ~27; of ~22,000 rows: ~26 instead of ~22, the newest 4,000 being close together).
+    All of it reads one snapshot (`_snapshot`)."""
+    with _snapshot(conn):
+        return _search_entries(conn, scope, q, terms, now, candidates, max_term_docs,
+                               max_matches, index_budget)
+
+
+def _search_entries(
+    conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
+    candidates: int, max_term_docs: int, max_matches: int, index_budget: int,
+) -> list[StoredEntry]:
     layout = _layout(conn, scope_token(scope.namespace)) if terms else _Layout(True)
     kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs, layout)
     if not kept:
@@ -468,8 +498,9 @@ def keyword_stats(
     statistics for them (`host.store.sqlite.bm25.namespace_stats`)."""
     if not terms:
         return (), Bm25Stats((), (), 0, 0.0)
-    kept, hits = selective_terms(conn, scope, q, terms, now, max_term_docs, layout)
-    return kept, bm25.namespace_stats(conn, scope_token(scope.namespace), kept, hits)
+    with _snapshot(conn):  # the layout, the counts and the namespace's rows of one snapshot
+        kept, hits = selective_terms(conn, scope, q, terms, now, max_term_docs, layout)
+        return kept, bm25.namespace_stats(conn, scope_token(scope.namespace), kept, hits)
 
 
 def selective_terms(
