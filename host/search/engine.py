@@ -34,7 +34,6 @@ the same code on both backends.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -128,8 +127,7 @@ class SearchEngine:
         if self._by_namespace is not None:
             self.vectors = VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
-                ann_min_rows=cfg.ann_min_rows if _HAS_ANN else 0,
-                persist_dir=vectors_dir(self._by_namespace.path) if _HAS_ANN else None,
+                ann_min_rows=cfg.ann_min_rows, persist_dir=vectors_dir(self._by_namespace.path),
                 dtype=cfg.vector_dtype)
             if isinstance(store, ClientSpaceReads):
                 self.spaces = ClientSpaces(store, self.vectors)
@@ -521,10 +519,6 @@ def vectors_dir(db: str) -> Path | None:
     if not db or db == ":memory:" or db.startswith("file:"):
         return None
     return Path(db + ".vectors")
-
-
-# the approximate index needs its module (host.search.index.ann) and its library
-_HAS_ANN = importlib.util.find_spec("host.search.index.ann") is not None
 
 
 def _retrieved(fut: asyncio.Future[Any]) -> None:
