@@ -163,3 +163,24 @@ def test_among_a_few_candidates_the_floor_leans_on_the_reference() -> None:
     many = np.linspace(0.1, 0.5, 100)
     assert neighbour_floor(many, 0.05) == pytest.approx(many.mean(), abs=0.03)
     assert neighbour_floor(np.array([np.nan]), 0.05) == pytest.approx(0.05)
+
+
+def test_full_caches_are_emptied_not_frozen() -> None:
+    """The tokeniser's character table and the stems table, once full, are emptied and keep
+    what comes next: a namespace that stored many distinct words (any large memory does) does
+    not leave every word met later to the uncached path. Never more than their `MAX`."""
+    from host.text import keyword
+    stems_of, chars = keyword._STEM_OF, keyword._TOKEN_CHARS
+    for i in range(stems_of.MAX - len(stems_of)):
+        keyword.stems(f"filler{i}")
+    assert len(stems_of) == stems_of.MAX
+    assert keyword.stems("zebrafish swimming") == frozenset({"zebrafish", "swimm"})
+    assert "swimming" in stems_of and len(stems_of) <= stems_of.MAX
+    assert keyword.stem("swimming") == "swimm"
+    # 65,536 distinct letters fill the character table
+    letters = [chr(c) for c in range(0x4E00, 0x30000) if chr(c).isalpha() and c not in chars]
+    keyword.tokens("".join(letters[:chars.MAX - len(chars)]))
+    assert len(chars) == chars.MAX
+    assert keyword.tokens("\u00c5ngstr\u00f6m \U00030000") == ["angstrom", "\U00030000"]
+    assert 0x30000 in chars and len(chars) <= chars.MAX
+    assert tokens("Caf\u00e9 na\u00efve snake_case") == ["cafe", "naive", "snake", "case"]

@@ -13,7 +13,6 @@ so a match needs at least one shared term (the documented floor: relevance > 0),
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 
@@ -54,14 +53,17 @@ class _TokenChars(dict[int, str]):
     every character that is not a letter or digit as a space, so that `split()` gives the
     tokens `_TOKEN` finds in the folded text (a character's fold is its own: case folding and
     NFKD decompose character by character, and the combining marks that canonical ordering
-    could move are dropped). Filled as characters are met, at most `MAX` of them kept."""
+    could move are dropped). Filled as characters are met, at most `MAX` of them kept: a full
+    table is emptied (not frozen, which left every character met later, whoever's text it
+    was, to this method)."""
 
     MAX = 65536
 
     def __missing__(self, c: int) -> str:
         out = "".join(x if x.isalnum() else " " for x in _fold(chr(c)))
-        if len(self) < self.MAX:
-            self[c] = out
+        if len(self) >= self.MAX:
+            self.clear()
+        self[c] = out
         return out
 
 
@@ -96,7 +98,7 @@ MAX_KEPT_TOKEN = 64  # longer tokens' stems are not cached (a cache entry holds 
 def stem(token: str) -> str:
     """A light English stem of a token (plurals, -ing, -ed), the same for query and entry:
     "lives" and "live", "lessons" and "lesson" meet. Numbers and short tokens stay as they are."""
-    return _stem_kept(token) if len(token) <= MAX_KEPT_TOKEN else _stem(token)
+    return _STEM_OF[token]
 
 
 def _stem(token: str) -> str:
@@ -114,9 +116,6 @@ def _stem(token: str) -> str:
     elif token.endswith("ed") and n > 4:
         token = token[:-2]
     return token[:-1] if token.endswith("e") and len(token) > 3 else token
-
-
-_stem_kept = functools.lru_cache(maxsize=65536)(_stem)
 
 
 def term_weights(query: str) -> dict[str, float]:
@@ -140,14 +139,18 @@ def pair_coverage(weights: dict[str, float], text: str) -> float:
 
 
 class _Stems(dict[str, str]):
-    """token -> `stem`, looked up at C speed by `stems`; at most `MAX` tokens kept, none
-    longer than `MAX_KEPT_TOKEN`."""
+    """token -> `stem`, the one cache of stems, looked up at C speed by `stems`; at most `MAX`
+    tokens kept (at most `MAX_KEPT_TOKEN` characters each: a few MB), emptied when full (not
+    frozen: any large memory holds that many distinct words, and every word met later, by any
+    namespace, was stemmed anew each time)."""
 
     MAX = 65536
 
     def __missing__(self, token: str) -> str:
-        out = stem(token)
-        if len(self) < self.MAX and len(token) <= MAX_KEPT_TOKEN:
+        out = _stem(token)
+        if len(token) <= MAX_KEPT_TOKEN:
+            if len(self) >= self.MAX:
+                self.clear()
             self[token] = out
         return out
 
