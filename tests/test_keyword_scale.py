@@ -256,3 +256,23 @@ def test_a_search_reads_one_snapshot(tmp_path: Path) -> None:
     assert got == want
     assert ops._layout(conn, ops.scope_token("big")).scoped  # the next search sees "late"
     assert _search(conn, scope, "alpha bravo", 10, 0, 0, 0) == want
+
+
+def test_long_spans_and_texts_are_analysed_but_not_kept() -> None:
+    """A span longer than `MAX_KEPT_SPAN` or a text longer than `MAX_KEPT_TEXT` is stemmed and
+    analysed as any other, but no cache holds it (65,536 spans or 16,384 texts of a client's
+    64 KB entries would stay in memory); short ones are kept."""
+    from host.store.sqlite import bm25 as sqlite_bm25
+    word = "x" * 5000 + "ing"
+    spans, texts = sqlite_bm25._kept_stems, sqlite_bm25._kept_analysis
+    before = spans.cache_info().currsize, texts.cache_info().currsize
+    assert stems(word) == ("x" * 5000 + "ing",) and stems("running") == ("run",)
+    long_text = " ".join(["running dogs"] * 300)
+    got = analyse(long_text)
+    assert got.terms == {"run": 300, "dog": 300} and got.length == 601
+    assert analyse("running dogs").terms == {"run": 1, "dog": 1}
+    assert spans.cache_info().currsize <= before[0] + 1  # "running" only
+    assert texts.cache_info().currsize <= before[1] + 1  # "running dogs" only
+    spans_now = spans.cache_info().currsize
+    stems(word)
+    assert spans.cache_info().currsize == spans_now

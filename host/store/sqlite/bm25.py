@@ -61,10 +61,22 @@ def _index_terms(text: str) -> Counter[str]:
     return terms
 
 
-@functools.lru_cache(maxsize=65536)
+MAX_KEPT_SPAN = 64  # longer spans' stems are not cached (an entry holds its span)
+MAX_KEPT_TEXT = 512  # longer texts' analyses are not cached (an entry holds its text)
+
+
 def stems(span: str) -> tuple[str, ...]:
-    """The index-form terms (stemmed) of a short span of text, e.g. one token."""
+    """The index-form terms (stemmed) of a short span of text, e.g. one token (kept for the
+    next queries up to `MAX_KEPT_SPAN` characters: a marked span is a token of a stored text,
+    and a client's 60 KB word would stay in memory, 65,536 of them)."""
+    return _kept_stems(span) if len(span) <= MAX_KEPT_SPAN else _stems(span)
+
+
+def _stems(span: str) -> tuple[str, ...]:
     return tuple(_index_terms(span).elements())
+
+
+_kept_stems = functools.lru_cache(maxsize=65536)(_stems)
 
 
 def row_length(docsize: bytes) -> int:
@@ -91,12 +103,20 @@ def row_length(docsize: bytes) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=16384)
 def analyse(text: str) -> Analysis:
     """`text` as a row of `entries_fts`: its stemmed terms with counts, and its length (the
-    body's tokens plus the scope column's one token, as `row_length` counts a row)."""
+    body's tokens plus the scope column's one token, as `row_length` counts a row). Kept for
+    texts up to `MAX_KEPT_TEXT` characters (16,384 working entries' texts of 64 KB each
+    would hold a gigabyte; the working tier keeps each entry's analysis itself)."""
+    return _kept_analysis(text) if len(text) <= MAX_KEPT_TEXT else _analyse(text)
+
+
+def _analyse(text: str) -> Analysis:
     terms = _index_terms(text)
     return Analysis(terms, sum(terms.values()) + 1)
+
+
+_kept_analysis = functools.lru_cache(maxsize=16384)(_analyse)
 
 
 class Scorer:
