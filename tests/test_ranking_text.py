@@ -184,3 +184,21 @@ def test_full_caches_are_emptied_not_frozen() -> None:
     assert keyword.tokens("\u00c5ngstr\u00f6m \U00030000") == ["angstrom", "\U00030000"]
     assert 0x30000 in chars and len(chars) <= chars.MAX
     assert tokens("Caf\u00e9 na\u00efve snake_case") == ["cafe", "naive", "snake", "case"]
+
+
+def test_coverage_is_exact_whatever_the_order_of_its_terms() -> None:
+    """`Coverage.of` (a set intersection, in hash order) and `pair_coverage` (the query's
+    order) give the same float, whatever the order of the weights: a sum of thirds and ones
+    taken in another order differed in its last bit (one pair in thirty of common words), and
+    a set's order changes with the process's hash seed."""
+    rng = random.Random(3)
+    words = ("need get want lesson clarinet laptop thing time teeth dentist know go make take"
+             " use day good new much").split()
+    for _ in range(3000):
+        q = " ".join(rng.sample(words, rng.randint(2, 8)))
+        t = " ".join(rng.sample(words, rng.randint(1, 10)))
+        w = term_weights(q)
+        backwards = dict(reversed(list(w.items())))
+        got = pair_coverage(w, t)
+        assert Coverage(w).of(stems(t)) == got, (q, t)
+        assert pair_coverage(backwards, t) == got == Coverage(backwards).of(stems(t)), (q, t)

@@ -13,6 +13,7 @@ so a match needs at least one shared term (the documented floor: relevance > 0),
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 
@@ -131,11 +132,11 @@ def term_weights(query: str) -> dict[str, float]:
 def pair_coverage(weights: dict[str, float], text: str) -> float:
     """The weighted share of a query's `term_weights` that `text` contains (stemmed alike), in
     [0, 1]: a property of the two texts alone, whatever else a memory holds."""
-    total = sum(weights.values())
+    total = math.fsum(weights.values())
     if total <= 0:
         return 0.0
     folded = _fold(text)
-    return sum(w for t, w in weights.items() if _holds(folded, t)) / total
+    return math.fsum(w for t, w in weights.items() if _holds(folded, t)) / total
 
 
 class _Stems(dict[str, str]):
@@ -166,20 +167,21 @@ def stems(text: str) -> frozenset[str]:
 
 class Coverage:
     """`pair_coverage` of one query's `term_weights` over many texts' `stems`: the same
-    result, a set lookup a term."""
+    result, a set lookup a term (both sums correctly rounded, `math.fsum`: the same float in
+    any order, and a set's order follows the process's hash seed)."""
 
     __slots__ = ("_terms", "_total", "_weight")
 
     def __init__(self, weights: dict[str, float]) -> None:
         self._weight = weights.__getitem__
         self._terms = frozenset(weights)
-        self._total = sum(weights.values())
+        self._total = math.fsum(weights.values())
 
     def of(self, held: frozenset[str]) -> float:
         """The weighted share of the query's terms among the text's stems `held`."""
         if self._total <= 0:
             return 0.0
-        return sum(map(self._weight, self._terms.intersection(held))) / self._total
+        return math.fsum(map(self._weight, self._terms.intersection(held))) / self._total
 
 
 def _holds(folded: str, term: str) -> bool:
