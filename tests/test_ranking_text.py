@@ -202,3 +202,28 @@ def test_coverage_is_exact_whatever_the_order_of_its_terms() -> None:
         got = pair_coverage(w, t)
         assert Coverage(w).of(stems(t)) == got, (q, t)
         assert pair_coverage(backwards, t) == got == Coverage(backwards).of(stems(t)), (q, t)
+
+
+def test_kept_stems_count_the_memory_they_hold() -> None:
+    """What `EntryTerms` counts is at least what it holds: entries of a few words to a few
+    hundred, their content, tags and key only in the cache; the memory they then hold is within
+    what was counted (counting characters and 64 bytes a stem held about half of it for short
+    entries: a set's slots, a string's header, the key's tuple, the dict's slot)."""
+    import tracemalloc
+
+    from host.text import keyword
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(3, 10)))
+             for _ in range(50_000)]
+    for n in (3, 12, 400):
+        kept = EntryTerms(max_bytes=1 << 40)
+        keyword._STEM_OF.clear()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000 // n + 200):
+            kept.get(msgspec.json.encode({"text": " ".join(rng.choices(words, k=n))}),
+                     ["tag:x", f"t{i}"], msgspec.json.encode({"id": i}))
+        keyword._STEM_OF.clear()  # the stems' strings held by the cache alone
+        used = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        assert used <= kept._bytes, (n, used, kept._bytes)

@@ -11,6 +11,7 @@ queries like "type hints".
 from __future__ import annotations
 
 import threading
+from sys import getsizeof
 from typing import Any
 
 import msgspec
@@ -58,11 +59,14 @@ class EntryTerms:
     """The `stems` of entries' `stored_text`, kept for the entries read again: a query's
     candidates are largely the last query's, and decoding, tokenising and stemming their text
     was most of the ranking's CPU. Held by what the entry is (content, tags, key), so an entry
-    that changed is read anew. Bounded: at most `max_bytes`, counted as the content, tags and
-    key held (twice: their stems' characters too) plus `STEM_BYTES` a stem, the whole emptied
-    when that is reached; an entry over a tenth of it is not kept. Thread-safe."""
+    that changed is read anew. Bounded: at most `max_bytes`, counted as the objects an entry
+    holds (`sys.getsizeof` of its content, key, tags, the set of stems and each stem, as if
+    no other entry shared them, plus `ENTRY_BYTES` for its key's tuples and its slot), the
+    whole emptied when that is reached; an entry over a tenth of it is not kept. Thread-safe.
+    (Counting the text's characters twice and 64 bytes a stem held about half of what a short
+    entry holds.)"""
 
-    STEM_BYTES = 64  # a stem's slot in its set, counted generously (the strings are shared)
+    ENTRY_BYTES = 256  # the (content, tags, key) tuple, the tags' tuple, the dict's slot
 
     def __init__(self, max_bytes: int = 16 << 20) -> None:
         self.max_bytes = max_bytes
@@ -78,9 +82,9 @@ class EntryTerms:
         if got is not None:
             return got
         held = stems(stored_text(content, tags, key))
-        # the stems' own characters are at most the text's: counted as the text twice over
-        size = (2 * (len(content) + len(key) + sum(map(len, tags)))
-                + self.STEM_BYTES * len(held))
+        size = (getsizeof(content) + getsizeof(key) + sum(map(getsizeof, tags))
+                + getsizeof(held) + sum(map(getsizeof, held))
+                + self.ENTRY_BYTES + 8 * len(tags))
         if size * 10 <= self.max_bytes:
             with self._lock:
                 if self._bytes + size > self.max_bytes:
