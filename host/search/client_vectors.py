@@ -18,7 +18,7 @@ from host.search.vectors import VectorIndexes, group_of
 from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
-           "row_ids", "space_key", "unit_rows"]
+           "rescore_count", "row_ids", "space_key", "unit_rows"]
 
 MAX_DIMS = 4096  # the largest dimension a space may have
 
@@ -60,6 +60,18 @@ def nearest(query: np.ndarray, rows: Sequence[tuple[int, np.ndarray]], min_score
 ROWS_PER_ENTRY = 64  # the most vectors an entry has in its space (index rows an entry)
 CATCH_UP_ROWS = 10_000  # entries a page of a space's catch-up reads back
 _ROUNDS = 16  # searches of one retrieve at most (each drops what it found gone, or asks more)
+# An approximate index (8-bit codes) ranks and scores on decoded vectors (~1e-3 off a
+# similarity): its best `want + margin` entries, margin max(want, RESCORE_MARGIN) bounded by
+# RESCORE_MAX, are scored again on their float32 vectors read from the store, then cut to the
+# page. RESCORE_SLACK: how far below `min_score` an 8-bit score may be and still be rescored.
+RESCORE_MARGIN = 32
+RESCORE_MAX = 1024
+RESCORE_SLACK = 0.01
+
+
+def rescore_count(want: int) -> int:
+    """How many of an approximate index's best entries are scored again for a page of `want`."""
+    return want + min(max(want, RESCORE_MARGIN), RESCORE_MAX)
 
 
 class SpaceDims(ValueError):
@@ -183,6 +195,31 @@ class ClientSpaces:
             dims, span = self._state.get(key, (0, dims, span))[1:]
         return index, dims, span
 
+    async def _rescored(self, ranked: dict[int, float], count: int, space: str, dims: int,
+                        query: np.ndarray, min_score: float) -> dict[int, float]:
+        """`ranked` (entry -> 8-bit similarity, best first) with its first `count` entries
+        scored again on their float32 vectors from the store (each by its best one) and sorted
+        again (ties: the higher id first), those below `min_score` dropped; the rest after them
+        as they were (counted, never on the page: `count` covers it). An entry the store no
+        longer has in the space keeps its score (the page's fetch finds it gone)."""
+        items = list(ranked.items())
+        head, tail = items[:count], items[count:]
+        ids, counts, vecs, _places, _expires = await self.store.client_rows_of(
+            [e for e, _ in head], space, dims)
+        exact: dict[int, float] = {}
+        if ids:
+            sims = vecs.astype(np.float32) @ np.asarray(query, dtype=np.float32).reshape(-1)
+            ends = np.cumsum(counts)
+            best = np.maximum.reduceat(sims, ends - np.asarray(counts)) if len(sims) else sims
+            exact = dict(zip(ids, best.astype(np.float64).tolist(), strict=True))
+        scored = [(exact.get(e, s), e) for e, s in head]
+        scored.sort(key=lambda x: (-x[0], -x[1]))
+        out = {e: s for s, e in scored if not (min_score > 0 and s < min_score)}
+        for e, s in tail:
+            if not (min_score > 0 and s < min_score):
+                out[e] = s
+        return out
+
     def _drop(self, key: str) -> None:
         """Forget the loaded index of `key` (its next `open` reads the store)."""
         self._state.pop(key, None)
@@ -223,6 +260,9 @@ class ClientSpaces:
             only = row_ids(allowed, span)
         want = q.offset + q.limit
         ask = min(want * span, max(4 * want, 256))
+        approx = getattr(index, "kind", "exact") == "ann"
+        if approx:
+            ask = max(ask, rescore_count(want))
         page: list[tuple[float, StoredEntry]] = []
         total = 0
         for _ in range(_ROUNDS):
@@ -231,13 +271,17 @@ class ClientSpaces:
             every = seen >= hits.allowed or seen < ask  # every allowed row was ranked
             ranked: dict[int, float] = {}  # entry -> best similarity, best first
             low = False
+            floor = q.min_score - RESCORE_SLACK if approx else q.min_score
             for e, s in zip(entry_of(hits.ids).tolist(), hits.similarities.tolist()):
                 if e in ranked:
                     continue
-                if q.min_score > 0 and s < q.min_score:
+                if q.min_score > 0 and s < floor:
                     low = True  # the rest is lower still
                     break
                 ranked[e] = s
+            if approx and ranked:
+                ranked = await self._rescored(ranked, rescore_count(want), space, dims,
+                                              query, q.min_score)
             first = list(ranked.items())[:want]
             found = {x.id: x for x in await self.store.fetch(scope, q, [e for e, _ in first],
                                                               now)} if first else {}

@@ -34,15 +34,16 @@ the same code on both backends.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from host.search import ranking
-from host.search.client_vectors import ClientSpaces
+from host.search.client_vectors import ClientSpaces, rescore_count
 from host.search.embed import Embedder
 from host.search.queries import QueryVectors
 from host.search.vectors import Hits, VectorIndex, VectorIndexes, group_of
@@ -68,6 +69,15 @@ if TYPE_CHECKING:
 __all__ = ["KeywordStats", "SearchEngine", "StoreVectors", "VectorStore", "WorkingEntries"]
 
 log = logging.getLogger("a2e_host.search")
+
+
+@runtime_checkable
+class _ExactVectors(Protocol):
+    """A store that reads back the float32 vectors of entries by id (SQLite's `vectors_of`):
+    what an approximate index (8-bit codes) found is scored again on them."""
+
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        ...
 
 _PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a query
 # embedder name -> (highest similarity of unrelated queries and texts, the unit vectors of
@@ -454,7 +464,34 @@ class SearchEngine:
         groups = [group_of(t, owner_for(t, scope.agent)) for t in q.tiers]
         assert self._local is not None  # an in-memory index: a local store's vectors
         only = await self._local.allowed_ids(scope, q, now) if q.narrowed else None
-        return index.search(qv, self.cfg.fusion_pool, groups, now, only)
+        pool = self.cfg.fusion_pool
+        if getattr(index, "kind", "exact") != "ann" or not isinstance(self._local, _ExactVectors):
+            return index.search(qv, pool, groups, now, only)
+        # approximate (8-bit codes): the best `pool` + margin scored again on float32, cut
+        hits = index.search(qv, rescore_count(pool), groups, now, only)
+        sims = await self._exact_sims(qv, hits.ids.tolist(),
+                                      hits.similarities.astype(np.float64))
+        order = np.lexsort((-hits.ids, -sims))[:pool]  # best first, ties: the newer
+        return dataclasses.replace(hits, ids=hits.ids[order],
+                                   similarities=sims[order].astype(np.float32))
+
+    async def _exact_sims(self, qv: np.ndarray, ids: Sequence[int], approx: np.ndarray
+                          ) -> np.ndarray:
+        """`approx` (similarities of `qv` to `ids` from an approximate index; NaN: no row) with
+        each id the store has a float32 vector for scored on it instead."""
+        assert isinstance(self._local, _ExactVectors)
+        out = np.array(approx, dtype=np.float64)
+        ask = [int(i) for i, s in zip(ids, out.tolist(), strict=True) if s == s]
+        if not ask:
+            return out
+        q = np.asarray(qv, dtype=np.float32).reshape(-1)
+        got, vecs = await self._local.vectors_of(ask, q.size)
+        exact = dict(zip(got, (vecs @ q).astype(np.float64).tolist(), strict=True))
+        for j, i in enumerate(ids):
+            s = exact.get(int(i))
+            if s is not None and out[j] == out[j]:
+                out[j] = s
+        return out
 
     async def _shared_vectors(
         self, scope: Scope, q: Query, qv: np.ndarray, now: float, candidates: Sequence[Any] = ()
@@ -485,7 +522,11 @@ class SearchEngine:
                 assert self.embedder is not None and self._shared is not None
                 sims = await self._shared.vector_similarity(self.embedder.name, qv, ask)
                 index.known.update(zip(ask, sims.tolist(), strict=True))
-        return index.similarity(qv, [-1 if i is None else int(i) for i in ids])  # -1: no row
+        rows = [-1 if i is None else int(i) for i in ids]  # -1: no row
+        sims = index.similarity(qv, rows)
+        if getattr(index, "kind", "exact") == "ann" and isinstance(self._local, _ExactVectors):
+            sims = await self._exact_sims(qv, rows, sims)  # 8-bit codes: float32 instead
+        return sims
 
     def _keyword_text(self, text: str) -> str:
         """`text` for keyword search: as it is, or, when it is long, its first

@@ -318,6 +318,11 @@ class SQLiteEntryStore(Opens):
         with closing(connect(self.path)) as conn:
             yield from vec.namespace_vectors(conn, namespace, dim)
 
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        """The stored float32 vectors of entry `ids` (`sqlite.vectors.vectors_of`): what an
+        approximate index found, scored again exactly."""
+        return vec.vectors_of(self._conn(), ids, dim)
+
     def client_space(self, namespace: str, space: str
                      ) -> tuple[int, int, Iterator[ext.ClientRows]]:
         """(the namespace's newest change number, the space's dimension, its rows in

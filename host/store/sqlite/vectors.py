@@ -39,6 +39,7 @@ __all__ = [
     "set_model",
     "stored_model",
     "vector_seq",
+    "vectors_of",
     "vectors_since",
     "write_vectors",
 ]
@@ -165,6 +166,18 @@ def namespace_vectors(
         vecs = np.frombuffer(b"".join(r[4] for r in good), dtype=np.float32).reshape(-1, dim)
         yield ([r[0] for r in good], vecs, [(r[1], r[2]) for r in good],
                [r[3] for r in good])
+
+
+def vectors_of(conn: sqlite3.Connection, ids: Sequence[int], dim: int
+               ) -> tuple[list[int], np.ndarray]:
+    """The stored vectors of entry `ids` (those that have one of `dim` values): (ids, `(n, dim)`
+    float32), in no particular order."""
+    rows = conn.execute(
+        "SELECT v.entry_id, v.vec FROM json_each(?) AS ids CROSS JOIN vectors v"
+        " ON v.entry_id = ids.value", (json.dumps([int(i) for i in ids]),)).fetchall()
+    good = [r for r in rows if len(r[1]) == 4 * dim]
+    vecs = np.frombuffer(b"".join(r[1] for r in good), dtype=np.float32).reshape(-1, dim)
+    return [int(r[0]) for r in good], vecs
 
 
 def _next_seq(conn: sqlite3.Connection) -> int:
