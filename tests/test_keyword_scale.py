@@ -276,3 +276,20 @@ def test_long_spans_and_texts_are_analysed_but_not_kept() -> None:
     spans_now = spans.cache_info().currsize
     stems(word)
     assert spans.cache_info().currsize == spans_now
+
+
+def test_a_term_the_index_splits_is_scored_as_the_highlight_path(
+        conn: sqlite3.Connection) -> None:
+    """A query term that the index's tokeniser (Unicode 6.1) splits in two beside one it
+    reads as no term at all (New Tai Lue vowel signs, letters to Python, separators to FTS5):
+    as many index terms as query terms, but not one each. Scored from the index alone the two
+    halves were matched as two words (every row holding either); the search answers as the
+    highlight path, which matches the phrase."""
+    _fill(conn, "big", ["alpha bravo", "alpha charlie", "bravo delta", "alpha bravo alpha"] * 6,
+          0)
+    query = "alpha\u19b0bravo \u19b1"
+    scope = Scope("big", "alice")
+    want = _search(conn, scope, query, 10, 0, 0, 0)
+    assert want and len(want) < 12
+    for budget in (30, ops.INDEX_BUDGET):
+        assert _search(conn, scope, query, 10, 0, 0, budget) == want

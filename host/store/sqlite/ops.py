@@ -352,8 +352,10 @@ def _scored_by_index(
     until `candidates` are readable. So a rare term's thousand matches, spread over a million
     rows, cost one docsize read each instead of an entry, a row, its highlight() and a docsize
     read. Same order: BM25 desc, then newest."""
-    if len(stats.terms) != len(kept):
-        return None  # a query term of several index terms (a phrase): highlight() counts it
+    if any(len(bm25.stems(t)) != 1 for t in kept):
+        # a query term of several index terms (a phrase) or of none: highlight() counts it
+        # (comparing the counts missed a term split in two beside one read as none)
+        return None
     counted = "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)"
     total = 0
     for t in dict.fromkeys(kept):
