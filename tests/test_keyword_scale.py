@@ -293,3 +293,22 @@ def test_a_term_the_index_splits_is_scored_as_the_highlight_path(
     assert want and len(want) < 12
     for budget in (30, ops.INDEX_BUDGET):
         assert _search(conn, scope, query, 10, 0, 0, budget) == want
+
+
+def test_a_word_repeated_in_every_row_is_not_read_instance_by_instance(
+        conn: sqlite3.Connection) -> None:
+    """The index path reads a term's postings one instance a row; a word repeated a thousand
+    times in each of a thousand rows (within the row budget) was a million instances held in
+    a list before any was scored. Past `INSTANCES_A_ROW` instances a budgeted row the search
+    answers by the highlight path: the same answer, the memory of a few rows."""
+    import tracemalloc
+    _fill(conn, "big", [" ".join(["alpha"] * 1000)] * 1000 + ["alpha bravo"] * 5, 0)
+    scope = Scope("big", "alice")
+    want = _search(conn, scope, "alpha", 10, 0, 0, 0)
+    assert len(want) == 10
+    tracemalloc.start()
+    got = _search(conn, scope, "alpha", 10, 0, 0, ops.INDEX_BUDGET)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got == want
+    assert peak < 8 << 20, peak

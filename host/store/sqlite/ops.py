@@ -321,19 +321,22 @@ def _search_entries(
 _INSTANCES = "temp.a2e_fts_instance"  # entries_fts's terms by row (fts5vocab, per connection)
 
 
-def _instances(conn: sqlite3.Connection, term: str) -> list[tuple[int]]:
+INSTANCES_A_ROW = 4  # `_scored_by_index` reads at most this many instances a budgeted row
+
+
+def _instances(conn: sqlite3.Connection, term: str, limit: int) -> list[tuple[int]]:
     """The row of each instance of `term` (index form) in the body of `entries_fts`, in rowid
-    order: FTS5's postings read through an `fts5vocab` table of the connection's temp schema,
-    created on first use (nothing in the database file)."""
-    sql = f"SELECT doc FROM {_INSTANCES} WHERE term = ? AND col = 'body'"
+    order, at most `limit` of them: FTS5's postings read through an `fts5vocab` table of the
+    connection's temp schema, created on first use (nothing in the database file)."""
+    sql = f"SELECT doc FROM {_INSTANCES} WHERE term = ? AND col = 'body' LIMIT ?"
     try:
-        return conn.execute(sql, (term,)).fetchall()
+        return conn.execute(sql, (term, limit)).fetchall()
     except sqlite3.OperationalError as e:
         if "no such table" not in str(e):
             raise
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_INSTANCES}"
                      " USING fts5vocab(main, entries_fts, instance)")
-        return conn.execute(sql, (term,)).fetchall()
+        return conn.execute(sql, (term, limit)).fetchall()
 
 
 def _scored_by_index(
@@ -341,7 +344,8 @@ def _scored_by_index(
     params: list[object], candidates: int, max_matches: int, budget: int,
 ) -> list[StoredEntry] | None:
     """`search_entries`' result, its rows scored from the index alone, or None when the kept
-    terms are in more than `budget` rows of the index (or one is not a single index term).
+    terms are in more than `budget` rows of the index, or their instances in more than
+    `INSTANCES_A_ROW` times that (or one is not a single index term).
 
     The matches are read from FTS5's postings with their term counts (`_instances`, the
     counts `highlight()` marks). With `max_matches` > 0 and more matches than that in the
@@ -363,8 +367,13 @@ def _scored_by_index(
         if total > budget:
             return None
     tf: dict[int, dict[str, int]] = {}
+    left = INSTANCES_A_ROW * budget  # a word repeated through every row: the highlight path
     for term in dict.fromkeys(stats.terms):
-        for (doc,) in _instances(conn, term):
+        docs = _instances(conn, term, left + 1)
+        left -= len(docs)
+        if left < 0:
+            return None
+        for (doc,) in docs:
             counts = tf.get(doc)
             if counts is None:
                 tf[doc] = {term: 1}
