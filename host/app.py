@@ -32,6 +32,7 @@ from host.net.server import HostServer
 from host.ops.gc import GarbageCollector
 from host.ops.logs import RequestLog
 from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
+from host.ops.threads import blas_threads
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
 from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
@@ -124,6 +125,8 @@ class Host:
             embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
             watches=lambda: (self.memory.watches.count, self.memory.watches.events_sent,
                              self.memory.watches.ended),
+            vectors=self.search.vectors.stats if self.search.vectors is not None else None,
+            blas_threads=blas_threads,
         ))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
         if config.ui.enabled:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from host.config import ENV_FILE, Config, load_config
 from host.extras import MissingExtra
+from host.ops.threads import limit_blas_threads, serve_command
 
 __all__ = [
     "COMMANDS",
@@ -113,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `a2e-host` console script."""
+    # before build_parser: the command modules import numpy (host.ops.threads says why)
+    if serve_command(sys.argv[1:] if argv is None else argv, COMMANDS) == "serve":
+        limit_blas_threads()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -37,7 +37,9 @@ class HostGauges:
     {transport: count} (`websocket`, `http`, `stdio`); `entries` returns {tier: count} (may be
     cached: counting a big table is not free); `embed_backlog` the entries waiting for a vector
     (as last counted; None: no embedder); `watches` (open, events sent, {reason: ended}) of
-    the change streams (None: not shown).
+    the change streams (None: not shown); `vectors` the in-memory vector indexes' figures
+    (`VectorIndexes.stats()`; None: no such indexes, e.g. PostgreSQL); `blas_threads` the
+    threads numpy's OpenBLAS uses (`host.ops.threads.blas_threads`; None: not shown).
     """
 
     def __init__(
@@ -49,6 +51,8 @@ class HostGauges:
         entries: Callable[[], dict[str, int]],
         embed_backlog: Callable[[], int] | None = None,
         watches: Callable[[], tuple[int, int, dict[str, int]]] | None = None,
+        vectors: Callable[[], dict[str, int]] | None = None,
+        blas_threads: Callable[[], int | None] | None = None,
     ) -> None:
         self.connections_open = connections_open
         self.connections_total = connections_total
@@ -57,6 +61,31 @@ class HostGauges:
         self.entries = entries
         self.embed_backlog = embed_backlog
         self.watches = watches
+        self.vectors = vectors
+        self.blas_threads = blas_threads
+
+
+# `VectorIndexes.stats()` keys shown: (metric, help, counter?); a key the stats lack is skipped
+_VECTOR_FIGURES = (
+    ("nbytes", "a2e_vector_index_bytes",
+     "Bytes the loaded vector indexes hold (what vector_memory_bytes bounds).", False),
+    ("budget_bytes", "a2e_vector_index_budget_bytes",
+     "The vector indexes' memory budget (0: none).", False),
+    ("keys", "a2e_vector_index_keys",
+     "Vector index keys loaded (namespaces, client spaces).", False),
+    ("ann_keys", "a2e_vector_index_ann_keys", "Loaded keys that are approximate indexes.", False),
+    ("rows", "a2e_vector_index_rows", "Vector rows held in memory.", False),
+    ("loading", "a2e_vector_index_loading", "Keys being loaded now.", False),
+    ("promoting", "a2e_vector_index_promoting",
+     "Keys whose approximate index is being built now.", False),
+    ("loads", "a2e_vector_index_loads", "Keys loaded from the store since start.", True),
+    ("evictions", "a2e_vector_index_evictions",
+     "Keys evicted past the memory budget since start.", True),
+    ("promotions", "a2e_vector_index_promotions",
+     "Keys promoted to approximate indexes since start.", True),
+    ("saved_hits", "a2e_vector_index_saved_hits",
+     "Approximate indexes read back from their saved files since start.", True),
+)
 
 
 class _ScrapeCollector(Collector):
@@ -105,6 +134,17 @@ class _ScrapeCollector(Collector):
             for reason, n in sorted(ended.items()):
                 by_reason.add_metric([reason], n)
             yield by_reason
+        if g.vectors is not None:
+            stats = g.vectors()
+            for key, name, doc, counter in _VECTOR_FIGURES:
+                if key in stats:
+                    family = CounterMetricFamily if counter else GaugeMetricFamily
+                    yield family(name, doc, value=stats[key])
+        threads = g.blas_threads() if g.blas_threads is not None else None
+        if threads is not None:
+            yield GaugeMetricFamily(
+                "a2e_blas_threads", "Threads numpy's OpenBLAS uses (OPENBLAS_NUM_THREADS).",
+                value=threads)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # no describe: the registry must not collect at registration time
