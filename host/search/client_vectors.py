@@ -134,6 +134,9 @@ class ClientSpaces:
         # one load or catch-up of a space at a time (a later read is never applied first)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key -> (lock, users)
         self.catch_up_rows = CATCH_UP_ROWS  # entry rows a page of a catch-up reads back
+        # an approximate index's best entries scored again on float32 (False: its 8-bit
+        # ranking and scores as they are; benchmarks compare the two)
+        self.rescore = True
 
     def load(self, key: str) -> Iterator[Chunk]:
         """The rows of the space `key` (blocking: `VectorIndexes.open` runs it in a thread)."""
@@ -260,7 +263,7 @@ class ClientSpaces:
             only = row_ids(allowed, span)
         want = q.offset + q.limit
         ask = min(want * span, max(4 * want, 256))
-        approx = getattr(index, "kind", "exact") == "ann"
+        approx = self.rescore and getattr(index, "kind", "exact") == "ann"
         if approx:
             ask = max(ask, rescore_count(want))
         page: list[tuple[float, StoredEntry]] = []
