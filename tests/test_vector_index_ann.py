@@ -151,7 +151,11 @@ def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> N
     async def run() -> None:
         vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
                            ann_options=OPTS)
-        ix = await vi.open("k")
+        ix = await vi.open("k")  # served exactly at once, promoted in the background
+        assert ix is not None and ix.kind == "exact" and vi.stats()["promoting"] == 1
+        await vi.wait_idle()
+        await vi.save_all()  # the promoted graph's save, done
+        ix = vi.get("k")
         assert ix is not None and ix.kind == "ann" and vi.stats()["saved_hits"] == 0
         # the store changes while no host runs: a row gone, one re-grouped, one new
         del store.rows[int(IDS[0])]
@@ -173,6 +177,8 @@ def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> N
         ix3 = await vi3.open("k")  # rebuilt from the store, no crash
         assert ix3 is not None and len(ix3) == n and vi3.stats()["saved_hits"] == 0
         assert ix3.search(VECS[n], 1).ids.tolist() == [99_999]
+        await vi3.wait_idle()
+        await vi3.save_all()
         for f in tmp_path.iterdir():  # saved again once rebuilt; now its rows file is garbage
             if f.name.endswith(".npz"):
                 f.write_bytes(f.read_bytes()[:100])
@@ -224,11 +230,14 @@ def test_an_evicted_graph_is_saved_and_reopened_from_its_file(tmp_path: Path) ->
     async def run() -> None:
         vi = VectorIndexes(loader=loader, ann_min_rows=1000, persist_dir=tmp_path,
                            ann_options=OPTS, budget_bytes=1)  # one key at a time
-        a = await vi.open("a")
+        await vi.open("a")
+        await vi.wait_idle()
+        a = vi.get("a")
         assert a is not None and a.kind == "ann"
         a.add([1], VECS[5000:5001], [SHARED], [None])  # changed since it was saved
         stores["a"].rows[1] = (VECS[5000], SHARED)
         assert await vi.open("b") is not None and vi.keys() == ["b"]
+        await vi.wait_idle()
         await vi.save_all()  # waits for the evicted key's save too
         again = await vi.open("a")
         assert again is not None and again.kind == "ann" and vi.stats()["saved_hits"] == 1
@@ -251,3 +260,39 @@ def test_bench_index_reports_every_kind_on_a_tiny_run(tmp_path: Path) -> None:
         assert "failed" not in out and out.count("recall@10") == 12
         assert "changed: False, holes 0" in out
     assert any(f.name.startswith("ann-3000") for f in tmp_path.iterdir())
+
+
+def test_a_big_first_open_is_served_exactly_while_promoted_and_counts_its_snapshot() -> None:
+    """The first open of a key past `ann_min_rows` without a saved graph returns at once an
+    exact index of every row (the search exact), builds the graph in the background (the
+    budget counting the build's snapshot meanwhile), then swaps it in; `drop` forgets a key."""
+    store = Store()
+    for i in range(3000):
+        store.rows[int(IDS[i])] = (VECS[i], GROUPS[i])
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, ann_options=OPTS)
+        ix = await vi.open("k")
+        assert ix is not None and ix.kind == "exact" and len(ix) == 3000
+        assert vi.stats()["promoting"] == 1
+        exact = ExactIndex(DIM)
+        exact.add(IDS[:3000].tolist(), VECS[:3000], GROUPS[:3000], [None] * 3000)
+        for q in QUERIES[:5]:
+            assert ix.search(q, 10).ids.tolist() == exact.search(q, 10).ids.tolist()
+        # the snapshot: float16 vectors and the rows' ids, groups and expiries
+        assert vi.nbytes == ix.nbytes + 3000 * (2 * DIM + 8 + 4 + 8)
+        await vi.wait_idle()
+        ann = vi.get("k")
+        assert ann is not None and ann.kind == "ann" and vi.nbytes == ann.nbytes
+        assert recall(ann, exact) >= 0.95  # type: ignore[arg-type]
+        # dropped: forgotten, its bytes released; the next open reads the store again
+        assert vi.drop("k") and not vi.drop("k") and vi.keys() == [] and vi.nbytes == 0
+        assert vi._held == 0
+        again = await vi.open("k")
+        assert again is not None and len(again) == 3000 and store.reads == 2
+        # dropped during its promotion: the graph built meanwhile is not swapped in
+        assert vi.drop("k") and vi.stats()["promoting"] == 0 and vi.nbytes == 0
+        await vi.wait_idle()
+        assert vi.get("k") is None and vi._held == 0
+
+    asyncio.run(run())

@@ -346,9 +346,10 @@ class AnnIndex(Rows):
             yield (self._ids[s].tolist(), self._decode(s), [names[int(c)] for c in self._groups[s]],
                    [None if not np.isfinite(e) else float(e) for e in self._expires[s]])
 
-    def snapshot(self) -> Iterator[Chunk]:
+    def snapshot(self) -> tuple[Iterator[Chunk], int]:
         """`rows()` of a copy of the live rows' codes and metadata (a quarter of their float32
-        size), for a rebuild in another thread while this index goes on changing."""
+        size), for a rebuild in another thread while this index goes on changing; and the
+        bytes that copy holds."""
         live = np.flatnonzero(self._live[: self._n])
         codes = self._codes()[live].copy()
         ids, gcodes, exps = self._ids[live].copy(), self._groups[live].copy(), self._expires[live].copy()
@@ -361,7 +362,7 @@ class AnnIndex(Rows):
                 yield (ids[j].tolist(), vmin + (codes[j].astype(np.float32) + 0.5) * vstep,
                        [names[int(c)] for c in gcodes[j]],
                        [None if not np.isfinite(e) else float(e) for e in exps[j]])
-        return chunks()
+        return chunks(), int(codes.nbytes + ids.nbytes + gcodes.nbytes + exps.nbytes)
 
     # --- saving ---
 

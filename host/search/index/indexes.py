@@ -7,9 +7,13 @@ compact vectors, exact under small filters: see `host.search.index.ann`), built 
 thread while searches stay exact, or read back from `persist_dir` when a saved graph still
 matches the store's rows (a restart then never rebuilds a big graph, and never re-embeds).
 
-A load builds its graph before `open` returns (on every core): the first open of a big key
-without a saved file waits for it (~6 minutes a million rows on 2 cores, bench_index); a
-promotion or a compaction later builds in the background on one core (`rebuild_threads`).
+A load never builds a graph: the first open of a big key without a usable saved file serves it
+exactly from the rows it read (an `ExactIndex`, `dtype`) at once, and promotes it in the
+background like a key grown past `ann_min_rows` (a graph takes ~6 minutes a million rows on 2
+cores, bench_index). Promotions and compactions build on one core (`rebuild_threads`) in a
+daemon thread from a compact snapshot (float16 vectors, or the 8-bit codes): shutdown never
+waits for a build (one in progress is abandoned, rebuilt at the next load), and the budget
+counts the snapshot a build holds.
 
 Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
 dropped (its next load reads it from the store); a write to a key being loaded, or being
@@ -24,9 +28,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import json
 import logging
+import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future as _ThreadFuture
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -75,6 +83,40 @@ class _Journal:
             self.ops.append(op)
 
 
+# JSON of `AnnIndex` keyword arguments under every `VectorIndexes`'s `ann_options` (tests and
+# benchmarks of a host process: e.g. a slow build, {"ef_construction": 4000})
+ANN_OPTIONS_ENV = "A2E_INDEX_ANN_OPTIONS"
+
+
+def _in_daemon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """`fn(*args)` in a daemon thread, as a future of the running loop: unlike
+    `asyncio.to_thread`, the interpreter does not wait for it at exit (a graph build of a
+    million rows takes minutes). A loop closed before it ends is not called back."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+    done: _ThreadFuture[Any] = _ThreadFuture()
+
+    def settle(_: object) -> None:
+        if not fut.done():
+            if done.exception() is not None:
+                fut.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                fut.set_result(done.result())
+
+    def run() -> None:
+        try:
+            done.set_result(fn(*args))
+        except BaseException as e:  # handed to the loop
+            done.set_exception(e)
+        try:
+            loop.call_soon_threadsafe(settle, None)
+        except RuntimeError:  # the loop is closed: no one waits any more
+            pass
+
+    threading.Thread(target=run, name="a2e-vector-index", daemon=True).start()
+    return fut
+
+
 def _ann() -> Any:
     # the ANN library is imported only when a key needs it
     return importlib.import_module("host.search.index.ann")
@@ -93,7 +135,7 @@ class VectorIndexes:
       (n, dim), groups, expiries)`; blocking (run in a thread by `open`). None: every key lives
       in memory from its first `add` (no loading, no eviction).
     - `ann_min_rows`: a key with this many rows becomes an `AnnIndex` (0: never).
-    - `persist_dir`: where `AnnIndex`es are saved (when built, and by `save_all()`), and read
+    - `persist_dir`: where `AnnIndex`es are saved (when evicted, and by `save_all()`), and read
       back by `open` when they still match the store's rows; a corrupt or foreign file is
       ignored (the key is rebuilt from the loader).
     - `dtype`: the storage of `ExactIndex`es, "float32" or "float16" (half the memory).
@@ -112,7 +154,8 @@ class VectorIndexes:
         self.budget_bytes = budget_bytes
         self.ann_min_rows = ann_min_rows
         self.dtype = dtype
-        self.ann_options = dict(ann_options or {})
+        self.ann_options = {**json.loads(os.environ.get(ANN_OPTIONS_ENV) or "{}"),
+                            **(ann_options or {})}
         self.persist_dir = Path(persist_dir) if persist_dir is not None else None
         self._loader = loader
         self._indexes: OrderedDict[str, Index] = OrderedDict()  # least recently used first
@@ -121,6 +164,7 @@ class VectorIndexes:
         self._promoting: dict[str, _Journal] = {}  # key -> writes during its ANN build
         self._tasks: set[asyncio.Task[Any]] = set()
         self._saving: dict[str, asyncio.Future[Any]] = {}
+        self._snapshots: dict[str, int] = {}  # key -> bytes of the snapshot its build holds
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
         self.rebuild_threads = 1  # faiss threads of a background promotion or compaction
@@ -151,7 +195,7 @@ class VectorIndexes:
                 await asyncio.shield(saving)
             for _ in range(LOAD_ATTEMPTS):
                 self._journals[key] = _Journal(self.journal_max_bytes)
-                index = await asyncio.to_thread(self._load, key)
+                index = await _in_daemon(self._load, key)
                 journal = self._journals.pop(key)  # no await till the next: no write unseen
                 if not journal.overflowed:
                     break
@@ -163,6 +207,7 @@ class VectorIndexes:
                 self._held += index.nbytes
                 self.loads += 1
                 self._evict(keep=key)
+                self._loading.pop(key, None)  # loaded: past ann_min_rows, promoted from now
                 self._maybe_promote(key, index)
             else:
                 index = None
@@ -186,8 +231,25 @@ class VectorIndexes:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the loaded indexes hold (the sum the budget bounds)."""
-        return sum(ix.nbytes for ix in self._indexes.values())
+        """Bytes the loaded indexes hold, and the snapshots their builds in progress hold (the
+        sum the budget bounds; not the graph being built)."""
+        return (sum(ix.nbytes for ix in self._indexes.values())
+                + sum(self._snapshots.values()))
+
+    def drop(self, key: str) -> bool:
+        """Forget the loaded index of `key` (its next `open` reads the store; a build in
+        progress is not swapped in, a load in progress reads again); False when not loaded."""
+        journal = self._journals.get(key)
+        if journal is not None:  # a load in progress: read again (see `open`)
+            journal.overflowed = True
+            journal.ops = []
+        self._promoting.pop(key, None)
+        self._held -= self._snapshots.pop(key, 0)
+        index = self._indexes.pop(key, None)
+        if index is None:
+            return False
+        self._held -= index.nbytes
+        return True
 
     def stats(self) -> dict[str, int]:
         """Figures for metrics: keys loaded / loading / being promoted, rows, bytes, budget,
@@ -293,18 +355,13 @@ class VectorIndexes:
                 return self._reconcile(saved, key)
             except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
                 log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
-        index: Index | None = None
+        index: ExactIndex | None = None  # past ann_min_rows: promoted by `open` afterwards
         for ids, vecs, groups, expires in self._loader(key):
             if not len(ids):
                 continue
             if index is None:
                 index = ExactIndex(np.asarray(vecs).shape[-1], self.dtype)
             index.add(ids, vecs, groups, expires)
-            if (index.kind == "exact" and self.ann_min_rows
-                    and len(index) >= self.ann_min_rows):
-                index = self._build_ann(index)  # type: ignore[arg-type]
-        if index is not None and index.kind == "ann" and self.persist_dir is not None:
-            self._write_saved(key, index)
         return index
 
     def _build_ann(self, rows: ExactIndex | Iterator[Chunk], dim: int = 0,
@@ -371,8 +428,7 @@ class VectorIndexes:
         the current index goes on serving; the writes meanwhile are replayed on the new one."""
         if not self._rebuild_due(key, index):
             return
-        snapshot = (list(index.rows()) if index.kind == "exact"  # type: ignore[union-attr]
-                    else index.snapshot())  # type: ignore[union-attr]
+        snapshot, size = index.snapshot()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script): build now
@@ -380,21 +436,27 @@ class VectorIndexes:
             self._held += ann.nbytes - index.nbytes
             self.promotions += 1
             return
-        self._promoting[key] = _Journal(self.journal_max_bytes)
-        task = loop.create_task(self._promote(key, index, snapshot))
+        journal = self._promoting[key] = _Journal(self.journal_max_bytes)
+        self._snapshots[key] = size
+        self._held += size
+        task = loop.create_task(self._promote(key, index, snapshot, journal))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _promote(self, key: str, old: Index, snapshot: Iterable[Chunk]) -> None:
+    async def _promote(self, key: str, old: Index, snapshot: Iterable[Chunk],
+                       journal: _Journal) -> None:
         try:
-            # one core: the key is served meanwhile, and the host has other work
-            ann = await asyncio.to_thread(self._build_ann, iter(snapshot), old.dim,
-                                          self.rebuild_threads)
+            # one core: the key is served meanwhile, and the host has other work; a daemon
+            # thread: shutdown does not wait for it
+            ann = await _in_daemon(self._build_ann, iter(snapshot), old.dim,
+                                   self.rebuild_threads)
         except Exception:
             log.exception("vector index of a key not rebuilt: it stays as it was")
-            self._promoting.pop(key, None)
             return
-        journal = self._promoting.pop(key, None) or _Journal(0)
+        finally:
+            if self._promoting.get(key) is journal:  # not dropped (and promoted again) meanwhile
+                self._promoting.pop(key)
+                self._held -= self._snapshots.pop(key, 0)
         if self._indexes.get(key) is not old or journal.overflowed:
             return  # evicted (or replaced) meanwhile, or too many writes meanwhile: not swapped
         for op in journal.ops:
@@ -403,8 +465,9 @@ class VectorIndexes:
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
         self._evict(keep=key)
-        if self.persist_dir is not None:
-            self._save_later(key, ann)
+        # not saved now: a save in a thread while the loop writes to the index would tear
+        # its file; it is saved when evicted or by `save_all` (a host killed before loses it:
+        # its next load builds again)
 
     def _evict(self, keep: str) -> None:
         if not self.budget_bytes or self._loader is None or self._held <= self.budget_bytes:
@@ -441,9 +504,8 @@ class VectorIndexes:
 
     async def save_all(self) -> int:
         """Save every loaded `AnnIndex` changed since it was saved (call at shutdown, with
-        `persist_dir`); waits for saves and builds in progress. The number saved."""
-        for task in list(self._tasks):
-            await task
+        `persist_dir`); waits for saves in progress, not for builds (what they build is lost:
+        the next load of their key serves it exactly and builds again). The number saved."""
         n = 0
         if self.persist_dir is not None:
             for key, index in list(self._indexes.items()):
