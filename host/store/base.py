@@ -344,8 +344,13 @@ class ClientSpaceReads(Protocol):
 
     async def client_changes(self, namespace: str, after: int, limit: int
                              ) -> tuple[int, list[int] | None]:
-        """The newest change number of `namespace` and the ids of the entry rows stored since
-        change `after`, at most `limit` (None: cannot be told, read the space again)."""
+        """A page of what changed `namespace`'s client vectors after its change number
+        `after`: (the change number read up to, the ids of the entry rows stored in the changes
+        after `after` up to it). A page holds about `limit` rows and whole changes only (a
+        single larger change comes whole); read again from the number returned until it comes
+        back unchanged (no change after it: an empty list). The ids are None when the log was
+        pruned past `after` (they cannot be told: read the space again). Deletes are not
+        listed (the reader drops the rows it finds gone)."""
 
     async def client_rows_of(self, ids: Sequence[int], space: str, dims: int) -> ClientRows:
         """The entries among `ids` with vectors in `space` now, with them."""
