@@ -312,3 +312,36 @@ def test_a_word_repeated_in_every_row_is_not_read_instance_by_instance(
     tracemalloc.stop()
     assert got == want
     assert peak < 8 << 20, peak
+
+
+def test_rows_alike_are_kept_by_a_few_spans_only(conn: sqlite3.Connection) -> None:
+    """`score_rows` scores rows alike once a query, by their marked spans and docsize; a
+    row of hundreds of marked spans (a long text of the query's words) is scored on its own,
+    not kept: six hundred such rows, each unlike the others, held every span of every row."""
+    import tracemalloc
+    rng = random.Random(12)
+    texts = [" ".join(rng.choice(("alpha", "Alpha", "ALPHA", "bravo")) for _ in range(600))
+             for _ in range(600)]
+    _fill(conn, "big", texts, 0)
+    scope = Scope("big", "alice")
+    tracemalloc.start()
+    got = _search(conn, scope, "alpha", 10, 0, 0, 0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got == _reference(conn, scope, "alpha", 10, 0, 0)
+    assert peak < 4 << 20, peak
+
+
+def test_the_highlight_path_keeps_the_best_rows_only(conn: sqlite3.Connection) -> None:
+    """The highlight path scores its matches as they are read and keeps the best
+    `candidates`: four hundred long texts sharing one word were all held, highlighted, until
+    the last was scored (with 64 KB entries and 4,000 matches, 256 MB a query)."""
+    import tracemalloc
+    _fill(conn, "big", [f"alpha {' '.join(['bravo'] * 3000)} {i}" for i in range(400)], 0)
+    scope = Scope("big", "alice")
+    tracemalloc.start()
+    got = _search(conn, scope, "alpha", 10, 0, 0, 0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got == _reference(conn, scope, "alpha", 10, 0, 0)
+    assert peak < 3 << 20, peak

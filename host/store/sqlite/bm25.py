@@ -28,12 +28,12 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from host.text.bm25 import K1, Analysis, B, Bm25Stats
 
 __all__ = ["TOKENIZER", "Scorer", "analyse", "docsize_length", "namespace_stats", "row_length",
-           "score_rows", "stems", "MARK_OPEN", "MARK_CLOSE"]
+           "score_rows", "scored_rows", "stems", "MARK_OPEN", "MARK_CLOSE"]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # entries_fts (sqlite_schema, migration 2)
 MARK_OPEN, MARK_CLOSE = "\x01", "\x02"  # highlight() around each matched span
@@ -63,6 +63,7 @@ def _index_terms(text: str) -> Counter[str]:
 
 MAX_KEPT_SPAN = 64  # longer spans' stems are not cached (an entry holds its span)
 MAX_KEPT_TEXT = 512  # longer texts' analyses are not cached (an entry holds its text)
+MAX_KEPT_SPANS = 8  # `score_rows` keeps the scores of rows of at most this many marked spans
 
 
 def stems(span: str) -> tuple[str, ...]:
@@ -156,15 +157,23 @@ def docsize_length(docsize: bytes) -> int:
 def score_rows(
     stats: Bm25Stats, rows: Iterable[tuple[int, str, bytes]]
 ) -> list[tuple[float, int, str]]:
+    """`scored_rows` as a list."""
+    return list(scored_rows(stats, rows))
+
+
+def scored_rows(
+    stats: Bm25Stats, rows: Iterable[tuple[int, str, bytes]]
+) -> Iterator[tuple[float, int, str]]:
     """(BM25, rowid, highlighted text) of each (rowid, `highlight()` text, docsize record) row
     (`Scorer`; a row's term counts are its marked spans, each stemmed as the index stems). A
     row's score depends only on its marked spans and its docsize record: rows alike (most, for
-    short texts: one span, the same length) are scored once a query."""
+    short texts: one span, the same length) are scored once a query; a row of more than
+    `MAX_KEPT_SPANS` spans is scored on its own (kept, a long text's spans stayed in memory
+    for the whole query, every row's). Lazily, as the rows are read: a caller keeping the
+    best (`heapq.nlargest`) holds those only."""
     score = Scorer(stats).score
     findall = _MARKED.findall
     seen: dict[tuple[tuple[str, ...], bytes], float] = {}
-    out: list[tuple[float, int, str]] = []
-    append = out.append
     for rowid, hl, docsize in rows:
         key = (tuple(findall(hl)), docsize)
         got = seen.get(key)
@@ -173,9 +182,10 @@ def score_rows(
             for span in key[0]:
                 for s in stems(span):
                     tf[s] = tf.get(s, 0) + 1
-            got = seen[key] = score(tf, docsize_length(docsize))
-        append((got, rowid, hl))
-    return out
+            got = score(tf, docsize_length(docsize))
+            if len(key[0]) <= MAX_KEPT_SPANS:
+                seen[key] = got
+        yield got, rowid, hl
 
 
 def namespace_stats(

@@ -300,7 +300,7 @@ def _search_entries(
     if max_matches > 0:
         sql += " LIMIT ?"
         args.append(max_matches)
-    best = heapq.nlargest(candidates, bm25.score_rows(stats, conn.execute(sql, args)))
+    best = heapq.nlargest(candidates, bm25.scored_rows(stats, conn.execute(sql, args)))
     if not best:
         return []
     rows = {r[10]: r for r in conn.execute(
