@@ -273,6 +273,7 @@ async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
                        host.clock())
         r, _ = await recall(host, cs["a1"])
         vectors: Any = host.search.vectors
+        await vectors.wait_idle()  # a load promotes in the background
         assert vectors.stats()["ann_keys"] == 1
         assert r >= 0.9
         r, _ = await recall(host, cs["a1"], tags=("even",))
