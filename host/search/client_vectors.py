@@ -239,7 +239,9 @@ class ClientSpaces:
         vector), as (similarity, entry); and how many match (exact when fewer than
         offset + limit do; else the readable entries with vectors in the space, estimated from
         its rows when entries have several, or with `min_score` the matches seen). Raises
-        `SpaceDims` for a query of another dimension than the space."""
+        `SpaceDims` for a query of another dimension than the space. From an approximate
+        index, its best `rescore_count` entries are scored again on their float32 vectors
+        (`rescore`): the page and its similarities are float32's."""
         key = space_key(scope.namespace, space)
         lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
         users[0] += 1
