@@ -296,3 +296,22 @@ def test_a_big_first_open_is_served_exactly_while_promoted_and_counts_its_snapsh
         assert vi.get("k") is None and vi._held == 0
 
     asyncio.run(run())
+
+
+def test_a_build_stops_at_its_next_step_once_told() -> None:
+    """`AnnIndex.build(stop=...)` looks at `stop` every `BUILD_STEP` rows and raises
+    `BuildAbandoned` once it says True (what a host's exit does to a build in progress)."""
+    from host.search.index.ann import BUILD_STEP, BuildAbandoned
+
+    looks = []
+
+    def stop() -> bool:
+        looks.append(1)
+        return len(looks) > 2
+
+    with pytest.raises(BuildAbandoned):
+        AnnIndex.build(DIM, chunks(IDS, VECS, GROUPS), stop=stop, **OPTS)
+    assert len(looks) == 3 and N > 3 * BUILD_STEP
+    whole = AnnIndex.build(DIM, chunks(IDS[:3000], VECS[:3000], GROUPS[:3000]),
+                           stop=lambda: False, **OPTS)
+    assert len(whole) == 3000

@@ -33,10 +33,11 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import zlib
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,11 @@ TRAIN_ROWS = 100_000  # rows the 8-bit quantiser learns each dimension's range f
 # beyond the range is clipped (a similarity off by ~0.01 at 1M rows trained on 50,000)
 RANGE_MARGIN = 0.02
 Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
+BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `stop`
+
+
+class BuildAbandoned(Exception):
+    """A build stopped by its `stop` (the process exits)."""
 
 
 def _crc(path: Path) -> int:
@@ -104,20 +110,23 @@ class AnnIndex(Rows):
 
     @classmethod
     def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
-              **options: Any) -> AnnIndex:
+              stop: Callable[[], bool] | None = None, **options: Any) -> AnnIndex:
         """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
         `TRAIN_ROWS` rows. `threads`: faiss's threads for the graph (0: every core); set for
-        the calling thread only, restored after."""
+        the calling thread only, restored after. `stop`: looked at every `BUILD_STEP` rows,
+        `BuildAbandoned` raised once it says True (a process exiting does not wait long, nor
+        leave faiss running while it tears down)."""
         before = faiss.omp_get_max_threads()
         if threads:
             faiss.omp_set_num_threads(threads)
         try:
-            return cls._build(dim, rows, **options)
+            return cls._build(dim, rows, stop or (lambda: False), **options)
         finally:
             faiss.omp_set_num_threads(before)
 
     @classmethod
-    def _build(cls, dim: int, rows: Iterable[Chunk], **options: Any) -> AnnIndex:
+    def _build(cls, dim: int, rows: Iterable[Chunk], stop: Callable[[], bool],
+               **options: Any) -> AnnIndex:
         index = cls(dim, **options)
         head: list[Chunk] = []
         held = 0
@@ -129,10 +138,13 @@ class AnnIndex(Rows):
                 break
         if head:
             index.train(np.concatenate([np.asarray(c[1], dtype=np.float32) for c in head]))
-        for chunk in head:
-            index.add(*chunk)
-        for chunk in it:
-            index.add(*chunk)
+        for chunk in itertools.chain(head, it):
+            ids, vecs, groups, expires = chunk
+            for i in range(0, len(ids), BUILD_STEP):
+                if stop():
+                    raise BuildAbandoned
+                j = slice(i, i + BUILD_STEP)
+                index.add(ids[j], vecs[j], groups[j], expires[j])
         return index
 
     def train(self, sample: np.ndarray) -> None:

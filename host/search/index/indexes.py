@@ -12,8 +12,9 @@ exactly from the rows it read (an `ExactIndex`, `dtype`) at once, and promotes i
 background like a key grown past `ann_min_rows` (a graph takes ~6 minutes a million rows on 2
 cores, bench_index). Promotions and compactions build on one core (`rebuild_threads`) in a
 daemon thread from a compact snapshot (float16 vectors, or the 8-bit codes): shutdown never
-waits for a build (one in progress is abandoned, rebuilt at the next load), and the budget
-counts the snapshot a build holds.
+waits for a build to end (one in progress stops at its next step of `BUILD_STEP` rows, see
+`_EXITING`, and is done again at the next load), and the budget counts the snapshot a build
+holds.
 
 Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
 dropped (its next load reads it from the store); a write to a key being loaded, or being
@@ -26,12 +27,14 @@ Not thread-safe: call it on the event loop (its threads only build indexes no on
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import importlib
 import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future as _ThreadFuture
@@ -88,7 +91,24 @@ class _Journal:
 ANN_OPTIONS_ENV = "A2E_INDEX_ANN_OPTIONS"
 
 
-def _in_daemon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+# Set at exit: the graph builds in progress stop at their next step (`AnnIndex.build`'s
+# `stop`), and the exit waits for that (at most `EXIT_WAIT` seconds), not for their end: a
+# daemon thread still in faiss while the process tears down aborts it ("terminate called").
+_EXITING = threading.Event()
+_BUILDERS: set[threading.Thread] = set()
+EXIT_WAIT = 30.0
+
+
+@atexit.register
+def _abandon_builds() -> None:
+    _EXITING.set()
+    deadline = time.monotonic() + EXIT_WAIT
+    for thread in list(_BUILDERS):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _in_daemon(fn: Callable[..., Any], *args: Any, builder: bool = False
+               ) -> asyncio.Future[Any]:
     """`fn(*args)` in a daemon thread, as a future of the running loop: unlike
     `asyncio.to_thread`, the interpreter does not wait for it at exit (a graph build of a
     million rows takes minutes). A loop closed before it ends is not called back."""
@@ -108,12 +128,17 @@ def _in_daemon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
             done.set_result(fn(*args))
         except BaseException as e:  # handed to the loop
             done.set_exception(e)
+        finally:
+            _BUILDERS.discard(threading.current_thread())
         try:
             loop.call_soon_threadsafe(settle, None)
         except RuntimeError:  # the loop is closed: no one waits any more
             pass
 
-    threading.Thread(target=run, name="a2e-vector-index", daemon=True).start()
+    thread = threading.Thread(target=run, name="a2e-vector-index", daemon=True)
+    if builder:
+        _BUILDERS.add(thread)
+    thread.start()
     return fut
 
 
@@ -371,7 +396,7 @@ class VectorIndexes:
         if isinstance(rows, ExactIndex):
             dim, rows = rows.dim, rows.rows()
         return _ann().AnnIndex.build(  # type: ignore[no-any-return]
-            dim, rows, threads=threads, **self.ann_options)
+            dim, rows, threads=threads, stop=_EXITING.is_set, **self.ann_options)
 
     def _path(self, key: str) -> Path:
         assert self.persist_dir is not None
@@ -449,7 +474,7 @@ class VectorIndexes:
             # one core: the key is served meanwhile, and the host has other work; a daemon
             # thread: shutdown does not wait for it
             ann = await _in_daemon(self._build_ann, iter(snapshot), old.dim,
-                                   self.rebuild_threads)
+                                   self.rebuild_threads, builder=True)
         except Exception:
             log.exception("vector index of a key not rebuilt: it stays as it was")
             return
