@@ -365,3 +365,30 @@ def test_bench_client_vectors_times_a_start_over_host_vectors_on_a_tiny_run() ->
     assert done.returncode == 0, done.stderr[-3000:]
     assert "(1500 vectors," in done.stdout and "(500 vectors;" in done.stdout
     assert "start now (no vector read)" in done.stdout and "load average" in done.stdout
+
+
+async def test_an_approximate_space_grown_by_a_bulk_load_is_read_again(tmp_path: Path) -> None:
+    """An approximate space that grew by more than a quarter since its last retrieve is read
+    again (served exactly at once, its graph built in the background) instead of having every
+    new row added to its graph on the query's path; a small growth is caught up in place.
+    Either way each retrieve answers as numpy does."""
+    db = tmp_path / "bulk.db"
+    rng = np.random.default_rng(8)
+    model = Model()
+    async with running_host(_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
+            _clients(host, ("a1",)) as cs:
+        spaces: Any = host.search.spaces
+        spaces.catch_up_rows = 50
+        vectors: Any = host.search.vectors
+        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=1)  # loaded
+        await vectors.wait_idle()
+        assert vectors.stats()["ann_keys"] == 1 and vectors.stats()["loads"] == 1
+        await _put(cs["a1"], model, "a1", rng, range(600, 640), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 1  # 40 rows: caught up in place
+        await _put(cs["a1"], model, "a1", rng, range(640, 1000), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 2  # 360 rows, past a quarter of 640: read again
+        await vectors.wait_idle()
+        await _check(host, cs, model, rng, queries=2)

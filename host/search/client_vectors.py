@@ -118,11 +118,11 @@ class ClientSpaces:
     A space is loaded on its first retrieve (`load`, the indexes' loader for these keys: every
     vector of the space, with the namespace's change number of the same snapshot). Before each
     retrieve the space catches up on the change log (`client_changes`): the entries stored
-    since are read again and their rows replaced (a log pruned past it, or too many entries,
-    reload the space). Index rows carry the entry's group (tier and owner) but no expiry, and
-    the entries the index finds are read back through the store (`fetch`: visibility, TTL and
-    filters again); one found gone (forgotten, expired, deleted by another tool) leaves the
-    index there. So the stored rows stay the truth: a missed update is gone at the next load.
+    since are read again and their rows replaced (a log pruned past it, or more entries than
+    a quarter of an approximate space, reload the space). Index rows carry the entry's group
+    (tier and owner) but no expiry, and the entries the index finds are read back through the
+    store (`fetch`: visibility, TTL and filters again); one found gone (forgotten, expired,
+    deleted by another tool) leaves the index there. So the stored rows stay the truth: a missed update is gone at the next load.
     """
 
     def __init__(self, store: ClientSpaceReads, indexes: VectorIndexes) -> None:
@@ -165,14 +165,23 @@ class ClientSpaces:
         head, dims, span = state
         if index is None:
             return None, dims, span
+        applied = 0  # entries this catch-up re-read
         while True:
             upto, stored = await self.store.client_changes(namespace, head, self.catch_up_rows)
-            if stored is None:  # the log cannot say what changed: read the space again
+            if stored is None or (stored and getattr(index, "kind", "exact") == "ann" and
+                                  applied + len(stored) > max(self.catch_up_rows,
+                                                              len(index) // 4)):
+                # the log cannot say what changed, or an approximate space grew by more than
+                # a quarter since it was loaded (a bulk load): read the space again; a reload
+                # serves exactly at once and builds its graph in the background, where adding
+                # the rows one by one to the graph held this query for minutes (900,000 rows
+                # into a graph of 100,000: 179 s)
                 self._drop(key)
                 index = await self.indexes.open(key)
                 dims, span = self._state.get(key, (0, dims, 1))[1:]
                 return index, dims, span
             if stored:
+                applied += len(stored)
                 ids, counts, vecs, places, _expires = await self.store.client_rows_of(
                     stored, space, dims)
                 self.indexes.remove(row_ids(stored, span).tolist(), key)
@@ -226,11 +235,7 @@ class ClientSpaces:
     def _drop(self, key: str) -> None:
         """Forget the loaded index of `key` (its next `open` reads the store)."""
         self._state.pop(key, None)
-        drop = getattr(self.indexes, "drop", None)
-        if drop is not None:
-            drop(key)
-        else:
-            self.indexes._indexes.pop(key, None)
+        self.indexes.drop(key)
 
     async def search(self, scope: Scope, q: Query, space: str, query: np.ndarray, now: float
                      ) -> tuple[list[tuple[float, StoredEntry]], int]:
