@@ -225,13 +225,14 @@ async def client(connect: Callable[..., Any]) -> MemoryClient:
 
 @pytest.fixture
 def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostProcess]]:
-    """A factory of host subprocesses (on the test's `transport`); any still running is
-    killed after the test."""
+    """A factory of host subprocesses (on the test's `transport`; `env`: more environment
+    variables); any still running is killed after the test."""
     procs: list[HostProcess] = []
 
-    def _start(db: Path | str | None = None, *extra: str) -> HostProcess:
+    def _start(db: Path | str | None = None, *extra: str,
+               env: dict[str, str] | None = None) -> HostProcess:
         p = HostProcess(db or tmp_path / "a2e.db", *extra, transport=server_transport(transport),
-                        env={"PYTHONUNBUFFERED": "1"}, timeout=20.0)
+                        env={"PYTHONUNBUFFERED": "1", **(env or {})}, timeout=20.0)
         procs.append(p)
         return p
 

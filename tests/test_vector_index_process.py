@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from host.client import MemoryClient
 from host.search.client_vectors import unit_rows
@@ -57,13 +56,12 @@ async def _store(url: str, vecs: np.ndarray) -> None:
 
 
 def test_sigterm_during_a_graph_build_exits_at_once_and_keeps_every_write(
-    tmp_path: Path, host_process: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, host_process: Any,
 ) -> None:
     db = tmp_path / "a2e.db"
     asyncio.run(_fill(db))
-    monkeypatch.setenv("A2E_HOST_SEARCH_ANN_MIN_ROWS", "1000")
-    monkeypatch.setenv(ANN_OPTIONS_ENV, json.dumps(SLOW))
-    proc = host_process(db)
+    slow = {"A2E_HOST_SEARCH_ANN_MIN_ROWS": "1000", ANN_OPTIONS_ENV: json.dumps(SLOW)}
+    proc = host_process(db, env=slow)
     probe = unit_rows(np.random.default_rng(8).standard_normal((5, DIMS)).tolist())
     # the first query loads the space: served exactly at once, its graph built meanwhile
     assert len(asyncio.run(_query(proc.url, probe[0].tolist(), limit=3))) == 3
@@ -75,7 +73,7 @@ def test_sigterm_during_a_graph_build_exits_at_once_and_keeps_every_write(
     assert status == 0, log[-4000:]
     assert "vector indexes not all saved" not in log  # save_all did not wait for the build
     assert "Traceback" not in log
-    proc = host_process(db)
+    proc = host_process(db, env=slow)
     try:
         for j, v in enumerate(probe):
             assert asyncio.run(_query(proc.url, v.tolist())) == [{"new": j}]

@@ -16,10 +16,10 @@ from scripts.support.procs import HostProcess
 
 @pytest.mark.parametrize("env", [None, "2"])
 def test_serve_runs_openblas_on_one_thread_unless_told(
-    tmp_path: Path, env: str | None, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, env: str | None,
 ) -> None:
-    monkeypatch.delenv(BLAS_ENV, raising=False)
-    p = HostProcess(tmp_path / "a.db", env={} if env is None else {BLAS_ENV: env})
+    p = HostProcess(tmp_path / "a.db", env={} if env is None else {BLAS_ENV: env},
+                    unset=(BLAS_ENV,))
     try:
         status, _type, text = _get(p.port, "/metrics")
         assert status == 200

@@ -65,13 +65,15 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
 class HostProcess:
     """`a2e-host serve` on `db` (a file or a `postgresql://` URL) on a free loopback port, in a
     subprocess, started and listening. `extra` are more `serve` arguments; `env` is added to
-    this process's environment; `stdout`/`stderr` as for `subprocess.Popen`."""
+    this process's environment, without the variables named in `unset`; `stdout`/`stderr` as
+    for `subprocess.Popen`."""
 
     def __init__(
         self, db: str | Path, *extra: str, transport: str | None = None,
         log_level: str | None = None, cwd: str | Path | None = None,
         env: dict[str, str] | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
         stderr: int | IO[Any] | None = subprocess.PIPE, timeout: float = 30.0,
+        unset: tuple[str, ...] = (),
     ) -> None:
         self.port = free_port()
         self.url = f"ws://127.0.0.1:{self.port}"
@@ -81,7 +83,8 @@ class HostProcess:
         cmd += ["serve", "--port", str(self.port), "--db", str(db)]
         if transport is not None:
             cmd += ["--transport", transport]
-        self.proc = subprocess.Popen([*cmd, *extra], cwd=cwd, env={**os.environ, **(env or {})},
+        child_env = {k: v for k, v in os.environ.items() if k not in unset}
+        self.proc = subprocess.Popen([*cmd, *extra], cwd=cwd, env={**child_env, **(env or {})},
                                      stdout=stdout, stderr=stderr)
         try:
             wait_port(self.port, self.proc, timeout)
