@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from host.search.vectors import VectorIndexes, group_of
+from host.search.vectors import VectorIndexes, approximate, group_of
 from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
@@ -168,7 +168,7 @@ class ClientSpaces:
         applied = 0  # entries this catch-up re-read
         while True:
             upto, stored = await self.store.client_changes(namespace, head, self.catch_up_rows)
-            if stored is None or (stored and getattr(index, "kind", "exact") == "ann" and
+            if stored is None or (stored and approximate(index) and
                                   applied + len(stored) > max(self.catch_up_rows,
                                                               len(index) // 4)):
                 # the log cannot say what changed, or an approximate space grew by more than
@@ -270,7 +270,7 @@ class ClientSpaces:
             only = row_ids(allowed, span)
         want = q.offset + q.limit
         ask = min(want * span, max(4 * want, 256))
-        approx = self.rescore and getattr(index, "kind", "exact") == "ann"
+        approx = self.rescore and approximate(index)
         if approx:
             ask = max(ask, rescore_count(want))
         page: list[tuple[float, StoredEntry]] = []

@@ -46,7 +46,7 @@ from host.search import ranking
 from host.search.client_vectors import ClientSpaces, rescore_count
 from host.search.embed import Embedder
 from host.search.queries import QueryVectors
-from host.search.vectors import Hits, VectorIndex, VectorIndexes, group_of
+from host.search.vectors import Hits, VectorIndex, VectorIndexes, approximate, group_of
 from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
 from host.store.base import (  # the store capabilities the engine reads, declared there
     ClientSpaceReads,
@@ -465,7 +465,7 @@ class SearchEngine:
         assert self._local is not None  # an in-memory index: a local store's vectors
         only = await self._local.allowed_ids(scope, q, now) if q.narrowed else None
         pool = self.cfg.fusion_pool
-        if getattr(index, "kind", "exact") != "ann" or not isinstance(self._local, _ExactVectors):
+        if not approximate(index) or not isinstance(self._local, _ExactVectors):
             return index.search(qv, pool, groups, now, only)
         # approximate (8-bit codes): the best `pool` + margin scored again on float32, cut
         hits = index.search(qv, rescore_count(pool), groups, now, only)
@@ -524,7 +524,7 @@ class SearchEngine:
                 index.known.update(zip(ask, sims.tolist(), strict=True))
         rows = [-1 if i is None else int(i) for i in ids]  # -1: no row
         sims = index.similarity(qv, rows)
-        if getattr(index, "kind", "exact") == "ann" and isinstance(self._local, _ExactVectors):
+        if approximate(index) and isinstance(self._local, _ExactVectors):
             sims = await self._exact_sims(qv, rows, sims)  # 8-bit codes: float32 instead
         return sims
 

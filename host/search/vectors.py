@@ -7,9 +7,10 @@ from host.search.index import (
     Pending,
     VectorIndex,
     VectorIndexes,
+    approximate,
     digest,
     group_of,
 )
 
-__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes", "digest",
-           "group_of"]
+__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes",
+           "approximate", "digest", "group_of"]

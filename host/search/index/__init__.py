@@ -8,5 +8,12 @@ from host.store.base import Hits, Pending, digest
 
 VectorIndex = ExactIndex  # the float32 exact index, its former name
 
-__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes", "digest",
-           "group_of"]
+
+def approximate(index: object) -> bool:
+    """True for an `AnnIndex` (8-bit codes: its best candidates want rescoring on float32);
+    False for an exact index, None, or a store's answer standing in for an index."""
+    return getattr(index, "kind", "exact") == "ann"
+
+
+__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes",
+           "approximate", "digest", "group_of"]
