@@ -45,7 +45,7 @@ import faiss as _faiss
 import numpy as np
 
 from host.search.index.exact import CHUNK, dots
-from host.search.index.rows import Rows, no_hits, top_k
+from host.search.index.rows import Rows, checked, no_hits, top_k
 from host.store.base import Hits
 
 faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
@@ -194,15 +194,9 @@ class AnnIndex(Rows):
     ) -> None:
         """Add rows, or replace the rows of ids already present (the old slot becomes a
         hole). `vectors` must be unit rows `(n, dim)`."""
-        ids = [int(i) for i in ids]
+        ids, vecs, groups, expires = checked(self.dim, ids, vectors, groups, expires)
         if not ids:
             return
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), -1)
-        if vecs.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
-        groups, expires = list(groups), list(expires)
-        if not len(groups) == len(expires) == len(ids):
-            raise ValueError("ids, vectors, groups and expires differ in length")
         last: dict[int, int] = {i: j for j, i in enumerate(ids)}  # an id twice: the last wins
         if len(last) < len(ids):
             keep = sorted(last.values())

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Iterator
 
 import numpy as np
 
-from host.search.index.rows import Rows, no_hits, top_k
+from host.search.index.rows import Rows, checked, no_hits, top_k
 from host.store.base import Hits
 
 CHUNK = 4096  # rows scored at a time: bounds the float32 copy a gather or a compact matrix makes
@@ -67,15 +67,9 @@ class ExactIndex(Rows):
     ) -> None:
         """Add rows, or replace the rows of ids already present. `vectors` must be unit rows
         `(n, dim)`; `expires` is the expiry time of each row (None: never)."""
-        ids = [int(i) for i in ids]
+        ids, vecs, groups, expires = checked(self.dim, ids, vectors, groups, expires)
         if not ids:
             return
-        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
-        if vecs.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
-        groups, expires = list(groups), list(expires)
-        if not len(groups) == len(expires) == len(ids):
-            raise ValueError("ids, vectors, groups and expires differ in length")
         self._grow(self._n + len(ids))
         for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
             slot = self._row.get(i)

@@ -29,6 +29,25 @@ def no_hits() -> Hits:
     return Hits(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0.0, 0.0, 0)
 
 
+def checked(
+    dim: int, ids: Iterable[int], vectors: np.ndarray, groups: Iterable[str],
+    expires: Iterable[float | None],
+) -> tuple[list[int], np.ndarray, list[str], list[float | None]]:
+    """The arguments of an index's `add` as lists and a contiguous float32 `(n, dim)` matrix
+    (no ids: empty, whatever the rest); ValueError for another dimension or lengths that
+    differ."""
+    ids = [int(i) for i in ids]
+    if not ids:  # nothing to add: the rest is not looked at
+        return ids, np.zeros((0, dim), dtype=np.float32), [], []
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+    if vecs.shape[1] != dim:
+        raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {dim}")
+    groups, expires = list(groups), list(expires)
+    if not len(groups) == len(expires) == len(ids):
+        raise ValueError("ids, vectors, groups and expires differ in length")
+    return ids, vecs, groups, expires
+
+
 def top_k(sims: np.ndarray, k: int) -> np.ndarray:
     """Positions of the `k` largest of `sims`, largest first (ties: lower position first)."""
     k = min(k, sims.size)
