@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from host.client import MemoryClient
@@ -65,11 +65,26 @@ def _sign_in(browser: Any, served: BrowsedHost, token: str) -> None:
     _submit(browser, field)
 
 
+def _gone(element: Any) -> bool:
+    """True once `element`'s document has been replaced. Selenium's `staleness_of`, plus the
+    error Chromium answers while the old document is being torn down ("Node with given id
+    does not belong to the document"), which means the same."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as err:
+        if "does not belong to the document" in str(err):
+            return True
+        raise
+    return False
+
+
 def _submit(browser: Any, field: Any) -> None:
     """Submit `field`'s form and wait for the page it leads to: `submit()` returns before
     the next page is loaded (WebDriver's submit is the page's own `form.submit()`)."""
     field.submit()
-    WebDriverWait(browser, 20, poll_frequency=0.1).until(staleness_of(field))
+    WebDriverWait(browser, 20, poll_frequency=0.1).until(lambda _d: _gone(field))
     WebDriverWait(browser, 20, poll_frequency=0.1).until(
         lambda d: d.execute_script("return document.readyState") == "complete")
 
