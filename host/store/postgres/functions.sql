@@ -1,4 +1,4 @@
--- a2e functions version: 2
+-- a2e functions version: 3
 --
 -- Every function and trigger function of the PostgreSQL schema, as it stands (package data
 -- beside schema.py). `host.store.postgres.schema.migrate` applies this file at every start,
