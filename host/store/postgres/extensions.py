@@ -4,8 +4,13 @@ A put with vectors checks each entry's space first (`spaces_fit`: a space's firs
 its dimension, across hosts), then writes its entries through the group commit, then their
 vectors (`write_vectors`), keyed by the entry's address and the digest of the content they
 came with; `read_vectors` joins them only to entries whose content still has that digest.
-The vectors' statement follows the entries' commit: a crash between the two leaves the entry
-without vectors (found by a retrieve, not by a vector search) until it is stored again.
+Every put of an address deletes its client vectors in the put's transaction (queueing the entry
+for the host's embedder when it had some: `a2e_put_group`), so a plain put replacing an entry
+with vectors is embedded again, whatever its text. The vectors' transaction follows the
+entries' commit and takes the entry out of the embedding queue, dropping a host vector of an
+earlier text: an entry with client vectors is not embedded by the host (as on SQLite). A crash
+between the two leaves the entry as a plain one (found by a retrieve and embedded by the host,
+not found by a vector search) until it is stored again.
 """
 
 from __future__ import annotations
@@ -48,24 +53,45 @@ async def spaces_fit(pool: Any, namespace: str, entries: Sequence[NewEntry]) -> 
 
 
 async def write_vectors(pool: Any, scope: Scope, entries: Sequence[NewEntry]) -> None:
-    """The vectors of `entries` (stored ones), replacing those of their addresses; the last
-    entry of an address wins, as in the put."""
+    """The vectors of `entries` (stored ones; the last entry of an address wins, as in the
+    put), under the namespace's lock, for the entries that still hold the content they came
+    with (a later put of the address removed the put's client vectors and would be undone).
+
+    Those entries are not embedded by the host (as on SQLite,
+    `host.store.sqlite.client_vectors`): in the same transaction they leave the embedding queue
+    (the put's trigger queued them) and a vector the host computed for an earlier text goes. In
+    two statements, so the second sees a vector an embedding worker committed while the first
+    waited for its queue row (the worker's own write finds the row gone and writes nothing)."""
     last: dict[tuple[str, str, bytes], NewEntry] = {}
     for e in entries:
-        if e.vectors:
-            last[(e.tier, owner_for(e.tier, scope.agent), e.key)] = e
-    if not last:
+        address = (e.tier, owner_for(e.tier, scope.agent), e.key)
+        last.pop(address, None)
+        last[address] = e
+    given = {a: e for a, e in last.items() if e.vectors}
+    if not given:
         return
-    await pool.execute(
-        "INSERT INTO a2e_client_vectors (namespace, tier, owner, key_hash, digest, space, vecs)"
-        " SELECT $1, t.tier, t.owner, a2e_key_hash(t.key), t.digest, t.space, t.vecs"
-        " FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::bytea[])"
-        " AS t(tier, owner, key, digest, space, vecs)"
-        " ON CONFLICT (namespace, tier, owner, key_hash) DO UPDATE SET digest = excluded.digest,"
-        " space = excluded.space, vecs = excluded.vecs",
-        scope.namespace, [a[0] for a in last], [a[1] for a in last],
-        [a[2].decode() for a in last], [digest(e.content) for e in last.values()],
-        [e.vector_space for e in last.values()], [e.vectors for e in last.values()])
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT a2e_lock_namespace($1)", scope.namespace)
+        rows = await conn.fetch(
+            "WITH t AS (SELECT e.id, e.tier, e.owner, a2e_key_hash(e.key) AS key_hash, t.digest,"
+            "  t.space, t.vecs"
+            "  FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[],"
+            "  $7::bytea[]) AS t(tier, owner, key, digest, space, vecs)"
+            "  JOIN a2e_entries e ON e.namespace = $1 AND e.tier = t.tier AND e.owner = t.owner"
+            "  AND a2e_key_hash(e.key) = a2e_key_hash(t.key) AND e.key = t.key"
+            "  AND sha256(convert_to(e.content, 'UTF8')) = t.digest),"
+            " i AS (INSERT INTO a2e_client_vectors"
+            "  (namespace, tier, owner, key_hash, digest, space, vecs)"
+            "  SELECT $1, tier, owner, key_hash, digest, space, vecs FROM t"
+            "  ON CONFLICT (namespace, tier, owner, key_hash) DO UPDATE SET"
+            "  digest = excluded.digest, space = excluded.space, vecs = excluded.vecs)"
+            " SELECT id FROM t ORDER BY id",
+            scope.namespace, [a[0] for a in given], [a[1] for a in given],
+            [a[2].decode() for a in given], [digest(e.content) for e in given.values()],
+            [e.vector_space for e in given.values()], [e.vectors for e in given.values()])
+        ids = [int(r[0]) for r in rows]
+        await conn.execute("DELETE FROM a2e_embed_queue WHERE entry_id = ANY($1::bigint[])", ids)
+        await conn.execute("DELETE FROM a2e_vectors WHERE entry_id = ANY($1::bigint[])", ids)
 
 
 async def read_vectors(pool: Any, namespace: str, space: str, where: str,

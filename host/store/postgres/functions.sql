@@ -229,6 +229,14 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- The sequence number of a queue row written again after its row was deleted while an
+-- embedding worker may hold a claim on it (an entry stored with client vectors leaves the queue,
+-- host.store.postgres.extensions.write_vectors): the database clock in microseconds, past any
+-- number of the row before (those count changes from 1), so that worker's vector, of an older
+-- text, is not written.
+CREATE OR REPLACE FUNCTION a2e_queue_seq() RETURNS bigint LANGUAGE sql VOLATILE
+AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint $$;
+
 CREATE OR REPLACE FUNCTION a2e_embed_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO a2e_embed_queue AS q (entry_id) VALUES (new.id)
@@ -314,6 +322,16 @@ BEGIN
                 ttl = p_ttl[i], updated_at = upd, expires_at = exp, size = size_i,
                 lexemes = p_lexemes[i]::tsvector, doc_len = p_doc_len[i]
              WHERE id = r.id;
+            -- its client vectors go (as in a2e_put_group)
+            WITH d AS (
+                DELETE FROM a2e_client_vectors v
+                 WHERE v.namespace = p_namespace AND v.tier = p_tier[i]
+                   AND v.owner = p_owner[i] AND v.key_hash = a2e_key_hash(p_key[i])
+                RETURNING 1)
+            INSERT INTO a2e_embed_queue AS q (entry_id, seq)
+            SELECT r.id, a2e_queue_seq() WHERE EXISTS (SELECT 1 FROM d)
+            ON CONFLICT (entry_id) DO UPDATE
+            SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
         END IF;
         outcomes := outcomes || NULL::text;
     END LOOP;
@@ -402,6 +420,21 @@ BEGIN
                            WITH ORDINALITY AS r(agent, now, content, tags, source, score, ttl,
                                                 updated, size, lexemes, doc_len, i)
                      WHERE r.i = m.i AND e.id = m.id AND NOT m.expired;
+                    -- a put replaces its address's client vectors (the host writes the put's
+                    -- own after the commit, host.store.postgres.extensions.write_vectors): an
+                    -- entry that had some is queued for the host's embedder, its sequence
+                    -- past any a worker may hold from before they were written
+                    WITH d AS (
+                        DELETE FROM a2e_client_vectors v
+                         USING unnest(m_id, m_expired) AS m(id, expired), a2e_entries e
+                         WHERE e.id = m.id AND NOT m.expired AND v.namespace = e.namespace
+                           AND v.tier = e.tier AND v.owner = e.owner
+                           AND v.key_hash = a2e_key_hash(e.key)
+                        RETURNING e.id)
+                    INSERT INTO a2e_embed_queue AS q (entry_id, seq)
+                    SELECT DISTINCT id, a2e_queue_seq() FROM d ORDER BY id
+                    ON CONFLICT (entry_id) DO UPDATE
+                    SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
                 END IF;
                 INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
                     source, score, ttl, created_at, updated_at, expires_at, size, lexemes,

@@ -16,6 +16,14 @@ from host.text.searchable import stored_text
 
 __all__ = ["Vectors"]
 
+# the entries (`e`) the host embeds: all but those stored with client vectors (as SQLite's
+# `_EMBEDDED`; the vectors count while the entry holds the content they came with, as a read
+# of them, `host.store.postgres.extensions.read_vectors`)
+_HOST_EMBEDS = (
+    "NOT EXISTS (SELECT 1 FROM a2e_client_vectors c WHERE c.namespace = e.namespace"
+    " AND c.tier = e.tier AND c.owner = e.owner AND c.key_hash = a2e_key_hash(e.key)"
+    " AND c.digest = sha256(convert_to(e.content, 'UTF8')))")
+
 
 class Vectors(StoreState):
     """The embedding workers' queue and the vector search, on the store's pool."""
@@ -23,7 +31,8 @@ class Vectors(StoreState):
     async def set_vector_model(self, name: str, dim: int) -> bool:
         """Record the embedder in `a2e_search_meta` (under the migration lock, so hosts
         starting together agree). A different model than recorded deletes every vector and
-        queues every entry for re-embedding; True when that happened."""
+        queues every entry for re-embedding (but those with client vectors); True when that
+        happened."""
         async with (self.pool.acquire() as conn, advisory_lock(conn, LOCK_MIGRATE),
                     conn.transaction()):
             rows = dict(await conn.fetch(
@@ -41,11 +50,13 @@ class Vectors(StoreState):
     @staticmethod
     async def _requeue(conn: Any) -> None:
         await conn.execute(
-            "INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM a2e_entries"
-            " ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0")
+            f"INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM a2e_entries e"
+            f" WHERE {_HOST_EMBEDS}"
+            f" ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0")
 
     async def requeue_vectors(self) -> int:
-        """Queue every entry for re-embedding (releasing every claim); the queue's length."""
+        """Queue every entry (but those with client vectors, which the host does not embed)
+        for re-embedding, releasing every claim; the queue's length."""
         async with self.pool.acquire() as conn, conn.transaction():
             await self._requeue(conn)
             return int(await conn.fetchval("SELECT count(*) FROM a2e_embed_queue"))
