@@ -1,7 +1,7 @@
 """Vector indexes: exact (`ExactIndex`), approximate (`AnnIndex`), and the budgeted set of a
 host's keys (`VectorIndexes`). `host.search.vectors` re-exports the same names."""
 
-from host.search.index.exact import ExactIndex
+from host.search.index.exact import CodedIndex, ExactIndex
 from host.search.index.indexes import Loader, VectorIndexes
 from host.search.index.rows import group_of
 from host.store.base import Hits, Pending, digest
@@ -10,10 +10,11 @@ VectorIndex = ExactIndex  # the float32 exact index, its former name
 
 
 def approximate(index: object) -> bool:
-    """True for an `AnnIndex` (8-bit codes: its best candidates want rescoring on float32);
-    False for an exact index, None, or a store's answer standing in for an index."""
-    return getattr(index, "kind", "exact") == "ann"
+    """True for an `AnnIndex` or a `CodedIndex` (8-bit codes: their best candidates want
+    rescoring on float32); False for an exact float index, None, or a store's answer standing
+    in for an index."""
+    return getattr(index, "kind", "exact") == "ann" or bool(getattr(index, "coded", False))
 
 
-__all__ = ["ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes",
+__all__ = ["CodedIndex", "ExactIndex", "Hits", "Loader", "Pending", "VectorIndex", "VectorIndexes",
            "approximate", "digest", "group_of"]

@@ -33,7 +33,6 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import zlib
@@ -44,16 +43,13 @@ from typing import Any
 import faiss as _faiss
 import numpy as np
 
-from host.search.index.exact import CHUNK, dots
-from host.search.index.rows import Rows, checked, no_hits, top_k
+from host.search.index.exact import CHUNK, code_ranges, dots
+from host.search.index.rows import ROW_DICT_BYTES, Rows, checked, no_hits, top_k
 from host.store.base import Hits
 
 faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
 FORMAT = 1
 TRAIN_ROWS = 100_000  # rows the 8-bit quantiser learns each dimension's range from
-# each dimension's learnt range widened by this share of it on either side: a later vector
-# beyond the range is clipped (a similarity off by ~0.01 at 1M rows trained on 50,000)
-RANGE_MARGIN = 0.02
 Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `stop`
 
@@ -110,36 +106,46 @@ class AnnIndex(Rows):
 
     @classmethod
     def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
-              stop: Callable[[], bool] | None = None, **options: Any) -> AnnIndex:
+              stop: Callable[[], bool] | None = None,
+              ranges: tuple[np.ndarray, np.ndarray] | None = None, **options: Any) -> AnnIndex:
         """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
         `TRAIN_ROWS` rows. `threads`: faiss's threads for the graph (0: every core); set for
         the calling thread only, restored after. `stop`: looked at every `BUILD_STEP` rows,
         `BuildAbandoned` raised once it says True (a process exiting does not wait long, nor
-        leave faiss running while it tears down)."""
+        leave faiss running while it tears down). `ranges`: the quantiser's, as `train` takes
+        them (then nothing is held to learn them from)."""
         before = faiss.omp_get_max_threads()
         if threads:
             faiss.omp_set_num_threads(threads)
         try:
-            return cls._build(dim, rows, stop or (lambda: False), **options)
+            return cls._build(dim, rows, stop or (lambda: False), ranges, **options)
         finally:
             faiss.omp_set_num_threads(before)
 
     @classmethod
     def _build(cls, dim: int, rows: Iterable[Chunk], stop: Callable[[], bool],
-               **options: Any) -> AnnIndex:
+               ranges: tuple[np.ndarray, np.ndarray] | None, **options: Any) -> AnnIndex:
         index = cls(dim, **options)
         head: list[Chunk] = []
         held = 0
         it = iter(rows)
-        for chunk in it:
-            head.append(chunk)
-            held += len(chunk[0])
-            if held >= TRAIN_ROWS:
-                break
-        if head:
-            index.train(np.concatenate([np.asarray(c[1], dtype=np.float32) for c in head]))
-        for chunk in itertools.chain(head, it):
-            ids, vecs, groups, expires = chunk
+        if ranges is not None:
+            index.train(np.zeros((0, dim), np.float32), ranges)
+        else:
+            for chunk in it:
+                head.append(chunk)
+                held += len(chunk[0])
+                if held >= TRAIN_ROWS:
+                    break
+            if head:
+                index.train(np.concatenate([np.asarray(c[1], dtype=np.float32) for c in head]))
+
+        def source() -> Iterator[Chunk]:  # a chunk added is no longer held
+            while head:
+                yield head.pop(0)
+            yield from it
+
+        for ids, vecs, groups, expires in source():
             for i in range(0, len(ids), BUILD_STEP):
                 if stop():
                     raise BuildAbandoned
@@ -147,21 +153,22 @@ class AnnIndex(Rows):
                 index.add(ids[j], vecs[j], groups[j], expires[j])
         return index
 
-    def train(self, sample: np.ndarray) -> None:
-        """Learn each dimension's range from `sample` (unit rows); before the first `add`."""
+    def train(self, sample: np.ndarray,
+              ranges: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Learn each dimension's range from `sample` (unit rows), or take `ranges` (each
+        dimension's min and width, a `CodedIndex`'s: then its codes are the same here);
+        before the first `add`."""
         if self._index.is_trained:
             raise ValueError("the index is already trained")
         sample = np.ascontiguousarray(sample, dtype=np.float32).reshape(-1, self.dim)
-        if len(sample) < 2:  # a range needs spread: widen a lone vector's
-            sample = np.concatenate([sample, -sample, np.zeros((1, self.dim), np.float32)])
-        self._index.train(sample)
-        trained = faiss.vector_to_array(self._storage.sq.trained).astype(np.float32)
-        vmin, vdiff = trained[: self.dim], trained[self.dim:]
-        vdiff = np.maximum(vdiff, 1e-6)
-        vmin, vdiff = vmin - RANGE_MARGIN * vdiff, vdiff * (1 + 2 * RANGE_MARGIN)
+        if ranges is None:
+            vmin, vdiff = code_ranges(sample)
+        else:
+            vmin, vdiff = (np.asarray(r, dtype=np.float32).reshape(self.dim) for r in ranges)
+        self._index.train(np.stack([vmin, vmin + vdiff]))  # then its ranges set as learnt here
         faiss.copy_array_to_vector(np.concatenate([vmin, vdiff]).astype(np.float32),
                                    self._storage.sq.trained)
-        self._vmin, self._vstep = vmin, vdiff / 255.0
+        self._vmin, self._vstep = vmin, (vdiff / np.float32(255.0)).astype(np.float32)
 
     @property
     def holes(self) -> bool:  # type: ignore[override]
@@ -178,6 +185,13 @@ class AnnIndex(Rows):
         h = self._index.hnsw
         return int(self._index.ntotal * self._storage.code_size + h.neighbors.size() * 4
                    + h.levels.size() * 4 + h.offsets.size() * 8 + self.meta_nbytes())
+
+    @staticmethod
+    def estimate_nbytes(rows: int, dim: int, connectivity: int = 16) -> int:
+        """About the `nbytes` of an index of `rows` rows (what a build will hold at its end):
+        codes, ~10 x M neighbour bytes a row (level 0's 2M links of 4 bytes, the upper levels'
+        and the lists' slack, as measured at 1M x 384), levels and offsets, the rows' metadata."""
+        return int(rows * (dim + 10 * connectivity + 12 + 21 + ROW_DICT_BYTES))
 
     def _codes(self) -> np.ndarray:
         n = int(self._index.ntotal)

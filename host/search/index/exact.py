@@ -1,6 +1,13 @@
 """`ExactIndex`: one matrix of unit vectors (float32, or float16 for half the memory), searched
 exactly: every allowed row is scored. ~8 ms at 100,000 x 384 float32 on 2 cores.
 
+`CodedIndex`: the same over 8-bit codes (a quarter of float32's bytes), each dimension
+quantised over the range learnt from the rows it was made from, as an `AnnIndex` stores them
+(and with its ranges, so a graph built from it keeps the same codes): what `VectorIndexes`
+holds of a big key while its graph is built. Every allowed row is scored, on the decoded
+vectors (~1e-3 off a similarity), so its callers rescore its best rows on float32 as they do an
+`AnnIndex`'s (`host.search.index.approximate`).
+
 float16 keeps the same top 10 (recall@10 ~1.0 against float32) in half the bytes, but a query
 costs ~10x the CPU: numpy converts float16 to float32 slowly (scripts/bench_index.py). So it
 suits keys that are many and small; a big key is better served by an `AnnIndex` (8-bit).
@@ -19,6 +26,21 @@ from host.store.base import Hits
 
 CHUNK = 4096  # rows scored at a time: bounds the float32 copy a gather or a compact matrix makes
 DTYPES = {"float32": np.float32, "float16": np.float16}
+# each dimension's learnt range widened by this share of it on either side: a later vector
+# beyond the range is clipped (a similarity off by ~0.01 at 1M rows trained on 50,000)
+RANGE_MARGIN = 0.02
+
+
+def code_ranges(sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each dimension's (min, width) for 8-bit codes, from `sample` (float32 rows): their
+    min and max (faiss's `ScalarQuantizer` min-max), widened by `RANGE_MARGIN`."""
+    sample = np.asarray(sample, dtype=np.float32)
+    if len(sample) < 2:  # a range needs spread: widen a lone vector's
+        sample = np.concatenate([sample, -sample, np.zeros((1, sample.shape[1]), np.float32)])
+    vmin = sample.min(axis=0)
+    vdiff = np.maximum(sample.max(axis=0) - vmin, 1e-6)
+    return ((vmin - RANGE_MARGIN * vdiff).astype(np.float32),
+            (vdiff * (1 + 2 * RANGE_MARGIN)).astype(np.float32))
 
 
 def dots(m: np.ndarray, n: int, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
@@ -71,6 +93,7 @@ class ExactIndex(Rows):
         if not ids:
             return
         self._grow(self._n + len(ids))
+        vecs = self._encode(vecs)
         for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
             slot = self._row.get(i)
             if slot is None:
@@ -119,7 +142,7 @@ class ExactIndex(Rows):
         slots = self.allowed(groups, now, only)
         if slots is not None and slots.size == 0:
             return no_hits()
-        sims = dots(self._m, self._n, slots, q)
+        sims = self._scores(slots, q)
         top = top_k(sims, k)
         picked = top if slots is None else slots[top]
         return Hits(
@@ -135,13 +158,24 @@ class ExactIndex(Rows):
         if rows:
             pos, idx = zip(*rows, strict=True)
             q = np.asarray(query, dtype=np.float32).reshape(-1)
-            out[list(pos)] = dots(self._m, self._n, np.array(idx, dtype=np.int64), q)
+            out[list(pos)] = self._scores(np.array(idx, dtype=np.int64), q)
         return out
 
     def vectors(self, ids: Iterable[int]) -> np.ndarray:
         """The stored vectors of `ids` as float32 rows (every id must have a row)."""
         slots = np.array([self._row[i] for i in ids], dtype=np.int64)
-        return self._m[slots].astype(np.float32)
+        return self._decode(self._m[slots])
+
+    # the stored form of vectors: float32/float16 as they are (a subclass codes them)
+    def _encode(self, vecs: np.ndarray) -> np.ndarray:
+        return vecs
+
+    def _decode(self, m: np.ndarray) -> np.ndarray:
+        return m.astype(np.float32)
+
+    def _scores(self, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        """Similarity of `q` to the rows of `slots` (None: every row)."""
+        return dots(self._m, self._n, slots, q)
 
     def snapshot(self) -> tuple[Iterator[
             tuple[list[int], np.ndarray, list[str], list[float | None]]], int]:
@@ -167,6 +201,70 @@ class ExactIndex(Rows):
         for i in range(0, self._n, chunk):
             j = min(i + chunk, self._n)
             exp = self._expires[i:j]
-            yield (self._ids[i:j].tolist(), self._m[i:j].astype(np.float32),
+            yield (self._ids[i:j].tolist(), self._decode(self._m[i:j]),
                    [names[int(c)] for c in self._groups[i:j]],
                    [None if not np.isfinite(e) else float(e) for e in exp])
+
+
+class CodedIndex(ExactIndex):
+    """An `ExactIndex` over 8-bit codes: each dimension's value `v` stored as
+    `floor(255 * (v - vmin) / vdiff)` clipped to 0..255, decoded as `vmin + (code + 0.5) *
+    vdiff / 255` (faiss's 8-bit scalar quantiser: an `AnnIndex` given the same ranges stores
+    the same codes). `ranges`: each dimension's (min, width), see `code_ranges`."""
+
+    coded = True  # its scores are the codes' (approximate): callers rescore its best rows
+
+    def __init__(self, dim: int, ranges: tuple[np.ndarray, np.ndarray],
+                 capacity: int = 1024) -> None:
+        super().__init__(dim, "float32", capacity=1)
+        self.dtype = "uint8"
+        vmin, vdiff = (np.asarray(r, dtype=np.float32).reshape(dim) for r in ranges)
+        self.ranges = (vmin, vdiff)
+        self._vmin, self._vstep = vmin, vdiff / np.float32(255.0)
+        self._grow_meta(max(1, capacity))
+        self._m = np.zeros((len(self._ids), dim), dtype=np.uint8)
+
+    @classmethod
+    def of(cls, exact: ExactIndex) -> CodedIndex:
+        """The rows of `exact` coded (the ranges learnt from them); `exact` is left as it was."""
+        n = exact._n
+        m = exact._m[:n]
+        sample = m[np.linspace(0, n - 1, min(n, 100_000)).astype(np.int64)] if n else m
+        index = cls(exact.dim, code_ranges(sample.astype(np.float32)), capacity=max(1, n))
+        for i in range(0, n, CHUNK):
+            index._m[i: i + CHUNK] = index._encode(m[i: i + CHUNK].astype(np.float32))
+        index._n = n
+        index._ids[:n], index._groups[:n] = exact._ids[:n], exact._groups[:n]
+        index._expires[:n], index._live[:n] = exact._expires[:n], exact._live[:n]
+        index._row = dict(exact._row)
+        index._group_codes = dict(exact._group_codes)
+        index._group_rows = list(exact._group_rows)
+        index._expiring = exact._expiring
+        return index
+
+    def _encode(self, vecs: np.ndarray) -> np.ndarray:
+        x = (np.asarray(vecs, dtype=np.float32) - self._vmin) / (self._vstep * np.float32(255.0))
+        return np.clip(np.floor(x * np.float32(255.0)), 0, 255).astype(np.uint8)
+
+    def _decode(self, m: np.ndarray) -> np.ndarray:
+        return self._vmin + (m.astype(np.float32) + np.float32(0.5)) * self._vstep
+
+    def _scores(self, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        qs = (q * self._vstep).astype(np.float32)
+        base = float(q @ self._vmin + 0.5 * qs.sum())
+        return dots(self._m, self._n, slots, qs) + np.float32(base)
+
+    def snapshot(self) -> tuple[Iterator[
+            tuple[list[int], np.ndarray, list[str], list[float | None]]], int]:
+        """`rows()` of a copy of the codes and the rows' metadata, and the bytes it holds."""
+        n = self._n
+        m, ids = self._m[:n].copy(), self._ids[:n].copy()
+        gcodes, exps = self._groups[:n].copy(), self._expires[:n].copy()
+        names = {c: g for g, c in self._group_codes.items()}
+
+        def chunks() -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+            for i in range(0, n, CHUNK):
+                j = slice(i, i + CHUNK)
+                yield (ids[j].tolist(), self._decode(m[j]), [names[int(c)] for c in gcodes[j]],
+                       [None if not np.isfinite(e) else float(e) for e in exps[j]])
+        return chunks(), int(m.nbytes + ids.nbytes + gcodes.nbytes + exps.nbytes)

@@ -8,13 +8,21 @@ thread while searches stay exact, or read back from `persist_dir` when a saved g
 matches the store's rows (a restart then never rebuilds a big graph, and never re-embeds).
 
 A load never builds a graph: the first open of a big key without a usable saved file serves it
-exactly from the rows it read (an `ExactIndex`, `dtype`) at once, and promotes it in the
-background like a key grown past `ann_min_rows` (a graph takes ~6 minutes a million rows on 2
-cores, bench_index). Promotions and compactions build on one core (`rebuild_threads`) in a
-daemon thread from a compact snapshot (float16 vectors, or the 8-bit codes): shutdown never
-waits for a build to end (one in progress stops at its next step of `BUILD_STEP` rows, see
-`_EXITING`, and is done again at the next load), and the budget counts the snapshot a build
-holds.
+from the rows it read at once, and promotes it in the background like a key grown past
+`ann_min_rows` (a graph takes ~6 minutes a million rows on 2 cores, bench_index). Its rows are
+held as 8-bit codes (a `CodedIndex`, every row scored: its best rescored by the callers as an
+`AnnIndex`'s) once they pass `ann_min_rows` or the budget as `dtype`: a million rows of 384
+dimensions are then 0.5 GB instead of 1.6 GB, and the graph takes the same codes.
+
+Promotions and compactions are queued (`BUILDS`: one at a time in the process, smallest key
+first; a key waiting is served by its current index) and build on one core
+(`rebuild_threads`) in a daemon thread, which takes the rows from the loop a chunk at a time
+(`CHUNK` rows copied from the current index there, consistent with the journal of writes
+since the build began), not from a snapshot: a build holds the graph it makes, counted in the
+budget from its start at its estimated final size, and one chunk. Shutdown never waits for a
+build to end (one in progress stops at its next step of `BUILD_STEP` rows, see `_EXITING`,
+and is done again at the next load). A graph built is saved (with `persist_dir`) before it is
+swapped in, while it is still the build's alone, so a host killed afterwards reads it back.
 
 Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
 dropped (its next load reads it from the store); a write to a key being loaded, or being
@@ -28,8 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import ctypes
 import hashlib
+import heapq
 import importlib
+import itertools
 import json
 import logging
 import os
@@ -43,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from host.search.index.exact import ExactIndex
+from host.search.index.exact import CHUNK, CodedIndex, ExactIndex
 
 if TYPE_CHECKING:
     from host.search.index.ann import AnnIndex
@@ -63,6 +74,8 @@ JOURNAL_MAX_BYTES = 64 << 20
 LOAD_ATTEMPTS = 3
 COMPACT_SHARE = 0.3  # an AnnIndex is rebuilt when this share of its slots are holes
 COMPACT_MIN = 1000  # ... and at least this many
+# freed by evictions since the allocator was last asked to return its free pages (`_trim`)
+TRIM_BYTES = 32 << 20
 
 
 class _Journal:
@@ -142,6 +155,121 @@ def _in_daemon(fn: Callable[..., Any], *args: Any, builder: bool = False
     return fut
 
 
+class _Ticket:
+    """A build's place in `BUILDS`: `fut` (of the loop that asked) is done once it may run."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.fut: asyncio.Future[None] = loop.create_future()
+        self.granted = False  # under the queue's lock
+
+
+def _grant(ticket: _Ticket) -> None:
+    if not ticket.fut.done():  # (cancelled: its waiter's `give_up` passes the turn on)
+        ticket.fut.set_result(None)
+
+
+class BuildQueue:
+    """The background graph builds of the process, at most `limit` at a time, the smallest
+    (rows) first, then in the order asked: one key's build cannot starve another's of CPU,
+    nor several builds' memory add up. Asked on a loop (`ask`), released by whichever thread
+    ends the build (`release`)."""
+
+    def __init__(self, limit: int = 1) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._running = 0
+        self._waiting: list[tuple[int, int, _Ticket]] = []
+        self._order = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def ask(self, rows: int) -> _Ticket:
+        """A ticket for a build of `rows` rows; await its `fut`, then `release()` once built
+        (or `give_up` a ticket no longer wanted)."""
+        ticket = _Ticket(asyncio.get_running_loop())
+        with self._lock:
+            if self._running < self.limit and not self._waiting:
+                self._running += 1
+                ticket.granted = True
+                ticket.fut.set_result(None)
+            else:
+                heapq.heappush(self._waiting, (rows, next(self._order), ticket))
+        return ticket
+
+    def give_up(self, ticket: _Ticket) -> None:
+        """Leave the queue (waiting: its place goes; granted: its turn passes on)."""
+        with self._lock:
+            if not ticket.granted:
+                self._waiting = [w for w in self._waiting if w[2] is not ticket]
+                heapq.heapify(self._waiting)
+                return
+            ticket.granted = False
+        self.release()
+
+    def release(self) -> None:
+        """A build ended (any thread): the next waiting one may run."""
+        while True:
+            with self._lock:
+                self._running -= 1
+                if not self._waiting or self._running >= self.limit:
+                    return
+                _, _, ticket = heapq.heappop(self._waiting)
+                ticket.granted = True
+                self._running += 1
+            try:
+                ticket.loop.call_soon_threadsafe(_grant, ticket)
+                return
+            except RuntimeError:  # its loop is closed: no one waits there any more
+                continue
+
+
+BUILDS = BuildQueue()
+
+
+_LIBC: Any = None
+
+
+def _trim() -> None:
+    """Ask the C allocator to return its free pages to the system (glibc's `malloc_trim`):
+    numpy arrays freed by evictions and builds otherwise stay in its arenas, counted in RSS."""
+    global _LIBC
+    try:
+        if _LIBC is None:
+            _LIBC = ctypes.CDLL("libc.so.6")
+        _LIBC.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        _LIBC = False
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` run on `loop` (from a build's thread), its result; `BuildAbandoned` when
+    the loop is closed or the process exits."""
+    done: _ThreadFuture[Any] = _ThreadFuture()
+
+    def run() -> None:
+        try:
+            done.set_result(fn(*args))
+        except BaseException as e:  # handed to the thread
+            done.set_exception(e)
+    try:
+        loop.call_soon_threadsafe(run)
+    except RuntimeError:
+        raise _ann().BuildAbandoned from None
+    while True:
+        try:
+            return done.result(timeout=0.5)
+        except TimeoutError:
+            if _EXITING.is_set() or loop.is_closed():
+                raise _ann().BuildAbandoned from None
+
+
 def _ann() -> Any:
     # the ANN library is imported only when a key needs it
     return importlib.import_module("host.search.index.ann")
@@ -189,7 +317,9 @@ class VectorIndexes:
         self._promoting: dict[str, _Journal] = {}  # key -> writes during its ANN build
         self._tasks: set[asyncio.Task[Any]] = set()
         self._saving: dict[str, asyncio.Future[Any]] = {}
-        self._snapshots: dict[str, int] = {}  # key -> bytes of the snapshot its build holds
+        self._snapshots: dict[str, int] = {}  # key -> bytes its build holds (estimated)
+        self._queued: dict[str, Index] = {}  # key -> its index waiting for a build's turn
+        self._freed = 0  # bytes evicted since the allocator was last trimmed
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
         self.rebuild_threads = 1  # faiss threads of a background promotion or compaction
@@ -256,8 +386,9 @@ class VectorIndexes:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the loaded indexes hold, and the snapshots their builds in progress hold (the
-        sum the budget bounds; not the graph being built)."""
+        """Bytes the loaded indexes hold, and what their builds in progress hold (the graph
+        each makes, at its estimated final size, from the build's start): the sum the budget
+        bounds."""
         return (sum(ix.nbytes for ix in self._indexes.values())
                 + sum(self._snapshots.values()))
 
@@ -269,6 +400,7 @@ class VectorIndexes:
             journal.overflowed = True
             journal.ops = []
         self._promoting.pop(key, None)
+        self._queued.pop(key, None)
         self._held -= self._snapshots.pop(key, 0)
         index = self._indexes.pop(key, None)
         if index is None:
@@ -281,7 +413,8 @@ class VectorIndexes:
         and the counts since start of loads, evictions, promotions and saved indexes reused."""
         return {
             "keys": len(self._indexes), "loading": len(self._loading),
-            "promoting": len(self._promoting), "rows": len(self), "nbytes": self.nbytes,
+            "promoting": len(self._promoting) + len(self._queued),
+            "builds_queued": len(self._queued), "rows": len(self), "nbytes": self.nbytes,
             "budget_bytes": self.budget_bytes, "loads": self.loads,
             "evictions": self.evictions, "promotions": self.promotions,
             "saved_hits": self.saved_hits,
@@ -387,7 +520,15 @@ class VectorIndexes:
             if index is None:
                 index = ExactIndex(np.asarray(vecs).shape[-1], self.dtype)
             index.add(ids, vecs, groups, expires)
+            if not isinstance(index, CodedIndex) and self._coded_due(index):
+                index = CodedIndex.of(index)  # the rest comes coded; the float rows go
         return index
+
+    def _coded_due(self, index: ExactIndex) -> bool:
+        """A key being loaded is held as 8-bit codes once its graph is due (the graph keeps
+        the same codes) or once it would pass the whole budget as `dtype`."""
+        return bool((self.ann_min_rows and len(index) >= self.ann_min_rows)
+                    or (self.budget_bytes and index.nbytes > self.budget_bytes))
 
     def _build_ann(self, rows: ExactIndex | Iterator[Chunk], dim: int = 0,
                    threads: int = 0) -> Index:
@@ -440,7 +581,8 @@ class VectorIndexes:
     # --- promotion, eviction, saving (on the loop) ---
 
     def _rebuild_due(self, key: str, index: Index) -> bool:
-        if key in self._promoting or key in self._loading or not self.ann_min_rows:
+        if (key in self._promoting or key in self._queued or key in self._loading
+                or not self.ann_min_rows):
             return False
         if index.kind == "exact":
             return len(index) >= self.ann_min_rows
@@ -449,34 +591,77 @@ class VectorIndexes:
 
     def _maybe_promote(self, key: str, index: Index) -> None:
         """Promote an exact index past `ann_min_rows` to an `AnnIndex`, or rebuild an
-        `AnnIndex` whose holes pass `COMPACT_SHARE`: built in a thread from a snapshot while
-        the current index goes on serving; the writes meanwhile are replayed on the new one."""
+        `AnnIndex` whose holes pass `COMPACT_SHARE`: queued for its turn (`BUILDS`), then built
+        in a thread from the current index's rows (taken a chunk at a time on the loop) while
+        it goes on serving; the writes meanwhile are replayed on the new one."""
         if not self._rebuild_due(key, index):
             return
-        snapshot, size = index.snapshot()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script): build now
+            snapshot, _ = index.snapshot()
             ann = self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
             self._held += ann.nbytes - index.nbytes
             self.promotions += 1
             return
-        journal = self._promoting[key] = _Journal(self.journal_max_bytes)
-        self._snapshots[key] = size
-        self._held += size
-        task = loop.create_task(self._promote(key, index, snapshot, journal))
+        self._queued[key] = index
+        task = loop.create_task(self._promote(key, index))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _promote(self, key: str, old: Index, snapshot: Iterable[Chunk],
-                       journal: _Journal) -> None:
+    @staticmethod
+    def _ranges(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
+        """The 8-bit ranges a graph built from `index` takes (its own codes' when it has them:
+        the codes are then the same), None: learnt from its rows."""
+        if isinstance(index, CodedIndex):
+            return index.ranges
+        if index.kind == "ann":
+            ann: Any = index
+            return ann._vmin, ann._vstep * 255.0
+        return None
+
+    async def _promote(self, key: str, old: Index) -> None:
+        ticket = BUILDS.ask(len(old))
+        try:
+            await ticket.fut
+        except BaseException:
+            BUILDS.give_up(ticket)
+            raise
+        started = False
+        try:
+            if self._queued.get(key) is not old or self._indexes.get(key) is not old:
+                return  # evicted, dropped or replaced while it waited: nothing to build
+            del self._queued[key]
+            loop = asyncio.get_running_loop()
+            ids = old.ids()  # the rows the build takes; the journal has every write from now
+            journal = self._promoting[key] = _Journal(self.journal_max_bytes)
+            size = _ann().AnnIndex.estimate_nbytes(
+                len(ids), old.dim, int(self.ann_options.get("connectivity", 16)))
+            self._snapshots[key] = size
+            self._held += size
+            self._evict(keep=key)
+            started = True
+            build = _in_daemon(self._build_pulled, key, old, journal, ids, loop,
+                               self._ranges(old), builder=True)
+        finally:
+            if not started:  # (started: the build's thread releases its turn)
+                if self._queued.get(key) is old:
+                    del self._queued[key]
+                BUILDS.release()
         try:
             # one core: the key is served meanwhile, and the host has other work; a daemon
             # thread: shutdown does not wait for it
-            ann = await _in_daemon(self._build_ann, iter(snapshot), old.dim,
-                                   self.rebuild_threads, builder=True)
-        except Exception:
-            log.exception("vector index of a key not rebuilt: it stays as it was")
+            ann = await build
+            if self._promoting.get(key) is journal and self.persist_dir is not None:
+                # saved now, while no one else sees it (a save while the loop writes to an
+                # index would tear its file): a host killed later reads it back, brought to
+                # the store's rows by the load's check
+                await asyncio.shield(self._save_soon(key, ann))
+        except Exception as e:
+            if isinstance(e, _ann().BuildAbandoned):
+                log.info("vector index build of a key abandoned")
+            else:
+                log.exception("vector index of a key not rebuilt: it stays as it was")
             return
         finally:
             if self._promoting.get(key) is journal:  # not dropped (and promoted again) meanwhile
@@ -489,10 +674,36 @@ class VectorIndexes:
         self._held += ann.nbytes - old.nbytes
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
+        del old
+        _trim()  # the rows it served from meanwhile are freed
         self._evict(keep=key)
-        # not saved now: a save in a thread while the loop writes to the index would tear
-        # its file; it is saved when evicted or by `save_all` (a host killed before loses it:
-        # its next load builds again)
+
+    def _build_pulled(self, key: str, source: Index, journal: _Journal, ids: np.ndarray,
+                      loop: asyncio.AbstractEventLoop,
+                      ranges: tuple[np.ndarray, np.ndarray] | None) -> Index:
+        """(In the build's thread.) An `AnnIndex` of the rows of `ids`, each chunk copied from
+        `source` on the loop when the build needs it; the queue's turn released at the end."""
+        def chunks() -> Iterator[Chunk]:
+            for i in range(0, len(ids), CHUNK):
+                chunk = _on_loop(loop, self._copy_rows, key, source, journal,
+                                 ids[i: i + CHUNK].tolist())
+                if chunk[0]:
+                    yield chunk
+        try:
+            return _ann().AnnIndex.build(  # type: ignore[no-any-return]
+                source.dim, chunks(), threads=self.rebuild_threads,
+                stop=lambda: _EXITING.is_set() or loop.is_closed(), ranges=ranges,
+                **self.ann_options)
+        finally:
+            BUILDS.release()
+
+    def _copy_rows(self, key: str, source: Index, journal: _Journal, ids: list[int]) -> Chunk:
+        """(On the loop.) The rows of `ids` still in `source`, for its build; the build is
+        abandoned once the key left or the build was dropped."""
+        if self._promoting.get(key) is not journal or self._indexes.get(key) is not source \
+                or journal.overflowed:
+            raise _ann().BuildAbandoned
+        return source.rows_of(ids)
 
     def _evict(self, keep: str) -> None:
         if not self.budget_bytes or self._loader is None or self._held <= self.budget_bytes:
@@ -507,16 +718,26 @@ class VectorIndexes:
             total -= index.nbytes
             self._held = total
             self.evictions += 1
+            self._freed += index.nbytes
             if self.persist_dir is not None and index.kind == "ann" and index.dirty:
                 self._save_later(key, index)
+        if self._freed >= TRIM_BYTES:
+            self._freed = 0
+            _trim()
 
     def _save_later(self, key: str, index: Index) -> None:
         """Save `index` in a thread (open(key) waits for it before reading the file)."""
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             self._write_saved(key, index)
             return
+        self._save_soon(key, index)
+
+    def _save_soon(self, key: str, index: Index) -> asyncio.Future[Any]:
+        """Save `index` in a thread after the key's save in progress; open(key) and `save_all`
+        wait for it."""
+        loop = asyncio.get_running_loop()
         previous = self._saving.get(key)
 
         async def save() -> None:
@@ -526,6 +747,7 @@ class VectorIndexes:
 
         fut = self._saving[key] = asyncio.ensure_future(save(), loop=loop)
         fut.add_done_callback(lambda f: self._saving.pop(key, None) if self._saving.get(key) is f else None)
+        return fut
 
     async def save_all(self) -> int:
         """Save every loaded `AnnIndex` changed since it was saved (call at shutdown, with

@@ -90,6 +90,19 @@ class Rows:
         cap = len(self._ids)
         return cap * (8 + 4 + 8 + 1) + len(self._row) * ROW_DICT_BYTES + sys.getsizeof(self._row)
 
+    def vectors(self, ids: Iterable[int]) -> np.ndarray:  # pragma: no cover (subclasses')
+        raise NotImplementedError
+
+    def rows_of(self, ids: Iterable[int]) -> tuple[list[int], np.ndarray, list[str],
+                                                   list[float | None]]:
+        """The rows of those of `ids` that have one, as `add` takes them (their vectors as
+        float32, decoded): a copy of a part of the index."""
+        present = [i for i in ids if i in self._row]
+        slots = np.array([self._row[i] for i in present], dtype=np.int64)
+        names = {c: g for g, c in self._group_codes.items()}
+        return (present, self.vectors(present), [names[int(c)] for c in self._groups[slots]],
+                [None if not np.isfinite(e) else float(e) for e in self._expires[slots]])
+
     def _code(self, group: str) -> int:
         code = self._group_codes.get(group)
         if code is None:
