@@ -107,25 +107,31 @@ class AnnIndex(Rows):
     @classmethod
     def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
               stop: Callable[[], bool] | None = None,
-              ranges: tuple[np.ndarray, np.ndarray] | None = None, **options: Any) -> AnnIndex:
+              ranges: tuple[np.ndarray, np.ndarray] | None = None, rows_hint: int = 0,
+              **options: Any) -> AnnIndex:
         """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
         `TRAIN_ROWS` rows. `threads`: faiss's threads for the graph (0: every core); set for
         the calling thread only, restored after. `stop`: looked at every `BUILD_STEP` rows,
         `BuildAbandoned` raised once it says True (a process exiting does not wait long, nor
         leave faiss running while it tears down). `ranges`: the quantiser's, as `train` takes
-        them (then nothing is held to learn them from)."""
+        them (then nothing is held to learn them from). `rows_hint`: about how many rows come
+        (the arrays are sized for them once, not grown by doubling: a copy of the codes
+        and the graph while they grow is ~0.3 GB at a million rows)."""
         before = faiss.omp_get_max_threads()
         if threads:
             faiss.omp_set_num_threads(threads)
         try:
-            return cls._build(dim, rows, stop or (lambda: False), ranges, **options)
+            return cls._build(dim, rows, stop or (lambda: False), ranges, rows_hint, **options)
         finally:
             faiss.omp_set_num_threads(before)
 
     @classmethod
     def _build(cls, dim: int, rows: Iterable[Chunk], stop: Callable[[], bool],
-               ranges: tuple[np.ndarray, np.ndarray] | None, **options: Any) -> AnnIndex:
+               ranges: tuple[np.ndarray, np.ndarray] | None, rows_hint: int,
+               **options: Any) -> AnnIndex:
         index = cls(dim, **options)
+        if rows_hint:
+            index.reserve(rows_hint)
         head: list[Chunk] = []
         held = 0
         it = iter(rows)
@@ -152,6 +158,21 @@ class AnnIndex(Rows):
                 j = slice(i, i + BUILD_STEP)
                 index.add(ids[j], vecs[j], groups[j], expires[j])
         return index
+
+    def reserve(self, rows: int) -> None:
+        """Room for `rows` rows before the first `add` (faiss's vectors are sized up and back
+        down: their capacity stays; the neighbour lists for level 0's 2M links a row and
+        the upper levels' M / 8, about what they take)."""
+        if self._index.ntotal:
+            return
+        hnsw = self._index.hnsw
+        links = rows * (int(hnsw.nb_neighbors(0)) + int(hnsw.nb_neighbors(1)) // 8)
+        for vec, size in ((self._storage.codes, rows * self._storage.code_size),
+                          (self._index.hnsw.neighbors, links)):
+            before = vec.size()
+            vec.resize(size)
+            vec.resize(before)
+        self._grow_meta(rows)
 
     def train(self, sample: np.ndarray,
               ranges: tuple[np.ndarray, np.ndarray] | None = None) -> None:

@@ -693,7 +693,7 @@ class VectorIndexes:
             return _ann().AnnIndex.build(  # type: ignore[no-any-return]
                 source.dim, chunks(), threads=self.rebuild_threads,
                 stop=lambda: _EXITING.is_set() or loop.is_closed(), ranges=ranges,
-                **self.ann_options)
+                rows_hint=len(ids), **self.ann_options)
         finally:
             BUILDS.release()
 
