@@ -319,7 +319,9 @@ class VectorIndexes:
         self._saving: dict[str, asyncio.Future[Any]] = {}
         self._snapshots: dict[str, int] = {}  # key -> bytes its build holds (estimated)
         self._queued: dict[str, Index] = {}  # key -> its index waiting for a build's turn
-        self._freed = 0  # bytes evicted since the allocator was last trimmed
+        # bytes evicted or loaded (a load's chunks are freed) since the allocator was last
+        # trimmed; the first load trims (what the host freed before, a bulk load's requests)
+        self._freed = TRIM_BYTES
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
         self.rebuild_threads = 1  # faiss threads of a background promotion or compaction
@@ -361,6 +363,7 @@ class VectorIndexes:
                 self._indexes[key] = index
                 self._held += index.nbytes
                 self.loads += 1
+                self._freed += index.nbytes
                 self._evict(keep=key)
                 self._loading.pop(key, None)  # loaded: past ann_min_rows, promoted from now
                 self._maybe_promote(key, index)
@@ -707,6 +710,7 @@ class VectorIndexes:
 
     def _evict(self, keep: str) -> None:
         if not self.budget_bytes or self._loader is None or self._held <= self.budget_bytes:
+            self._maybe_trim()
             return
         total = self._held = self.nbytes  # the running sum checked against the real one
         for key in list(self._indexes):
@@ -721,6 +725,9 @@ class VectorIndexes:
             self._freed += index.nbytes
             if self.persist_dir is not None and index.kind == "ann" and index.dirty:
                 self._save_later(key, index)
+        self._maybe_trim()
+
+    def _maybe_trim(self) -> None:
         if self._freed >= TRIM_BYTES:
             self._freed = 0
             _trim()
