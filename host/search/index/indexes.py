@@ -389,11 +389,12 @@ class VectorIndexes:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the loaded indexes hold, and what their builds in progress hold (the graph
-        each makes, at its estimated final size, from the build's start): the sum the budget
-        bounds."""
+        """Bytes the loaded indexes hold, what their builds in progress hold (the graph each
+        makes, at its estimated final size, from the build's start) and the journals of the
+        writes during loads and builds: the sum the budget bounds."""
         return (sum(ix.nbytes for ix in self._indexes.values())
-                + sum(self._snapshots.values()))
+                + sum(self._snapshots.values())
+                + sum(j.nbytes for j in (*self._journals.values(), *self._promoting.values())))
 
     def drop(self, key: str) -> bool:
         """Forget the loaded index of `key` (its next `open` reads the store; a build in
