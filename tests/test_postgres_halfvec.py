@@ -1,0 +1,93 @@
+"""The host's HNSW indexes on PostgreSQL are on `halfvec` (migration 18): a new dimension's index
+is built on `embedding::halfvec(dim)`, a database indexed on `vector` before is rebuilt so, the
+nearest-vectors statement orders by the index's expression (its plan uses the index), and the
+similarities it returns are computed on 32-bit floats, as before the change."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import numpy as np
+import pytest
+from test_store_contract import BOTH, T0, entry, key
+
+from host.store.base import Query, Scope
+from host.store.postgres.schema import MIGRATIONS
+from host.store.postgres.store import PostgresEntryStore
+
+INDEXES = ("SELECT indexname FROM pg_indexes WHERE tablename = 'a2e_vectors'"
+           " AND indexname LIKE 'a2e_vectors_hnsw%' ORDER BY 1")
+
+
+@pytest.fixture
+async def store(pg_url: str) -> AsyncIterator[PostgresEntryStore]:
+    s = PostgresEntryStore(pg_url)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def _embedded(store: PostgresEntryStore, vectors: dict[str, list[float]]) -> list[int]:
+    """Put one entry a name, claim them and write their vectors (model "m"); their ids."""
+    scope = Scope("ns", "alice")
+    await store.put(scope, [entry(k) for k in vectors], T0)
+    claimed = await store.claim_vectors(100, 60.0)
+    got = {e.key: int(e.id) for e in await store.fetch(  # type: ignore[arg-type]
+        scope, Query(tiers=BOTH), [p.id for p, _ in claimed], T0)}
+    seqs = {p.id: s for p, s in claimed}
+    rows = [(got[key(k)], seqs[got[key(k)]], v) for k, v in vectors.items()]
+    return await store.put_vectors("m", rows)
+
+
+async def test_the_index_is_on_halfvec_and_serves_the_nearest_vectors_query(
+    store: PostgresEntryStore
+) -> None:
+    """The first vectors of a dimension build its index on halfvec; the nearest-vectors statement
+    uses it; the similarities returned are the 32-bit cosine (not rounded to 16 bits)."""
+    assert store.vectors_available and await store.index_kind() == "halfvec"
+    third = 1 / 3
+    vectors = {"a": [1.0, 0.0, 0.0], "b": [third, 1.0, 0.0], "c": [0.0, 0.0, 1.0]}
+    assert len(await _embedded(store, vectors)) == 3
+    assert [r[0] for r in await store.pool.fetch(INDEXES)] == ["a2e_vectors_hnsw_half_3"]
+    q = [1.0, 0.123456789, 0.0]
+    hits = await store.nearest_vectors(Scope("ns", "alice"), Query(tiers=BOTH), "m", q, T0, 2)
+    qv = np.array(q) / np.linalg.norm(q)
+    b = np.array(vectors["b"]) / np.linalg.norm(vectors["b"])
+    assert hits.similarities.tolist() == pytest.approx([qv[0], float(qv @ b)], abs=1e-6)
+    sql, values = store.nearest_sql(Scope("ns", "alice"), Query(tiers=BOTH), "m", q, T0, 2,
+                                    2000, [], "halfvec")
+    async with store.pool.acquire() as conn, conn.transaction():
+        # a table of 3 rows: without a sort, only an index gives the order
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
+        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *values))
+    assert "a2e_vectors_hnsw_half_3" in plan
+
+
+async def test_migration_18_rebuilds_an_index_on_vector_as_halfvec(
+    store: PostgresEntryStore, pg_url: str
+) -> None:
+    """A database indexed before migration 18 (on `embedding::vector(dim)`) has its index
+    rebuilt on halfvec and the old one dropped; the nearest entries found stay the same."""
+    ids = await _embedded(store, {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0]})
+    assert len(ids) == 3
+    scope, q = Scope("ns", "alice"), [0.9, 0.3]
+    before = await store.nearest_vectors(scope, Query(tiers=BOTH), "m", q, T0, 3)
+    sql = await asyncpg.connect(pg_url)
+    try:
+        await sql.execute("DROP INDEX a2e_vectors_hnsw_half_2")
+        await sql.execute("CREATE INDEX a2e_vectors_hnsw_2 ON a2e_vectors USING hnsw"
+                          " ((embedding::vector(2)) vector_cosine_ops) WHERE dim = 2")
+        async with sql.transaction():
+            await sql.execute(MIGRATIONS[17])
+        assert [r[0] for r in await sql.fetch(INDEXES)] == ["a2e_vectors_hnsw_half_2"]
+        definition = await sql.fetchval(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_half_2'")
+        assert "halfvec(2)" in definition and "halfvec_cosine_ops" in definition
+    finally:
+        await sql.close()
+    after = await store.nearest_vectors(scope, Query(tiers=BOTH), "m", q, T0, 3)
+    assert after.ids.tolist() == before.ids.tolist()
+    assert after.similarities.tolist() == pytest.approx(before.similarities.tolist(), abs=1e-7)
