@@ -79,6 +79,26 @@ class _ExactVectors(Protocol):
     async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
         ...
 
+@runtime_checkable
+class _NearSearch(Protocol):
+    """A store whose keyword search also returns, in the same round trip, the neighbours of its
+    first `near` candidates (PostgreSQL's `search_near`): {candidate id: [(neighbour,
+    distance), ...]}, as its `neighbours` would give them; the engine asks `neighbours` only
+    for the hits not among those."""
+
+    async def search_near(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
+        span: int,
+    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
+        ...
+
+
+Near = dict[int, list[tuple[StoredEntry, int]]]
+# The keyword candidates whose neighbours come with the keyword search (`_NearSearch`), as a
+# multiple of `neighbour_hits`: the hits are chosen later by the fused order, which mostly
+# but not always follows BM25; a hit past these costs one more round trip
+_NEAR_FACTOR = 2
+
 _PRIOR_WEIGHT = 10.0  # pseudo-rows of the prior in the match threshold of a query
 # embedder name -> (highest similarity of unrelated queries and texts, the unit vectors of
 # `ranking.REFERENCE_TEXTS`)
@@ -122,6 +142,7 @@ class SearchEngine:
         self._vectors: VectorSearch | VectorStore | None = (
             self._shared if self._shared is not None else self._local)
         self._keywords = store if isinstance(store, KeywordStats) else None
+        self._near = store if isinstance(store, _NearSearch) else None
         self.shared = self._shared is not None
         self._fetches = self._vectors is not None
         self._bm25 = self._keywords is not None
@@ -330,8 +351,16 @@ class SearchEngine:
                 index = await self._index_of(ns)
         # the store returns its best candidates first: asking for the pool alone keeps the same
         # ones and spares building (and scoring) the rest of `candidates` rows
-        kw = (await self.store.search(scope, q, words, now, min(candidates, cfg.fusion_pool))
-              if q.tiers else [])
+        pool = min(candidates, cfg.fusion_pool)
+        near: Near = {}
+        if not q.tiers:
+            kw: list[StoredEntry] = []
+        elif self._near is not None and cfg.neighbour_hits > 0 and self._fetches:
+            kw, near = await self._near.search_near(
+                scope, q, words, now, pool, cfg.neighbour_hits * _NEAR_FACTOR,
+                cfg.neighbour_span)
+        else:
+            kw = await self.store.search(scope, q, words, now, pool)
         if not self._bm25 or any(e.keyword is None for e in kw):
             # a store without BM25: its own relevance, the working tier's term share alike
             if qv_future is not None:
@@ -342,7 +371,7 @@ class SearchEngine:
         own = await self._working(scope, q, words, now, working)
         if qv_future is None or (index is None and not self.shared):
             return await self._fused(scope, q, now, words, kw, np.full(len(kw), np.nan), own,
-                                     None, None)
+                                     None, None, near=near)
         qv = await qv_future
         if self.shared:  # the store ranks, within visibility, in its own query
             index = await self._shared_vectors(scope, q, qv, now, [e.id for e in kw])
@@ -356,23 +385,24 @@ class SearchEngine:
         found = await self._vectors.fetch(scope, q, extra, now) if extra else []
         stored = kw + found
         sims = await self._similarity(index, qv, [e.id for e in stored])
-        return await self._fused(scope, q, now, words, stored, sims, own, qv, index, ref)
+        return await self._fused(scope, q, now, words, stored, sims, own, qv, index, ref, near)
 
     async def _fused(
         self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
         sims: np.ndarray, own: list[StoredEntry], qv: np.ndarray | None, index: Any,
-        ref: float = 0.0,
+        ref: float = 0.0, near: Near | None = None,
     ) -> list[StoredEntry]:
         """The stored candidates (`sims`: their similarities), their neighbours when the store
-        can fetch them (`_neighbours`), and the working entries `own`, scored for the query
-        `text` (`host.search.ranking.score`; `ref`: the query's reference similarity)."""
+        can fetch them (`_neighbours`; `near`: those the keyword search brought), and the
+        working entries `own`, scored for the query `text` (`host.search.ranking.score`;
+        `ref`: the query's reference similarity)."""
         links: dict[int, tuple[int, int]] = {}
         added = 0
         # each candidate's coverage of the query, computed once (it reads the entry's text)
         cov = ranking.coverages(text, stored) if self.calibration else None
         if self.cfg.neighbour_hits > 0 and stored and self._fetches:
             stored, sims, links, added = await self._neighbours(
-                scope, q, now, text, stored, sims, qv, index, ref, cov)
+                scope, q, now, text, stored, sims, qv, index, ref, cov, near)
         if cov is not None:
             cov = np.concatenate([cov, ranking.coverages(text, stored[len(cov):] + own)])
         return ranking.score(stored + own, text,
@@ -382,13 +412,13 @@ class SearchEngine:
     async def _neighbours(
         self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
         sims: np.ndarray, qv: np.ndarray | None, index: Any, ref: float = 0.0,
-        cov: np.ndarray | None = None,
+        cov: np.ndarray | None = None, near: Near | None = None,
     ) -> tuple[list[StoredEntry], np.ndarray, dict[int, tuple[int, int]], int]:
         """Append the entries written just before and after the best candidates (the
         `neighbour_span` nearest by row id within the candidate's own namespace, tier and
-        owner, readable under `q`; the store's `neighbours`) to the candidates; also the links
-        {neighbour id: (candidate id, distance)} (see `host.search.ranking.score`) and how many
-        entries were appended."""
+        owner, readable under `q`; the store's `neighbours`, asked only for the hits that
+        `near` does not hold) to the candidates; also the links {neighbour id: (candidate id,
+        distance)} (see `host.search.ranking.score`) and how many entries were appended."""
         cfg = self.cfg
         first, rel, _z = ranking.orders(stored, text, sims, cfg, self.calibration, ref, cov=cov)
         first = np.where(rel >= cfg.neighbour_min, first, -np.inf)  # who may lift neighbours
@@ -401,8 +431,16 @@ class SearchEngine:
             assert hit.id is not None
             hits.append((int(hit.id), hit.tier, hit.owner))
         assert self._vectors is not None  # called when the store can fetch (`_fused`)
-        found = (await self._vectors.neighbours(scope, q, hits, cfg.neighbour_span, now)
-                 if hits else [])
+        near = near or {}
+        ask = [h for h in hits if h[0] not in near]
+        found = (await self._vectors.neighbours(scope, q, ask, cfg.neighbour_span, now)
+                 if ask else [])
+        if len(ask) < len(hits):  # each hit's rows in turn, as one `neighbours` call gives them
+            asked: dict[int, list[tuple[StoredEntry, int, int]]] = {}
+            for row in found:
+                asked.setdefault(row[1], []).append(row)
+            found = [row for h in hits for row in (
+                [(e, h[0], d) for e, d in near[h[0]]] if h[0] in near else asked.get(h[0], []))]
         # a row near several candidates (another candidate, too) links to the best of them
         # (the first in `hits`), at that candidate's distance
         rank = {h[0]: i for i, h in enumerate(hits)}

@@ -838,6 +838,137 @@ BEGIN
     END IF;
 END $$;
 
+-- A keyword query and the neighbours of its best candidates in one statement (one round trip
+-- where a2e_keyword_search and the store's `neighbours` took two): a2e_keyword_search's rows
+-- (its arguments, results and order; `hit` and `d` NULL), then, for each of the first p_near
+-- of them (best BM25 first), the up to p_span entries the reader may read right before and
+-- after it in its own (namespace, tier, owner) by row id: the entry's columns, `hit` the
+-- candidate's id and `d` the distance (bm25, terms, searched NULL), by candidate, older side
+-- first, nearest first. The extensions' filters (`where`, key prefixes) are not applied here.
+-- The pool and BM25 are a2e_keyword_search's statement (planned for its terms), reduced to
+-- ids and scores; the rows, the terms each holds and the neighbours are one static statement
+-- (a generic plan, cached for the session: index scans by id and from each candidate).
+CREATE OR REPLACE FUNCTION a2e_keyword_query(
+    p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
+    p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
+    p_near integer, p_span integer
+) RETURNS TABLE (tier text, owner text, key text, content text, tags text[], source text,
+                score double precision, ttl bigint, created_at double precision,
+                updated_at double precision, id bigint, bm25 double precision, terms text[],
+                searched text[], hit bigint, d bigint)
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    kept text[];
+    hits bigint[];
+    queries tsquery[];
+    idfs double precision[];
+    match text;
+    n double precision;
+    avgdl double precision;
+    dense boolean;
+    ids bigint[];
+    scores double precision[];
+    tfs text[] := '{}';
+    score text[] := '{}';
+    bitmaps text := current_setting('enable_bitmapscan');
+    seqs text := current_setting('enable_seqscan');
+BEGIN
+    IF cardinality(p_tiers) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(s.term ORDER BY s.ord), array_agg(s.hits ORDER BY s.ord) INTO kept, hits
+      FROM a2e_search_terms(p_ns, p_scope, p_terms, p_cap, p_tiers, p_owners, p_now, p_keys,
+                            p_tags) WITH ORDINALITY AS s(term, hits, ord);
+    IF kept IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT greatest(u.entries, 1)::float8, greatest(u.tokens, 1)::float8 / greatest(u.entries, 1)
+      INTO n, avgdl FROM a2e_usage u WHERE u.namespace = p_ns AND u.agent = '';
+    n := coalesce(n, 1);
+    avgdl := coalesce(avgdl, 1);
+    -- each term's idf, as a2e_keyword_search writes it into its statement (float8 throughout)
+    idfs := ARRAY(SELECT greatest(ln((n - h + 0.5) / (h + 0.5)), 1e-6)
+                    FROM unnest(hits) WITH ORDINALITY AS x(h, i) ORDER BY x.i);
+    queries := ARRAY(SELECT quote_literal(t)::tsquery
+                       FROM unnest(kept) WITH ORDINALITY AS x(t, i) ORDER BY x.i);
+    match := quote_literal(p_scope) || ' & (' || (
+        SELECT string_agg(quote_literal(t), ' | ') FROM unnest(kept) t) || ')';
+    SELECT p_max IS NOT NULL AND coalesce(bool_or(x.docs > p_max), false)
+      INTO dense FROM a2e_terms x WHERE x.namespace = p_ns AND x.term = ANY(kept);
+    FOR k IN 1 .. cardinality(kept) LOOP
+        tfs := tfs || format('a2e_tf(ts_rank(p.lexemes, %L::tsquery, 0)) AS f%s',
+                             quote_literal(kept[k]), k);
+        score := score || format('%s::float8 * f%s * 2.2::float8 / (f%s + t.norm)',
+                                 idfs[k], k, k);
+    END LOOP;
+    IF dense THEN
+        PERFORM set_config('enable_bitmapscan', 'off', true),
+                set_config('enable_seqscan', 'off', true);
+    END IF;
+    EXECUTE
+        'SELECT array_agg(b.id ORDER BY b.bm25 DESC, b.id DESC),'
+        ' array_agg(b.bm25 ORDER BY b.bm25 DESC, b.id DESC) FROM ('
+        '   SELECT t.id, (' || array_to_string(score, ' + ') || ')::float8 AS bm25'
+        '   FROM (SELECT p.id, 1.2::float8 * (0.25::float8 + 0.75::float8 * p.doc_len / $6)'
+        '         AS norm, ' || array_to_string(tfs, ', ')
+        || '     FROM (SELECT * FROM ('
+        || a2e_readable('-e.id AS newest, e.id, e.lexemes, e.doc_len', p_ns, p_tiers,
+                        p_owners, match, p_keys, p_tags, true)
+        || ') x ORDER BY x.newest LIMIT $2) p OFFSET 0) t'
+        '   ORDER BY 2 DESC, t.id DESC LIMIT $5) b'
+        INTO ids, scores USING p_now, p_max, p_keys, p_tags, p_limit, avgdl;
+    IF ids IS NULL THEN
+        PERFORM set_config('enable_bitmapscan', bitmaps, true),
+                set_config('enable_seqscan', seqs, true);
+        RETURN;
+    END IF;
+    -- (rows by id and walks from them: index scans only, whatever the estimates of the arrays)
+    PERFORM set_config('enable_bitmapscan', 'off', true),
+            set_config('enable_seqscan', 'off', true);
+    -- the candidates' rows, best first, with the terms each holds; then the neighbours of the
+    -- first p_near (each side a walk of a2e_entries_newest from the candidate)
+    RETURN QUERY
+        (SELECT e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
+                e.created_at, e.updated_at, e.id, c.bm25,
+                ARRAY(SELECT x.t FROM unnest(kept, queries) WITH ORDINALITY AS x(t, q, i)
+                       WHERE e.lexemes @@ x.q ORDER BY x.i),
+                kept, NULL::bigint, NULL::bigint
+           FROM unnest(ids, scores) WITH ORDINALITY AS c(id, bm25, i)
+           JOIN a2e_entries e ON e.id = c.id ORDER BY c.i)
+        UNION ALL
+        (SELECT r.tier, r.owner, r.key, r.content, r.tags, r.source, r.score, r.ttl,
+                r.created_at, r.updated_at, r.id, NULL::float8, NULL::text[], NULL::text[],
+                h.id, r.d
+           FROM (SELECT c.id, c.i, e.tier, e.owner FROM unnest(ids[1:greatest(p_near, 0)])
+                        WITH ORDINALITY AS c(id, i) JOIN a2e_entries e ON e.id = c.id
+                  WHERE p_span > 0) h
+          CROSS JOIN LATERAL (
+                SELECT o.*, 0 AS side, row_number() OVER (ORDER BY o.id DESC) AS d FROM (
+                    SELECT e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
+                           e.created_at, e.updated_at, e.id FROM a2e_entries e
+                     WHERE e.namespace = p_ns AND e.tier = h.tier AND e.owner = h.owner
+                       AND -e.id > -h.id AND (e.expires_at IS NULL OR e.expires_at > p_now)
+                       AND (cardinality(p_keys) = 0 OR e.key = ANY(p_keys))
+                       AND (cardinality(p_tags) = 0 OR e.tags @> p_tags)
+                     ORDER BY -e.id LIMIT p_span) o
+                UNION ALL
+                SELECT y.*, 1, row_number() OVER (ORDER BY y.id) FROM (
+                    SELECT e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
+                           e.created_at, e.updated_at, e.id FROM a2e_entries e
+                     WHERE e.namespace = p_ns AND e.tier = h.tier AND e.owner = h.owner
+                       AND -e.id < -h.id AND (e.expires_at IS NULL OR e.expires_at > p_now)
+                       AND (cardinality(p_keys) = 0 OR e.key = ANY(p_keys))
+                       AND (cardinality(p_tags) = 0 OR e.tags @> p_tags)
+                     ORDER BY -e.id DESC LIMIT p_span) y) r
+          ORDER BY h.i, r.side, r.d);
+    PERFORM set_config('enable_bitmapscan', bitmaps, true),
+            set_config('enable_seqscan', seqs, true);
+END $$;
+
 -- ================================================================================================
 -- The change log (host.store.postgres.changes)
 -- ================================================================================================

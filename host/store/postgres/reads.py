@@ -1,5 +1,6 @@
-"""The PostgreSQL store's reads: finds, keyword search (one `a2e_keyword_search` statement)
-and its statistics, fetches by id, neighbours, key paths, client vectors' reads."""
+"""The PostgreSQL store's reads: finds, keyword search (one `a2e_keyword_query` statement,
+with the neighbours of its best candidates) and its statistics, fetches by id, neighbours,
+key paths, client vectors' reads."""
 
 from __future__ import annotations
 
@@ -62,26 +63,47 @@ class Reads(StoreState):
         `max_term_docs` entries the reader may read are left out (0: none; a single term is
         always searched) and a term's statistic counts at most `max_term_docs` + 1 entries (as
         on SQLite); only the newest `max_matches` matches the reader may read are scored (0:
-        all). One statement (`a2e_keyword_search`): term counts, candidates, visibility and
+        all). One statement (`a2e_keyword_query`): term counts, candidates, visibility and
         rows."""
+        return (await self.search_near(scope, q, text, now, candidates, 0, 0))[0]
+
+    async def search_near(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
+        span: int,
+    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
+        """`search`, and in the same statement the `neighbours` (`span` a side) of its first
+        `near` candidates: {candidate id: [(neighbour, distance), ...]} for each of them (an
+        empty list: none), in the order `neighbours` gives them. With the extensions' filters
+        (`where`, key prefixes: applied here, after the statement) nothing is prefetched."""
         terms = _indexable(query_terms(text))
         if not terms or not q.tiers:
-            return []
+            return [], {}
+        filtered = bool(q.where or q.key_prefix)
+        if filtered or span <= 0:
+            near = 0
         tiers, owners, keys, tags = _visibility(scope, q)
         rows = await self.pool.fetch(
-            "SELECT * FROM a2e_keyword_search($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-            scope.namespace, _scope_lexeme(scope.namespace), terms, self.max_term_docs,
-            self.max_matches or None, candidates, tiers, owners, now, keys, tags)
+            "SELECT * FROM a2e_keyword_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+            " $13)", scope.namespace, _scope_lexeme(scope.namespace), terms, self.max_term_docs,
+            self.max_matches or None, candidates, tiers, owners, now, keys, tags, near,
+            max(span, 0))
         out = []
+        near_of: dict[int, list[tuple[StoredEntry, int]]] = {}
         for r in rows:
+            hit = r[14]
+            if hit is not None:  # a neighbour of the candidate `hit`
+                near_of[hit].append((_row(r, r[10]), int(r[15])))
+                continue
+            if len(near_of) < near:
+                near_of[r[10]] = []
             entry = _row(r, r[10])
-            if (q.where or q.key_prefix) and not filters.matches(
+            if filtered and not filters.matches(
                     _decode(entry.content), _decode(entry.key), q.where, q.key_prefix):
-                continue  # a2e_keyword_search applies keys and tags; the extensions' here
+                continue  # a2e_keyword_query applies keys and tags; the extensions' here
             entry.keyword = r[11]
             entry.relevance = coverage(tuple(r[13]), " ".join(r[12]))
             out.append(entry)
-        return out
+        return out, near_of
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
                         now: float) -> list[bytes]:
