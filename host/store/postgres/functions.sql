@@ -845,9 +845,9 @@ END $$;
 -- after it in its own (namespace, tier, owner) by row id: the entry's columns, `hit` the
 -- candidate's id and `d` the distance (bm25, terms, searched NULL), by candidate, older side
 -- first, nearest first. The extensions' filters (`where`, key prefixes) are not applied here.
--- The pool and BM25 are a2e_keyword_search's statement (planned for its terms), reduced to
--- ids and scores; the rows, the terms each holds and the neighbours are one static statement
--- (a generic plan, cached for the session: index scans by id and from each candidate).
+-- The pool and BM25 are a2e_keyword_search's statement reduced to ids and scores (below);
+-- the rows, the terms each holds and the neighbours are one static statement (a generic plan,
+-- cached for the session: index scans by id and from each candidate).
 CREATE OR REPLACE FUNCTION a2e_keyword_query(
     p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
     p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
@@ -856,7 +856,7 @@ CREATE OR REPLACE FUNCTION a2e_keyword_query(
                 score double precision, ttl bigint, created_at double precision,
                 updated_at double precision, id bigint, bm25 double precision, terms text[],
                 searched text[], hit bigint, d bigint)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE  -- it PREPAREs (a session's statement); it writes nothing
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -874,6 +874,10 @@ DECLARE
     scores double precision[];
     tfs text[] := '{}';
     score text[] := '{}';
+    parts text[] := '{}';
+    extra text := '';
+    pool text;
+    stmt text;
     bitmaps text := current_setting('enable_bitmapscan');
     seqs text := current_setting('enable_seqscan');
 BEGIN
@@ -899,28 +903,59 @@ BEGIN
         SELECT string_agg(quote_literal(t), ' | ') FROM unnest(kept) t) || ')';
     SELECT p_max IS NOT NULL AND coalesce(bool_or(x.docs > p_max), false)
       INTO dense FROM a2e_terms x WHERE x.namespace = p_ns AND x.term = ANY(kept);
+    -- The pool (the newest p_max matches the reader may read, one walk or index scan a group),
+    -- each row's term counts computed once (OFFSET 0), BM25 in float8 (a2e_keyword_search's
+    -- statement, its values as parameters): the text depends on the number of terms and
+    -- groups and on the filters only. Up to 8 terms without keys it is prepared once a session
+    -- for each shape (and density: its plan is made under the settings below) and executed
+    -- with a generic plan: a query plans nothing (planning it cost ~2 ms); otherwise planned
+    -- for its values (EXECUTE ... USING).
     FOR k IN 1 .. cardinality(kept) LOOP
-        tfs := tfs || format('a2e_tf(ts_rank(p.lexemes, %L::tsquery, 0)) AS f%s',
-                             quote_literal(kept[k]), k);
-        score := score || format('%s::float8 * f%s * 2.2::float8 / (f%s + t.norm)',
-                                 idfs[k], k, k);
+        tfs := tfs || format('a2e_tf(ts_rank(p.lexemes, $11[%s], 0)) AS f%s', k, k);
+        score := score || format('$12[%s] * f%s * 2.2::float8 / (f%s + t.norm)', k, k, k);
     END LOOP;
-    IF dense THEN
-        PERFORM set_config('enable_bitmapscan', 'off', true),
-                set_config('enable_seqscan', 'off', true);
+    IF cardinality(p_keys) > 0 THEN
+        extra := extra || ' AND a2e_key_hash(e.key) = ANY(ARRAY(SELECT a2e_key_hash(k)'
+                       || ' FROM unnest($3::text[]) k)) AND e.key = ANY($3::text[])';
     END IF;
-    EXECUTE
+    IF cardinality(p_tags) > 0 THEN
+        extra := extra || ' AND e.tags @> $4::text[]';
+    END IF;
+    FOR g IN 1 .. cardinality(p_tiers) LOOP
+        parts := parts || format(
+            '(SELECT -e.id AS newest, e.id, e.lexemes, e.doc_len FROM a2e_entries e'
+            ' WHERE e.namespace = $7 AND e.tier = $8[%s] AND e.owner = $9[%s]'
+            ' AND e.lexemes @@ $10 AND (e.expires_at IS NULL OR e.expires_at > $1)%s'
+            ' ORDER BY -e.id LIMIT $2)', g, g, extra);
+    END LOOP;
+    pool :=
         'SELECT array_agg(b.id ORDER BY b.bm25 DESC, b.id DESC),'
         ' array_agg(b.bm25 ORDER BY b.bm25 DESC, b.id DESC) FROM ('
         '   SELECT t.id, (' || array_to_string(score, ' + ') || ')::float8 AS bm25'
         '   FROM (SELECT p.id, 1.2::float8 * (0.25::float8 + 0.75::float8 * p.doc_len / $6)'
         '         AS norm, ' || array_to_string(tfs, ', ')
-        || '     FROM (SELECT * FROM ('
-        || a2e_readable('-e.id AS newest, e.id, e.lexemes, e.doc_len', p_ns, p_tiers,
-                        p_owners, match, p_keys, p_tags, true)
+        || '     FROM (SELECT * FROM (' || array_to_string(parts, ' UNION ALL ')
         || ') x ORDER BY x.newest LIMIT $2) p OFFSET 0) t'
-        '   ORDER BY 2 DESC, t.id DESC LIMIT $5) b'
-        INTO ids, scores USING p_now, p_max, p_keys, p_tags, p_limit, avgdl;
+        '   ORDER BY 2 DESC, t.id DESC LIMIT $5) b';
+    IF dense THEN
+        PERFORM set_config('enable_bitmapscan', 'off', true),
+                set_config('enable_seqscan', 'off', true);
+    END IF;
+    IF cardinality(kept) <= 8 AND cardinality(p_keys) = 0 THEN
+        stmt := 'a2e_kw_' || left(md5(pool), 16) || CASE WHEN dense THEN '_d' ELSE '' END;
+        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements s WHERE s.name = stmt) THEN
+            EXECUTE format('PREPARE %I (float8, integer, text[], text[], integer, float8, text,'
+                           ' text[], text[], tsquery, tsquery[], float8[]) AS %s', stmt, pool);
+        END IF;
+        EXECUTE format('EXECUTE %I (%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', stmt,
+                       p_now, p_max, p_keys, p_tags, p_limit, avgdl, p_ns, p_tiers, p_owners,
+                       match, queries, idfs)
+           INTO ids, scores;
+    ELSE
+        EXECUTE pool INTO ids, scores
+          USING p_now, p_max, p_keys, p_tags, p_limit, avgdl, p_ns, p_tiers, p_owners,
+                match::tsquery, queries, idfs;
+    END IF;
     IF ids IS NULL THEN
         PERFORM set_config('enable_bitmapscan', bitmaps, true),
                 set_config('enable_seqscan', seqs, true);
