@@ -840,11 +840,13 @@ END $$;
 
 -- A keyword query and the neighbours of its best candidates in one statement (one round trip
 -- where a2e_keyword_search and the store's `neighbours` took two): a2e_keyword_search's rows
--- (its arguments, results and order; `hit` and `d` NULL), then, for each of the first p_near
--- of them (best BM25 first), the up to p_span entries the reader may read right before and
--- after it in its own (namespace, tier, owner) by row id: the entry's columns, `hit` the
--- candidate's id and `d` the distance (bm25, terms, searched NULL), by candidate, older side
--- first, nearest first. The extensions' filters (`where`, key prefixes) are not applied here.
+-- (its arguments, results and order; `hit` and `d` NULL; `searched` on the first row only),
+-- then, for each of the first p_near of them (best BM25 first), the up to p_span entries the
+-- reader may read right before and after it in its own (namespace, tier, owner) by row id:
+-- the entry's columns (key and content NULL for a row among the candidates: the caller has
+-- it), `hit` the candidate's id and `d` the distance (bm25, terms, searched NULL), by
+-- candidate, older side first, nearest first. The extensions' filters (`where`, key
+-- prefixes) are not applied here.
 -- The pool and BM25 are a2e_keyword_search's statement reduced to ids and scores (below);
 -- the rows, the terms each holds and the neighbours are one static statement (a generic plan,
 -- cached for the session: index scans by id and from each candidate).
@@ -971,13 +973,14 @@ BEGIN
                 e.created_at, e.updated_at, e.id, c.bm25,
                 ARRAY(SELECT x.t FROM unnest(kept, queries) WITH ORDINALITY AS x(t, q, i)
                        WHERE e.lexemes @@ x.q ORDER BY x.i),
-                kept, NULL::bigint, NULL::bigint
+                CASE WHEN c.i = 1 THEN kept END, NULL::bigint, NULL::bigint
            FROM unnest(ids, scores) WITH ORDINALITY AS c(id, bm25, i)
            JOIN a2e_entries e ON e.id = c.id ORDER BY c.i)
         UNION ALL
-        (SELECT r.tier, r.owner, r.key, r.content, r.tags, r.source, r.score, r.ttl,
-                r.created_at, r.updated_at, r.id, NULL::float8, NULL::text[], NULL::text[],
-                h.id, r.d
+        (SELECT r.tier, r.owner, CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.key END,
+                CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.content END, r.tags, r.source,
+                r.score, r.ttl, r.created_at, r.updated_at, r.id, NULL::float8, NULL::text[],
+                NULL::text[], h.id, r.d
            FROM (SELECT c.id, c.i, e.tier, e.owner FROM unnest(ids[1:greatest(p_near, 0)])
                         WITH ORDINALITY AS c(id, i) JOIN a2e_entries e ON e.id = c.id
                   WHERE p_span > 0) h

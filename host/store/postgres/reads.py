@@ -88,21 +88,28 @@ class Reads(StoreState):
             self.max_matches or None, candidates, tiers, owners, now, keys, tags, near,
             max(span, 0))
         out = []
+        by_id: dict[int, StoredEntry] = {}
         near_of: dict[int, list[tuple[StoredEntry, int]]] = {}
+        searched: tuple[str, ...] = ()
+        neighbours = []
         for r in rows:
-            hit = r[14]
-            if hit is not None:  # a neighbour of the candidate `hit`
-                near_of[hit].append((_row(r, r[10]), int(r[15])))
+            if r[14] is not None:  # a neighbour of the candidate r[14]
+                neighbours.append(r)
                 continue
+            entry = _row(r, r[10])
+            by_id[r[10]] = entry
             if len(near_of) < near:
                 near_of[r[10]] = []
-            entry = _row(r, r[10])
+            if r[13] is not None:  # the terms searched, on the first row
+                searched = tuple(r[13])
             if filtered and not filters.matches(
                     _decode(entry.content), _decode(entry.key), q.where, q.key_prefix):
                 continue  # a2e_keyword_query applies keys and tags; the extensions' here
             entry.keyword = r[11]
-            entry.relevance = coverage(tuple(r[13]), " ".join(r[12]))
+            entry.relevance = coverage(searched, " ".join(r[12]))
             out.append(entry)
+        for r in neighbours:  # a row among the candidates comes without key and content
+            near_of[r[14]].append((by_id[r[10]] if r[3] is None else _row(r, r[10]), int(r[15])))
         return out, near_of
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
