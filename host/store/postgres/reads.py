@@ -91,6 +91,7 @@ class Reads(StoreState):
         by_id: dict[int, StoredEntry] = {}
         near_of: dict[int, list[tuple[StoredEntry, int]]] = {}
         searched: tuple[str, ...] = ()
+        shares: dict[tuple[str, ...], float] = {}
         neighbours = []
         for r in rows:
             if r[14] is not None:  # a neighbour of the candidate r[14]
@@ -106,7 +107,11 @@ class Reads(StoreState):
                     _decode(entry.content), _decode(entry.key), q.where, q.key_prefix):
                 continue  # a2e_keyword_query applies keys and tags; the extensions' here
             entry.keyword = r[11]
-            entry.relevance = coverage(searched, " ".join(r[12]))
+            held = tuple(r[12])
+            share = shares.get(held)
+            if share is None:  # rows holding the same terms share their coverage
+                share = shares[held] = coverage(searched, " ".join(held))
+            entry.relevance = share
             out.append(entry)
         for r in neighbours:  # a row among the candidates comes without key and content
             near_of[r[14]].append((by_id[r[10]] if r[3] is None else _row(r, r[10]), int(r[15])))
