@@ -298,7 +298,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
                             _print(rows, f"{tag}keyword query (1,000), 1 conn, {where}",
                                    _measure(h.url, pg, "query", 1, 1, s, "small", "r"))
         finally:
-            for h in (host, remote, delay, *stops):
+            for h in (host, remote, *stops, delay):  # the hosts before their delay line
                 if h is not None:
                     h.stop()
     return rows
