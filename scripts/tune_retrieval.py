@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -83,6 +84,9 @@ def overrides(pairs: list[str], db: str) -> dict[str, dict[str, Any]]:
         name, _, value = p.partition("=")
         section, _, field = name.partition(".")
         v: Any = value
+        if value.startswith("["):  # a list, as JSON: search.calibration=[-8.4,24.3,...]
+            out.setdefault(section, {})[field] = json.loads(value)
+            continue
         for cast in (int, float):
             try:
                 v = cast(value)

@@ -160,3 +160,27 @@ def test_the_evaluations_paraphrases_share_no_content_word_with_their_facts() ->
     assert shared == []
     labels = [label(i) for i in range(20000)]
     assert len(set(labels)) == len(labels) and not any(c.isdigit() for c in "".join(labels))
+
+
+def test_the_training_file_is_apart_from_the_evaluation() -> None:
+    """scripts/data/relevance_train.json (what `fit_relevance.py --train` fits on) shares no
+    fact and no question with the evaluation's data, its paraphrases share no content term
+    with their facts, and its keyword and exact questions share at least one."""
+    root = Path(__file__).parents[1] / "scripts/data"
+    train = json.loads((root / "relevance_train.json").read_text())
+    held = json.loads((root / "relevance.json").read_text())
+
+    def texts(data: dict[str, object]) -> set[str]:
+        facts = data["facts"]
+        assert isinstance(facts, list)
+        out = {v for f in facts for v in f.values()}
+        off = data["off_topic"]
+        assert isinstance(off, list)
+        return out | set(off)
+
+    assert len(train["facts"]) >= 30 and texts(train) & texts(held) == set()
+    for f in train["facts"]:
+        assert pair_coverage(term_weights(f["paraphrase"]), f["fact"]) == 0, f
+        for fam in ("keyword", "exact"):
+            if fam in f:
+                assert pair_coverage(term_weights(f[fam]), f["fact"]) > 0, (fam, f)
