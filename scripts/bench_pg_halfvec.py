@@ -5,8 +5,9 @@
 
 The vectors are stored as the host stores them (`a2e_vectors.embedding`, `real[]`) and indexed
 as `host.store.postgres.schema.ensure_vector_index` does, an HNSW expression index on
-`embedding::vector(dim)` (`vector_cosine_ops`), or on `embedding::halfvec(dim)`
-(`halfvec_cosine_ops`) for the comparison; queries order by the same expression's cosine
+`embedding::halfvec(dim)` (`halfvec_cosine_ops`; the host's since migration 18), or on
+`embedding::vector(dim)` (`vector_cosine_ops`, the earlier one) for the comparison; queries
+order by the same expression's cosine
 distance, `--k` nearest, as `nearest_vectors` does. The data: unit vectors around 200 random
 centres (seeded, so every run has the same), the queries from the same mixture. For each kind:
 the index's build time and size, PostgreSQL CPU a query (the backend's, from /proc), the
