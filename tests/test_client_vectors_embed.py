@@ -148,3 +148,33 @@ async def test_migration_17_takes_client_vector_entries_out_of_the_host_embeddin
         assert await sql.fetchval("SELECT count(*) FROM a2e_client_vectors") == 1
     finally:
         await sql.close()
+
+
+async def test_a_claim_from_before_client_vectors_never_writes_its_vector(pg_url: str) -> None:
+    """PostgreSQL: a worker claims an entry (text 1), the entry is stored with vectors and text 2
+    (it leaves the queue), then stored plain with text 2 (queued again): the worker's vector of
+    text 1 is refused (the new queue row's sequence is past the claim's), the entry stays
+    queued for text 2."""
+    from host.store.postgres.store import PostgresEntryStore
+
+    store = PostgresEntryStore(pg_url)
+    await store.open()
+    try:
+        scope = Scope("ns", "a1")
+        vecs = unit_rows([[1.0, 0.0, 0.0]]).tobytes()
+        assert await store.put(scope, [NewEntry(tier="semantic", key=K1, content=b'"one"')],
+                               1.0) == [None]
+        (pending, seq), = await store.claim_vectors(10, 60.0)
+        assert pending.text.startswith("one")
+        assert await store.put(scope, [NewEntry(tier="semantic", key=K1, content=b'"two"',
+                                                vectors=vecs, vector_space=SPACE, dims=3)],
+                               2.0) == [None]
+        assert await store.vector_queue() == 0
+        assert await store.put(scope, [NewEntry(tier="semantic", key=K1, content=b'"two"')],
+                               3.0) == [None]
+        assert await store.vector_queue() == 1
+        assert await store.put_vectors("m", [(pending.id, seq, [1.0, 0.0])]) == []
+        (again, _), = await store.claim_vectors(10, 0.0)
+        assert again.id == pending.id and again.text.startswith("two")
+    finally:
+        await store.close()
