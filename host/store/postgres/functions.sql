@@ -873,6 +873,7 @@ DECLARE
     avgdl double precision;
     dense boolean;
     small boolean;
+    matched bigint;
     ids bigint[];
     scores double precision[];
     tfs text[] := '{}';
@@ -904,15 +905,15 @@ BEGIN
                        FROM unnest(kept) WITH ORDINALITY AS x(t, i) ORDER BY x.i);
     match := quote_literal(p_scope) || ' & (' || (
         SELECT string_agg(quote_literal(t), ' | ') FROM unnest(kept) t) || ')';
-    SELECT p_max IS NOT NULL AND coalesce(bool_or(x.docs > p_max), false)
-      INTO dense FROM a2e_terms x WHERE x.namespace = p_ns AND x.term = ANY(kept);
+    SELECT p_max IS NOT NULL AND coalesce(bool_or(x.docs > p_max), false), sum(x.docs)
+      INTO dense, matched FROM a2e_terms x WHERE x.namespace = p_ns AND x.term = ANY(kept);
     -- The pool (the newest p_max matches the reader may read, one walk or index scan a group),
     -- each row's term counts computed once (OFFSET 0), BM25 in float8 (a2e_keyword_search's
     -- statement, its values as parameters): the text depends on the number of terms and
-    -- groups and on the filters only. In a namespace of at most 2,000 entries (walking it all
-    -- costs less than planning), up to 8 terms without keys, it is prepared once a session for
-    -- each shape and executed on a generic plan made under the walk's settings: a query plans
-    -- nothing (planning cost ~2 ms of ~4). Otherwise it is planned for its values (EXECUTE ...
+    -- groups and on the filters only. In a namespace of at most 2,000 entries or 4x the terms'
+    -- counts (walking it costs less than planning), up to 8 terms without keys, it is prepared
+    -- once a session for each shape and executed on a generic plan made under the walk's
+    -- settings: a query plans nothing (planning cost ~2 ms of ~4). Otherwise it is planned for its values (EXECUTE ...
     -- USING: the GIN index for rare terms; a generic plan, blind to the terms' counts, walked
     -- a 100,000-entry namespace for a rare term in 50 ms, and a dense walk of 4,000 rows cost
     -- 11 ms where the planned one costs 8.5).
@@ -943,8 +944,10 @@ BEGIN
         || '     FROM (SELECT * FROM (' || array_to_string(parts, ' UNION ALL ')
         || ') x ORDER BY x.newest LIMIT $2) p OFFSET 0) t'
         '   ORDER BY 2 DESC, t.id DESC LIMIT $5) b';
-    -- a small namespace: walked, on a prepared generic plan
-    small := n <= 2000 AND cardinality(kept) <= 8 AND cardinality(p_keys) = 0;
+    -- a small namespace, or one whose entries match the terms a quarter of the time or more:
+    -- walked (at most ~4 rows read a match), on a prepared generic plan
+    small := (n <= 2000 OR n <= 4 * coalesce(matched, 0)) AND cardinality(kept) <= 8
+             AND cardinality(p_keys) = 0;
     IF dense OR small THEN
         PERFORM set_config('enable_bitmapscan', 'off', true),
                 set_config('enable_seqscan', 'off', true);
