@@ -162,6 +162,10 @@ class SearchEngine:
                 dtype=cfg.vector_dtype)
             if isinstance(store, ClientSpaceReads):
                 self.spaces = ClientSpaces(store, self.vectors)
+        elif isinstance(store, ClientSpaceReads):  # PostgreSQL: the client spaces only
+            self.spaces = ClientSpaces(store, VectorIndexes(
+                budget_bytes=cfg.vector_memory_bytes, loader=self._load,
+                ann_min_rows=cfg.ann_min_rows, dtype=cfg.vector_dtype))
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Embedder | None, kind: str | None = None) -> None:

@@ -16,14 +16,17 @@ not found by a vector search) until it is stored again.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from host.store.base import NewEntry, Scope, owner_for
+from host.store.base import ClientRows, NewEntry, Scope, owner_for
 
-__all__ = ["digest", "read_vectors", "spaces_fit", "write_vectors"]
+__all__ = ["PENDING_SECONDS", "ROWS_OF", "SPACE_ROWS", "client_changes", "client_rows",
+           "client_rows_of", "digest", "pending_before", "read_vectors", "space_dims",
+           "space_head", "spaces_fit", "write_vectors"]
 
 
 def digest(content: bytes) -> bytes:
@@ -110,3 +113,100 @@ async def read_vectors(pool: Any, namespace: str, space: str, where: str,
     rows = await pool.fetch(sql, *values)
     d = int(dims)
     return d, [(int(r[0]), np.frombuffer(r[1], dtype=np.float32).reshape(-1, d)) for r in rows]
+
+
+# -- the reads of the host's in-memory client spaces (`host.search.client_vectors`) -----------
+# The entry rows with client vectors of the content they hold now (the join `read_vectors`
+# makes), as (id, tier, owner, expires_at, vecs): live or not, the reader checks liveness.
+_JOINED = ("FROM a2e_entries e JOIN a2e_client_vectors v ON v.namespace = e.namespace"
+           " AND v.tier = e.tier AND v.owner = e.owner AND v.key_hash = a2e_key_hash(e.key)"
+           " AND v.digest = sha256(convert_to(e.content, 'UTF8'))")
+SPACE_ROWS = (f"SELECT e.id, e.tier, e.owner, e.expires_at, v.vecs {_JOINED}"
+              " WHERE e.namespace = $1 AND v.space = $2 ORDER BY e.id")
+ROWS_OF = (f"SELECT e.id, e.tier, e.owner, e.expires_at, v.vecs {_JOINED}"
+           " WHERE e.id = ANY($1::bigint[]) AND v.space = $2 ORDER BY e.id")
+# How long after its `stored` change an entry without client vectors may still get them: a
+# put writes them in a transaction of its own right after the entries' commit, so a reader
+# between the two would take the change as applied and never read them. A catch-up or a load
+# stops before such a change that recent (each catch-up reads it again till it has vectors or
+# is older), so plain puts of the namespace are read again for that long.
+PENDING_SECONDS = 30.0
+_PENDING = ("SELECT min(k.seq) FROM a2e_change_keys k JOIN a2e_changes c"
+            " ON c.namespace = k.namespace AND c.seq = k.seq"
+            " JOIN a2e_entries e ON e.id = k.entry_id"
+            " WHERE k.namespace = $1 AND k.seq > $2 AND k.seq <= $3 AND c.at > $4"
+            " AND NOT EXISTS (SELECT 1 FROM a2e_client_vectors v WHERE v.namespace = e.namespace"
+            " AND v.tier = e.tier AND v.owner = e.owner AND v.key_hash = a2e_key_hash(e.key)"
+            " AND v.digest = sha256(convert_to(e.content, 'UTF8')))")
+
+
+def client_rows(rows: Sequence[Any], dims: int) -> ClientRows:
+    """Rows of `SPACE_ROWS` / `ROWS_OF` as a batch of `ClientRows` (vectors of another
+    dimension than the space's are left out)."""
+    size = 4 * dims
+    good = [r for r in rows if r[4] and len(r[4]) % size == 0]
+    vecs = np.frombuffer(b"".join(r[4] for r in good), dtype=np.float32).reshape(-1, dims)
+    return ([int(r[0]) for r in good], [len(r[4]) // size for r in good], vecs,
+            [(r[1], r[2]) for r in good], [r[3] for r in good])
+
+
+async def space_dims(conn: Any, namespace: str, space: str) -> int:
+    """The dimension of `space` in `namespace` (0: no vector was stored in it yet)."""
+    dims = await conn.fetchval("SELECT dims FROM a2e_client_spaces WHERE namespace = $1"
+                               " AND space = $2", namespace, space)
+    return int(dims) if dims is not None else 0
+
+
+async def pending_before(conn: Any, namespace: str, after: int, upto: int) -> int:
+    """`upto`, or one less than the first change in (`after`, `upto`] stored less than
+    `PENDING_SECONDS` ago whose entry has no client vectors of its content yet."""
+    first = await conn.fetchval(_PENDING, namespace, after, upto,
+                                time.time() - PENDING_SECONDS)
+    return upto if first is None else int(first) - 1
+
+
+async def space_head(conn: Any, namespace: str) -> int:
+    """The change number a load of the namespace's client spaces is current to, on `conn`'s
+    snapshot (`pending_before` the namespace's newest change)."""
+    head = int(await conn.fetchval(
+        "SELECT coalesce((SELECT seq FROM a2e_change_heads WHERE namespace = $1), 0)",
+        namespace))
+    return await pending_before(conn, namespace, 0, head)
+
+
+async def client_changes(pool: Any, namespace: str, after: int, limit: int
+                         ) -> tuple[int, list[int] | None]:
+    """The entry rows stored in `namespace`'s changes after `after`, a page at a time, as
+    `host.store.sqlite.extensions.client_changes` gives them (whole changes, about `limit`
+    rows; None when the log was pruned past `after`), from `a2e_change_keys` (the entry rows
+    of each `stored` change, current ids). The number read up to stops before a change whose
+    entry may still get its vectors (`pending_before`); its rows come again."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
+                                                        readonly=True):
+        row = await conn.fetchrow("SELECT seq, floor FROM a2e_change_heads WHERE namespace = $1",
+                                  namespace)
+        head, floor = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+        if head <= after:
+            return after, []
+        if floor > after:
+            return head, None
+        rows = await conn.fetch(
+            "SELECT seq, entry_id FROM a2e_change_keys WHERE namespace = $1 AND seq > $2"
+            " AND seq <= $3 ORDER BY seq LIMIT $4", namespace, after, head, limit + 1)
+        upto = head
+        if len(rows) > limit:
+            upto = int(rows[-1][0])
+            if int(rows[0][0]) != upto:  # the last change may be cut: it comes whole next time
+                upto -= 1
+                rows = [r for r in rows if r[0] <= upto]
+            else:  # one change larger than the limit: read it whole
+                rows = await conn.fetch("SELECT seq, entry_id FROM a2e_change_keys"
+                                        " WHERE namespace = $1 AND seq = $2", namespace, upto)
+        upto = await pending_before(conn, namespace, after, upto)
+        return upto, list(dict.fromkeys(int(r[1]) for r in rows))
+
+
+async def client_rows_of(pool: Any, ids: Sequence[int], space: str, dims: int) -> ClientRows:
+    """The entries among row `ids` that have vectors in `space` now, with them."""
+    rows = await pool.fetch(ROWS_OF, [int(i) for i in ids], space)
+    return client_rows(rows, dims)

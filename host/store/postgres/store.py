@@ -27,7 +27,8 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 
 The class is made of one part a concern, each a module of this package over the shared state
 (`sql.StoreState`): `writes` (puts, forgets, touches, TTL), `reads` (finds, keyword search,
-fetches), `vectors` (the embedding queue, nearest neighbours), `changes` (the change log);
+fetches), `vectors` (the embedding queue, nearest neighbours), `changes` (the change log),
+`client_space` (the client spaces the host searches in memory, `base.ClientSpaceReads`);
 here are only the pool's life and the memory browser's reads (`browse`).
 """
 
@@ -42,6 +43,7 @@ from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview, Quota
 from host.store.postgres import browse as pg_browse
 from host.store.postgres.batch import WriteBatcher
 from host.store.postgres.changes import Changes
+from host.store.postgres.client_space import ClientSpace
 from host.store.postgres.reads import Reads
 from host.store.postgres.schema import enable_vectors, migrate
 from host.store.postgres.sql import (
@@ -57,7 +59,7 @@ from host.store.postgres.writes import Writes
 __all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
 
 
-class PostgresEntryStore(Writes, Reads, Vectors, Changes, Opens):
+class PostgresEntryStore(Writes, Reads, Vectors, Changes, ClientSpace, Opens):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
@@ -108,6 +110,7 @@ class PostgresEntryStore(Writes, Reads, Vectors, Changes, Opens):
             await pool.close()
             raise
         self._pool = pool
+        self._loop = asyncio.get_running_loop()  # the client spaces' loader threads use it
         self._puts = WriteBatcher(self._put_batch, self.batch_max)
         self._forgets = WriteBatcher(self._forget_batch, self.batch_max)
         self._touches = WriteBatcher(self._touch_batch, self.batch_max)
