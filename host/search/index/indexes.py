@@ -233,6 +233,22 @@ class BuildQueue:
 BUILDS = BuildQueue()
 
 
+class _Turn:
+    """A granted build's turn, released once: by the loop after the graph is swapped in (or
+    not), or by the build's thread when the build fails (its loop may be gone)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        BUILDS.release()
+
+
 _LIBC: Any = None
 
 
@@ -632,6 +648,7 @@ class VectorIndexes:
             BUILDS.give_up(ticket)
             raise
         started = False
+        turn = _Turn()
         try:
             if self._queued.get(key) is not old or self._indexes.get(key) is not old:
                 return  # evicted, dropped or replaced while it waited: nothing to build
@@ -646,12 +663,21 @@ class VectorIndexes:
             self._evict(keep=key)
             started = True
             build = _in_daemon(self._build_pulled, key, old, journal, ids, loop,
-                               self._ranges(old), builder=True)
+                               self._ranges(old), turn, builder=True)
         finally:
-            if not started:  # (started: the build's thread releases its turn)
+            if not started:
                 if self._queued.get(key) is old:
                     del self._queued[key]
-                BUILDS.release()
+                turn.release()
+        swap = self._swap_built(key, old, journal, build)
+        del old  # held by `swap` alone: freed (and trimmed) there once swapped out
+        try:
+            await swap
+        finally:
+            turn.release()  # the next build starts once this one's graph is in (or dropped)
+
+    async def _swap_built(self, key: str, old: Index, journal: _Journal,
+                          build: asyncio.Future[Any]) -> None:
         try:
             # one core: the key is served meanwhile, and the host has other work; a daemon
             # thread: shutdown does not wait for it
@@ -684,9 +710,10 @@ class VectorIndexes:
 
     def _build_pulled(self, key: str, source: Index, journal: _Journal, ids: np.ndarray,
                       loop: asyncio.AbstractEventLoop,
-                      ranges: tuple[np.ndarray, np.ndarray] | None) -> Index:
+                      ranges: tuple[np.ndarray, np.ndarray] | None, turn: _Turn) -> Index:
         """(In the build's thread.) An `AnnIndex` of the rows of `ids`, each chunk copied from
-        `source` on the loop when the build needs it; the queue's turn released at the end."""
+        `source` on the loop when the build needs it; the queue's turn released here when the
+        build fails (else by the loop once the graph is swapped in)."""
         def chunks() -> Iterator[Chunk]:
             for i in range(0, len(ids), CHUNK):
                 chunk = _on_loop(loop, self._copy_rows, key, source, journal,
@@ -698,8 +725,9 @@ class VectorIndexes:
                 source.dim, chunks(), threads=self.rebuild_threads,
                 stop=lambda: _EXITING.is_set() or loop.is_closed(), ranges=ranges,
                 rows_hint=len(ids), **self.ann_options)
-        finally:
-            BUILDS.release()
+        except BaseException:
+            turn.release()
+            raise
 
     def _copy_rows(self, key: str, source: Index, journal: _Journal, ids: list[int]) -> Chunk:
         """(On the loop.) The rows of `ids` still in `source`, for its build; the build is
