@@ -29,7 +29,7 @@ SHARED = {"EntryStore", "StoreExtensions", "ClientVectors", "KeywordStats", "Tie
           "AdjustableQuotas", "VectorQueue", "ChangeLog", "Browse"}
 SQLITE = SHARED | {"NotReadyReason", "VectorStore", "NamespaceVectors", "VectorCatchUp",
                    "ClientSpaceReads"}
-POSTGRES = SHARED | {"VectorSearch", "ChangeNotices", "ClientSpaceReads"}
+POSTGRES = SHARED | {"VectorSearch", "ChangeNotices", "ClientSpaceReads", "NearSearch"}
 
 
 def _capabilities(store: object) -> set[str]:

@@ -53,6 +53,7 @@ from host.store.base import (  # the store capabilities the engine reads, declar
     EntryStore,
     KeywordStats,
     NamespaceVectors,
+    NearSearch,
     Query,
     Scope,
     StoredEntry,
@@ -79,22 +80,9 @@ class _ExactVectors(Protocol):
     async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
         ...
 
-@runtime_checkable
-class _NearSearch(Protocol):
-    """A store whose keyword search also returns, in the same round trip, the neighbours of its
-    first `near` candidates (PostgreSQL's `search_near`): {candidate id: [(neighbour,
-    distance), ...]}, as its `neighbours` would give them; the engine asks `neighbours` only
-    for the hits not among those."""
-
-    async def search_near(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
-        span: int,
-    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
-        ...
-
 
 Near = dict[int, list[tuple[StoredEntry, int]]]
-# The keyword candidates whose neighbours come with the keyword search (`_NearSearch`), as a
+# The keyword candidates whose neighbours come with the keyword search (`NearSearch`), as a
 # multiple of `neighbour_hits`: the hits are chosen later by the fused order, which mostly
 # but not always follows BM25; a hit past these costs one more round trip
 _NEAR_FACTOR = 2
@@ -142,7 +130,7 @@ class SearchEngine:
         self._vectors: VectorSearch | VectorStore | None = (
             self._shared if self._shared is not None else self._local)
         self._keywords = store if isinstance(store, KeywordStats) else None
-        self._near = store if isinstance(store, _NearSearch) else None
+        self._near = store if isinstance(store, NearSearch) else None
         self.shared = self._shared is not None
         self._fetches = self._vectors is not None
         self._bm25 = self._keywords is not None

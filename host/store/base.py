@@ -53,6 +53,7 @@ __all__ = [
     "NamespaceOverview",
     "NamespaceStats",
     "NamespaceVectors",
+    "NearSearch",
     "NewEntry",
     "NotReadyReason",
     "PERSISTENT_TIERS",
@@ -328,6 +329,20 @@ class ClientVectors(Protocol):
 # vectors, (n, dims) float32 in entry order, the (tier, owner) of each, the expiry of each)
 ClientRows: TypeAlias = (
     "tuple[list[int], list[int], np.ndarray, list[tuple[str, str]], list[float | None]]")
+
+
+@runtime_checkable
+class NearSearch(Protocol):
+    """Optional capability of an `EntryStore` with BM25 (PostgreSQL): its keyword search also
+    returns, in the same round trip, the neighbours of its first `near` candidates, {candidate
+    id: [(neighbour, distance), ...]} as its `neighbours` would give them (`span` a side); the
+    engine (`host.search.engine`) asks `neighbours` only for the hits not among those."""
+
+    async def search_near(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
+        span: int,
+    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
+        """As `EntryStore.search`, with the neighbours of the first `near` candidates."""
 
 
 @runtime_checkable
