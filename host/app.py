@@ -84,6 +84,14 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
                             disk_reserve_bytes=config.store.disk_reserve_bytes)
 
 
+def _index_stats(search: SearchEngine) -> Callable[[], dict[str, int]] | None:
+    """The figures of the search's in-memory vector indexes for /metrics: the host's own
+    (SQLite, with the client spaces), else the client spaces' alone (PostgreSQL)."""
+    if search.vectors is not None:
+        return search.vectors.stats
+    return search.spaces.indexes.stats if search.spaces is not None else None
+
+
 def _changed(old: BaseModel, new: BaseModel, section: str) -> list[str]:
     return [f"{section}.{f}" for f in type(new).model_fields if getattr(old, f) != getattr(new, f)]
 
@@ -125,7 +133,7 @@ class Host:
             embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
             watches=lambda: (self.memory.watches.count, self.memory.watches.events_sent,
                              self.memory.watches.ended),
-            vectors=self.search.vectors.stats if self.search.vectors is not None else None,
+            vectors=_index_stats(self.search),
             blas_threads=blas_threads,
         ))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)

@@ -181,8 +181,7 @@ async def client_changes(pool: Any, namespace: str, after: int, limit: int
     rows; None when the log was pruned past `after`), from `a2e_change_keys` (the entry rows
     of each `stored` change, current ids). The number read up to stops before a change whose
     entry may still get its vectors (`pending_before`); its rows come again."""
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
-                                                        readonly=True):
+    async with pool.acquire() as conn:  # the head read first: what follows is up to it
         row = await conn.fetchrow("SELECT seq, floor FROM a2e_change_heads WHERE namespace = $1",
                                   namespace)
         head, floor = (int(row[0]), int(row[1])) if row is not None else (0, 0)
