@@ -7,6 +7,7 @@ embedder."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -392,3 +393,47 @@ async def test_an_approximate_space_grown_by_a_bulk_load_is_read_again(tmp_path:
         assert vectors.stats()["loads"] == 2  # 360 rows, past a quarter of 640: read again
         await vectors.wait_idle()
         await _check(host, cs, model, rng, queries=2)
+
+
+async def test_a_catch_up_into_a_graph_lets_other_connections_run_between_its_steps(
+    tmp_path: Path,
+) -> None:
+    """The rows a catch-up adds to an approximate space's graph go in steps of
+    `add_step_rows`, the loop free between two: a task running meanwhile sees the space at
+    sizes between before and after (adding a page at once held every connection, whatever its
+    namespace, until the page was in). The retrieve still answers as numpy does."""
+    db = tmp_path / "steps.db"
+    rng = np.random.default_rng(11)
+    model = Model()
+    async with running_host(_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
+            _clients(host, ("a1",)) as cs:
+        spaces: Any = host.search.spaces
+        vectors: Any = host.search.vectors
+        spaces.add_step_rows = 16
+        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=1)  # loaded
+        await vectors.wait_idle()
+        key = space_key("ns", SPACE)
+        assert vectors.stats()["ann_keys"] == 1
+        before = len(vectors.get(key))
+        await _put(cs["a1"], model, "a1", rng, range(600, 700), "semantic", host.clock())
+        seen: set[int] = set()
+        done = False
+
+        async def watch() -> None:
+            while not done:
+                index = vectors.get(key)
+                if index is not None:
+                    seen.add(len(index))
+                await asyncio.sleep(0)
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await _check(host, cs, model, rng, queries=1)
+        finally:
+            done = True
+            await watcher
+        after = len(vectors.get(key))
+        assert vectors.stats()["loads"] == 1  # caught up in place, not read again
+        assert after > before + 16
+        assert any(before < n < after for n in seen), (before, sorted(seen), after)

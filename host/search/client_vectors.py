@@ -59,6 +59,7 @@ def nearest(query: np.ndarray, rows: Sequence[tuple[int, np.ndarray]], min_score
 
 ROWS_PER_ENTRY = 64  # the most vectors an entry has in its space (index rows an entry)
 CATCH_UP_ROWS = 10_000  # entries a page of a space's catch-up reads back
+ADD_STEP_ROWS = 256  # rows added to a graph at a time by a catch-up (~0.1 s here)
 _ROUNDS = 16  # searches of one retrieve at most (each drops what it found gone, or asks more)
 # An approximate index (8-bit codes) ranks and scores on decoded vectors (~1e-3 off a
 # similarity): its best `want + margin` entries, margin max(want, RESCORE_MARGIN) bounded by
@@ -134,6 +135,9 @@ class ClientSpaces:
         # one load or catch-up of a space at a time (a later read is never applied first)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key -> (lock, users)
         self.catch_up_rows = CATCH_UP_ROWS  # entry rows a page of a catch-up reads back
+        # rows of a catch-up page added to an approximate space's graph between two turns of
+        # the loop (inserting a page at once held every connection for seconds)
+        self.add_step_rows = ADD_STEP_ROWS
         # an approximate index's best entries scored again on float32 (False: its 8-bit
         # ranking and scores as they are; benchmarks compare the two)
         self.rescore = True
@@ -189,8 +193,14 @@ class ClientSpaces:
                     span = max(span, *counts)
                     groups = [group_of(t, o) for (t, o), c in zip(places, counts)
                               for _ in range(c)]
-                    self.indexes.add(key, row_ids(ids, counts).tolist(), vecs, groups,
-                                     [None] * len(groups))
+                    rows = row_ids(ids, counts).tolist()
+                    step = (self.add_step_rows if approximate(self.indexes.get(key))
+                            else len(rows))
+                    for i in range(0, len(rows), step):
+                        if i:  # a graph's insertions take ~0.3 ms a row: let the others run
+                            await asyncio.sleep(0)
+                        self.indexes.add(key, rows[i:i + step], vecs[i:i + step],
+                                         groups[i:i + step], [None] * len(groups[i:i + step]))
             self._state[key] = (upto, dims, span)
             if upto == head:
                 break
