@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -41,6 +42,7 @@ __all__ = [
     "encode_records",
     "removed_record",
     "stored_record",
+    "whole_changes",
     "without_entries",
 ]
 
@@ -115,3 +117,16 @@ def decode_entries(data: bytes | str) -> list[ChangedEntry]:
     """The entries of a change's JSON array (`encode_records`)."""
     return [ChangedEntry(t, o, bytes(k), frozenset(g), w) for t, o, k, g, w in
             _records_decoder.decode(data)]
+
+
+def whole_changes(rows: list[Any], limit: int, head: int) -> tuple[int, list[Any], bool]:
+    """A page of a change log's `(seq, ...)` rows, read `limit` + 1 at most in order up to
+    `head`, cut to whole changes: (the change number read up to, the rows kept, True when a
+    single change holds more than `limit` rows and must be read whole instead)."""
+    if len(rows) <= limit:
+        return head, rows, False
+    upto = int(rows[-1][0])
+    if int(rows[0][0]) == upto:  # one change larger than the limit
+        return upto, [], True
+    upto -= 1  # the last change may be cut: it comes whole next time
+    return upto, [r for r in rows if r[0] <= upto], False

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from host.store.base import ClientRows, NewEntry, Scope, owner_for
+from host.store.changes import whole_changes
 
 __all__ = ["PENDING_SECONDS", "ROWS_OF", "SPACE_ROWS", "client_changes", "client_rows",
            "client_rows_of", "digest", "pending_before", "read_vectors", "space_dims",
@@ -192,15 +193,10 @@ async def client_changes(pool: Any, namespace: str, after: int, limit: int
         rows = await conn.fetch(
             "SELECT seq, entry_id FROM a2e_change_keys WHERE namespace = $1 AND seq > $2"
             " AND seq <= $3 ORDER BY seq LIMIT $4", namespace, after, head, limit + 1)
-        upto = head
-        if len(rows) > limit:
-            upto = int(rows[-1][0])
-            if int(rows[0][0]) != upto:  # the last change may be cut: it comes whole next time
-                upto -= 1
-                rows = [r for r in rows if r[0] <= upto]
-            else:  # one change larger than the limit: read it whole
-                rows = await conn.fetch("SELECT seq, entry_id FROM a2e_change_keys"
-                                        " WHERE namespace = $1 AND seq = $2", namespace, upto)
+        upto, rows, whole = whole_changes(list(rows), limit, head)
+        if whole:  # one change larger than the limit: read it whole
+            rows = await conn.fetch("SELECT seq, entry_id FROM a2e_change_keys"
+                                    " WHERE namespace = $1 AND seq = $2", namespace, upto)
         upto = await pending_before(conn, namespace, after, upto)
         return upto, list(dict.fromkeys(int(r[1]) for r in rows))
 

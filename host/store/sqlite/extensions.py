@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from host.store.base import Query, Scope, owner_for
+from host.store.changes import whole_changes
 from host.store.sqlite import changes
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
@@ -102,17 +103,12 @@ def client_changes(conn: sqlite3.Connection, namespace: str, after: int, limit: 
         "SELECT c.seq, k.entry_id FROM changes c JOIN change_keys k ON k.change_id = c.id"
         " WHERE c.namespace = ? AND c.seq > ? AND c.seq <= ? AND c.op = 'stored'"
         " ORDER BY c.seq LIMIT ?", (namespace, after, head, limit + 1)).fetchall()
-    upto = head
-    if len(rows) > limit:
-        upto = int(rows[-1][0])
-        if int(rows[0][0]) != upto:  # the last change may be cut: it comes whole next time
-            upto -= 1
-            rows = [r for r in rows if r[0] <= upto]
-        else:  # one change larger than the limit: read it whole
-            rows = conn.execute(
-                "SELECT c.seq, k.entry_id FROM changes c JOIN change_keys k"
-                " ON k.change_id = c.id WHERE c.namespace = ? AND c.seq = ?",
-                (namespace, upto)).fetchall()
+    upto, rows, whole = whole_changes(rows, limit, head)
+    if whole:  # one change larger than the limit: read it whole
+        rows = conn.execute(
+            "SELECT c.seq, k.entry_id FROM changes c JOIN change_keys k"
+            " ON k.change_id = c.id WHERE c.namespace = ? AND c.seq = ?",
+            (namespace, upto)).fetchall()
     return upto, list(dict.fromkeys(int(r[1]) for r in rows))
 
 
