@@ -11,9 +11,11 @@ only when the configuration asks for that part, through `require`, so a missing 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Iterable
 from types import ModuleType
 
-__all__ = ["MissingExtra", "missing", "require"]
+__all__ = ["MissingExtra", "absent", "missing", "require"]
 
 
 class MissingExtra(ImportError):
@@ -35,3 +37,10 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise missing(module, extra, what) from exc
+
+
+def absent(parts: Iterable[tuple[str, str, str]]) -> list[MissingExtra]:
+    """For each (module, extra, what) of `parts` whose module is not installed, its
+    `MissingExtra`; nothing is imported (`config check` asks before a host would stop)."""
+    return [missing(module, extra, what) for module, extra, what in parts
+            if importlib.util.find_spec(module) is None]

