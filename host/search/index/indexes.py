@@ -27,7 +27,8 @@ swapped in, while it is still the build's alone, so a host killed afterwards rea
 Writes (`add`, `set_meta`, `remove`) mirror the store's: a write to a key that is not loaded is
 dropped (its next load reads it from the store); a write to a key being loaded, or being
 promoted to an `AnnIndex`, is also kept in a journal and replayed on the new index, so nothing
-written during a load or a build is lost.
+written during a load or a build is lost (a build's journal by the build's thread, but for
+its last `SWAP_ROWS` rows, which the loop adds `SWAP_STEP` at a time before the swap).
 
 Not thread-safe: call it on the event loop (its threads only build indexes no one else sees).
 """
@@ -74,8 +75,30 @@ JOURNAL_MAX_BYTES = 64 << 20
 LOAD_ATTEMPTS = 3
 COMPACT_SHARE = 0.3  # an AnnIndex is rebuilt when this share of its slots are holes
 COMPACT_MIN = 1000  # ... and at least this many
+# The writes made to a key while its graph was built are replayed on the new graph by the
+# build's thread (faiss adds ~0.3 ms a row, the GIL released) until at most SWAP_ROWS of them
+# are left; the loop applies those at the swap, SWAP_STEP rows between two of its turns
+# (replayed at once on the loop, the 40,000 rows a catch-up wrote during a build held every
+# connection for 23 s).
+SWAP_ROWS = 1024
+SWAP_STEP = 64
 # freed by evictions since the allocator was last asked to return its free pages (`_trim`)
 TRIM_BYTES = 32 << 20
+
+
+def _op_rows(ops: list[_Op]) -> int:
+    """Rows the adds among `ops` write."""
+    return sum(len(op[1]) for op in ops if op[0] == "add")
+
+
+def _steps(op: _Op, rows: int) -> Iterator[_Op]:
+    """`op` in parts of at most `rows` rows (an add; other writes whole)."""
+    if op[0] != "add" or len(op[1]) <= rows:
+        yield op
+        return
+    for i in range(0, len(op[1]), rows):
+        j = slice(i, i + rows)
+        yield ("add", op[1][j], op[2][j], op[3][j], op[4][j])
 
 
 class _Journal:
@@ -678,15 +701,25 @@ class VectorIndexes:
 
     async def _swap_built(self, key: str, old: Index, journal: _Journal,
                           build: asyncio.Future[Any]) -> None:
+        done = 0  # the journal's writes the new graph has
         try:
             # one core: the key is served meanwhile, and the host has other work; a daemon
             # thread: shutdown does not wait for it
-            ann = await build
+            ann, done = await build
             if self._promoting.get(key) is journal and self.persist_dir is not None:
                 # saved now, while no one else sees it (a save while the loop writes to an
                 # index would tear its file): a host killed later reads it back, brought to
                 # the store's rows by the load's check
                 await asyncio.shield(self._save_soon(key, ann))
+            # the writes the build's thread left (and those made meanwhile), `SWAP_STEP` rows
+            # between two turns of the loop; the journal keeps taking new ones till the swap
+            while (done < len(journal.ops) and self._promoting.get(key) is journal
+                   and self._indexes.get(key) is old and not journal.overflowed):
+                op = journal.ops[done]
+                done += 1
+                for part in _steps(op, SWAP_STEP):
+                    self._apply(ann, part)
+                    await asyncio.sleep(0)
         except Exception as e:
             if isinstance(e, _ann().BuildAbandoned):
                 log.info("vector index build of a key abandoned")
@@ -697,10 +730,8 @@ class VectorIndexes:
             if self._promoting.get(key) is journal:  # not dropped (and promoted again) meanwhile
                 self._promoting.pop(key)
                 self._held -= self._snapshots.pop(key, 0)
-        if self._indexes.get(key) is not old or journal.overflowed:
+        if self._indexes.get(key) is not old or journal.overflowed or done < len(journal.ops):
             return  # evicted (or replaced) meanwhile, or too many writes meanwhile: not swapped
-        for op in journal.ops:
-            self._apply(ann, op)
         self._held += ann.nbytes - old.nbytes
         self._indexes[key] = ann  # keeps its place in the LRU order
         self.promotions += 1
@@ -710,24 +741,55 @@ class VectorIndexes:
 
     def _build_pulled(self, key: str, source: Index, journal: _Journal, ids: np.ndarray,
                       loop: asyncio.AbstractEventLoop,
-                      ranges: tuple[np.ndarray, np.ndarray] | None, turn: _Turn) -> Index:
+                      ranges: tuple[np.ndarray, np.ndarray] | None, turn: _Turn
+                      ) -> tuple[Index, int]:
         """(In the build's thread.) An `AnnIndex` of the rows of `ids`, each chunk copied from
-        `source` on the loop when the build needs it; the queue's turn released here when the
-        build fails (else by the loop once the graph is swapped in)."""
+        `source` on the loop when the build needs it, with the writes of `journal` made
+        meanwhile replayed on it here until at most `SWAP_ROWS` of them are left; and how many
+        of the journal's writes it has. The queue's turn released here when the build fails
+        (else by the loop once the graph is swapped in)."""
         def chunks() -> Iterator[Chunk]:
             for i in range(0, len(ids), CHUNK):
                 chunk = _on_loop(loop, self._copy_rows, key, source, journal,
                                  ids[i: i + CHUNK].tolist())
                 if chunk[0]:
                     yield chunk
+
+        def stop() -> bool:
+            return _EXITING.is_set() or loop.is_closed()
         try:
-            return _ann().AnnIndex.build(  # type: ignore[no-any-return]
-                source.dim, chunks(), threads=self.rebuild_threads,
-                stop=lambda: _EXITING.is_set() or loop.is_closed(), ranges=ranges,
+            ann = _ann().AnnIndex.build(
+                source.dim, chunks(), threads=self.rebuild_threads, stop=stop, ranges=ranges,
                 rows_hint=len(ids), **self.ann_options)
+            faiss = _ann().faiss
+            before = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(self.rebuild_threads or before)
+            try:
+                done = 0
+                while True:
+                    ops = _on_loop(loop, self._journal_since, key, source, journal, done)
+                    if _op_rows(ops) <= SWAP_ROWS:
+                        return ann, done  # the loop applies the rest at the swap
+                    for op in ops:
+                        for part in _steps(op, _ann().BUILD_STEP):
+                            if stop():
+                                raise _ann().BuildAbandoned
+                            self._apply(ann, part)
+                    done += len(ops)
+            finally:
+                faiss.omp_set_num_threads(before)
         except BaseException:
             turn.release()
             raise
+
+    def _journal_since(self, key: str, source: Index, journal: _Journal, done: int
+                       ) -> list[_Op]:
+        """(On the loop.) The writes of `journal` after its first `done`, for the build's
+        thread to replay; the build is abandoned once the key left or the build was dropped."""
+        if self._promoting.get(key) is not journal or self._indexes.get(key) is not source \
+                or journal.overflowed:
+            raise _ann().BuildAbandoned
+        return journal.ops[done:]
 
     def _copy_rows(self, key: str, source: Index, journal: _Journal, ids: list[int]) -> Chunk:
         """(On the loop.) The rows of `ids` still in `source`, for its build; the build is
