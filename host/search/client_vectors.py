@@ -59,7 +59,10 @@ def nearest(query: np.ndarray, rows: Sequence[tuple[int, np.ndarray]], min_score
 
 ROWS_PER_ENTRY = 64  # the most vectors an entry has in its space (index rows an entry)
 CATCH_UP_ROWS = 10_000  # entries a page of a space's catch-up reads back
-ADD_STEP_ROWS = 256  # rows added to a graph at a time by a catch-up (~0.1 s here)
+# rows a catch-up adds to a space's index between two turns of the loop: to an approximate
+# one's graph (faiss: ~0.3 ms a row here, ~20 ms a step), to an exact one (~3 us a row)
+ADD_STEP_ROWS = 64
+EXACT_STEP_ROWS = 2048
 _ROUNDS = 16  # searches of one retrieve at most (each drops what it found gone, or asks more)
 # An approximate index (8-bit codes) ranks and scores on decoded vectors (~1e-3 off a
 # similarity): its best `want + margin` entries, margin max(want, RESCORE_MARGIN) bounded by
@@ -135,9 +138,11 @@ class ClientSpaces:
         # one load or catch-up of a space at a time (a later read is never applied first)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key -> (lock, users)
         self.catch_up_rows = CATCH_UP_ROWS  # entry rows a page of a catch-up reads back
-        # rows of a catch-up page added to an approximate space's graph between two turns of
-        # the loop (inserting a page at once held every connection for seconds)
+        # rows of a catch-up page added to an approximate space's graph (or to an exact one)
+        # between two turns of the loop (inserting a page at once held every connection for
+        # seconds)
         self.add_step_rows = ADD_STEP_ROWS
+        self.exact_step_rows = EXACT_STEP_ROWS
         # an approximate index's best entries scored again on float32 (False: its 8-bit
         # ranking and scores as they are; benchmarks compare the two)
         self.rescore = True
@@ -172,14 +177,17 @@ class ClientSpaces:
         applied = 0  # entries this catch-up re-read
         while True:
             upto, stored = await self.store.client_changes(namespace, head, self.catch_up_rows)
-            if stored is None or (stored and approximate(index) and
-                                  applied + len(stored) > max(self.catch_up_rows,
-                                                              len(index) // 4)):
-                # the log cannot say what changed, or an approximate space grew by more than
-                # a quarter since it was loaded (a bulk load): read the space again; a reload
-                # serves exactly at once and builds its graph in the background, where adding
+            grown = applied + len(stored or ())
+            due = self.indexes.ann_min_rows
+            if stored is None or (stored and grown > max(self.catch_up_rows, len(index) // 4)
+                                  and (approximate(index) or due and len(index) + grown >= due)):
+                # the log cannot say what changed, or an approximate space (or one this
+                # catch-up takes past `ann_min_rows`) grew by more than a quarter since it was
+                # loaded (a bulk load): read the space again; a reload serves exactly at once
+                # and builds its graph in the background from the rows it read, where adding
                 # the rows one by one to the graph held this query for minutes (900,000 rows
-                # into a graph of 100,000: 179 s)
+                # into a graph of 100,000: 179 s), and an exact space of 10,000 caught up to
+                # 100,000 in place was promoted midway with the rest of its rows to replay
                 self._drop(key)
                 index = await self.indexes.open(key)
                 dims, span = self._state.get(key, (0, dims, 1))[1:]
@@ -194,13 +202,16 @@ class ClientSpaces:
                     groups = [group_of(t, o) for (t, o), c in zip(places, counts)
                               for _ in range(c)]
                     rows = row_ids(ids, counts).tolist()
-                    step = (self.add_step_rows if approximate(self.indexes.get(key))
-                            else len(rows))
-                    for i in range(0, len(rows), step):
+                    i = 0
+                    while i < len(rows):
                         if i:  # a graph's insertions take ~0.3 ms a row: let the others run
                             await asyncio.sleep(0)
+                        # (a graph may have been swapped in meanwhile)
+                        step = (self.add_step_rows if approximate(self.indexes.get(key))
+                                else self.exact_step_rows)
                         self.indexes.add(key, rows[i:i + step], vecs[i:i + step],
                                          groups[i:i + step], [None] * len(groups[i:i + step]))
+                        i += step
             self._state[key] = (upto, dims, span)
             if upto == head:
                 break

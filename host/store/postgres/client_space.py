@@ -11,8 +11,10 @@ index finds is read back through `fetch` (visibility and TTL again).
 A load is one snapshot: one connection in a REPEATABLE READ READ ONLY transaction reads the
 change number and the space's rows, a page at a time through a cursor. The loader runs in a
 thread and asyncpg on the host's loop (captured when the store opens): each page is fetched
-with `asyncio.run_coroutine_threadsafe`. The connection goes back to the pool when the pages
-end, when the iterator is closed, or when it is dropped unread.
+with `asyncio.run_coroutine_threadsafe` (the loop takes the records off the wire, the loader's
+thread makes them rows and vectors: `client_page_rows` bounds the loop's part). The connection
+goes back to the pool when the pages end, when the iterator is closed, or when it is dropped
+unread.
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ class _Snapshot:
             self.cursor = await self.conn.cursor(pg_ext.SPACE_ROWS, namespace, space)
         return head, dims
 
-    async def page(self, dims: int) -> ClientRows | None:
-        rows = await self.cursor.fetch(self.page_rows)
-        return pg_ext.client_rows(rows, dims) if rows else None
+    async def page(self) -> list[Any]:
+        """The next page's records (empty: the end), decoded by the caller's thread."""
+        return list(await self.cursor.fetch(self.page_rows))
 
     async def release(self) -> None:
         conn, self.conn = self.conn, None
@@ -107,15 +109,14 @@ class SpacePages:
             self.close()
             raise StopIteration
         try:
-            page = asyncio.run_coroutine_threadsafe(self._snap.page(self._dims),
-                                                    self._loop).result()
+            rows = asyncio.run_coroutine_threadsafe(self._snap.page(), self._loop).result()
         except BaseException:
             self.close()
             raise
-        if page is None:
+        if not rows:
             self.close()
             raise StopIteration
-        return page
+        return pg_ext.client_rows(rows, self._dims)  # here, in the loader's thread
 
     def close(self) -> None:
         """Give the connection back (idempotent)."""
@@ -126,7 +127,7 @@ class ClientSpace(StoreState):
     """`ClientSpaceReads` on the store's pool (see the module's docstring)."""
 
     _loop: asyncio.AbstractEventLoop | None = None  # the loop the pool runs on (`open`)
-    client_page_rows = 10_000  # entries a page of a load reads
+    client_page_rows = 2_000  # entries a page of a load reads (taken off the wire on the loop)
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None, "the store is not open"
