@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from test_client_vectors_index import Model, _check, _clients, _put
 from host.search.client_vectors import space_key
 from host.search.index import indexes as ix
 from host.search.index.indexes import VectorIndexes
+from protocol.clock import ShiftedClock
 
 SPACE = "s"
 
@@ -69,6 +71,39 @@ async def test_an_exact_space_caught_up_past_ann_min_rows_is_read_again(store_db
         await _check(host, cs, model, rng, queries=2)
 
 
+@pytest.mark.all_backends
+async def test_plain_puts_never_make_a_space_read_again(store_db: str) -> None:
+    """An approximate space (600 entries) whose namespace then takes 400 entries without
+    vectors is caught up in place (they are read through, a page of the change log at a time)
+    rather than read again as if it had grown by more than a quarter; 40 entries with vectors
+    are caught up in place too, and 400 more read it again. The host's clock runs 120 s behind
+    the wall's, so PostgreSQL's changes are past the window in which an entry may still get
+    its vectors (`PENDING_SECONDS`). Each retrieve answers as numpy does."""
+    rng = np.random.default_rng(9)
+    model = Model()
+    clock = ShiftedClock(base=lambda: time.time() - 120.0)
+    async with running_host(_config(store_db, ann_min_rows=300), clock=clock) as host, \
+            _clients(host, ("a1",)) as cs:
+        spaces: Any = host.search.spaces
+        spaces.catch_up_rows = 50
+        vectors: Any = spaces.indexes
+        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=1)  # loaded
+        await vectors.wait_idle()
+        assert vectors.stats()["ann_keys"] == 1 and vectors.stats()["loads"] == 1
+        for first in range(600, 1000, 100):
+            await _put(cs["a1"], model, "a1", rng, range(first, first + 100), "semantic",
+                       host.clock(), vectors=False)
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 1  # the space did not grow: not read again
+        await _put(cs["a1"], model, "a1", rng, range(1000, 1040), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 1
+        await _put(cs["a1"], model, "a1", rng, range(1040, 1440), "semantic", host.clock())
+        await _check(host, cs, model, rng, queries=2)
+        assert vectors.stats()["loads"] == 2  # 400 entries with vectors: read again
+
+
 class _Watched(VectorIndexes):
     """`VectorIndexes` noting, for each write applied to an index from a journal, the thread
     it ran on, the turn of the loop it ran in (`turn`, counted by a task) and its rows."""
@@ -93,13 +128,14 @@ def _rows(rng: np.random.Generator, first: int, n: int, dim: int
 
 
 async def test_the_writes_during_a_build_reach_the_graph_off_the_loop() -> None:
-    """A key promoted at 400 rows takes 3,000 more while its graph builds: they reach the new
-    graph from the build's thread but for at most `SWAP_ROWS`, and the loop adds at most
-    `SWAP_STEP` of them between two of its turns (a task counts the turns); the graph then
-    holds every row, and searches find each row's own vector first."""
+    """A key loaded exact (200 rows) and promoted once written past `ann_min_rows` (20,200
+    rows) takes 3,000 more while its graph builds from its rows: they reach the new graph from the
+    build's thread but for at most `SWAP_ROWS`, and the loop adds at most `SWAP_STEP` of them
+    between two of its turns (a task counts the turns); the graph then holds every row, and
+    searches find each row's own vector first."""
     dim = 16
     rng = np.random.default_rng(3)
-    store: dict[str, list[Any]] = {"k": [_rows(rng, 0, 400, dim)]}
+    store: dict[str, list[Any]] = {"k": [_rows(rng, 0, 200, dim)]}
     vectors = _Watched(loader=lambda key: iter(store[key]), ann_min_rows=300)
     done = False
 
@@ -110,17 +146,20 @@ async def test_the_writes_during_a_build_reach_the_graph_off_the_loop() -> None:
 
     counter = asyncio.ensure_future(count())
     try:
-        await vectors.open("k")  # loaded exact, its promotion queued
+        await vectors.open("k")  # loaded exact
+        store["k"].append(_rows(rng, 200, 20_000, dim))
+        vectors.add("k", *store["k"][1])  # past ann_min_rows: its promotion queued
         while not vectors._promoting:  # the build started (its thread asks for rows)
             await asyncio.sleep(0)
-        more = _rows(rng, 400, 3000, dim)
+        more = _rows(rng, 20_200, 3000, dim)
         vectors.add("k", *more)  # one write of 3,000 rows, journalled for the build
+        assert vectors.get("k").kind == "exact"  # (the graph was not in yet)
         await vectors.wait_idle()
     finally:
         done = True
         await counter
     index: Any = vectors.get("k")
-    assert index.kind == "ann" and len(index) == 3400
+    assert index.kind == "ann" and len(index) == 23_200
     on_loop = [(turn, rows) for loop, turn, rows in vectors.applied if loop]
     assert sum(rows for _, rows in on_loop) <= ix.SWAP_ROWS
     per_turn: dict[int, int] = {}
@@ -128,7 +167,8 @@ async def test_the_writes_during_a_build_reach_the_graph_off_the_loop() -> None:
         per_turn[turn] = per_turn.get(turn, 0) + rows
     assert max(per_turn.values(), default=0) <= ix.SWAP_STEP, per_turn
     assert sum(rows for loop, _, rows in vectors.applied if not loop) >= 3000 - ix.SWAP_ROWS
-    ids, vecs = store["k"][0][0] + more[0], np.concatenate([store["k"][0][1], more[1]])
+    ids = store["k"][0][0] + store["k"][1][0] + more[0]
+    vecs = np.concatenate([store["k"][0][1], store["k"][1][1], more[1]])
     for j in rng.choice(len(ids), 20, replace=False).tolist():
         hits = index.search(vecs[j], 1)
         assert hits.ids.tolist() == [ids[j]]

@@ -122,8 +122,9 @@ class ClientSpaces:
     A space is loaded on its first retrieve (`load`, the indexes' loader for these keys: every
     vector of the space, with the namespace's change number of the same snapshot). Before each
     retrieve the space catches up on the change log (`client_changes`): the entries stored
-    since are read again and their rows replaced (a log pruned past it, or more entries than
-    a quarter of an approximate space, reload the space). Index rows carry the entry's group
+    since are read again and their rows replaced (a log pruned past it, or more entries with
+    vectors in the space than a quarter of an approximate space, or of one the catch-up takes
+    past `ann_min_rows`, reload the space). Index rows carry the entry's group
     (tier and owner) but no expiry, and the entries the index finds are read back through the
     store (`fetch`: visibility, TTL and filters again); one found gone (forgotten, expired,
     deleted by another tool) leaves the index there. So the stored rows stay the truth: a missed update is gone at the next load.
@@ -174,12 +175,15 @@ class ClientSpaces:
         head, dims, span = state
         if index is None:
             return None, dims, span
-        applied = 0  # entries this catch-up re-read
+        grown = 0  # entries with vectors in the space this catch-up read
+        due = self.indexes.ann_min_rows
         while True:
             upto, stored = await self.store.client_changes(namespace, head, self.catch_up_rows)
-            grown = applied + len(stored or ())
-            due = self.indexes.ann_min_rows
-            if stored is None or (stored and grown > max(self.catch_up_rows, len(index) // 4)
+            rows_of = (await self.store.client_rows_of(stored, space, dims) if stored
+                       else None)
+            grown += len(rows_of[0]) if rows_of is not None else 0
+            if stored is None or (rows_of is not None
+                                  and grown > max(self.catch_up_rows, len(index) // 4)
                                   and (approximate(index) or due and len(index) + grown >= due)):
                 # the log cannot say what changed, or an approximate space (or one this
                 # catch-up takes past `ann_min_rows`) grew by more than a quarter since it was
@@ -187,15 +191,15 @@ class ClientSpaces:
                 # and builds its graph in the background from the rows it read, where adding
                 # the rows one by one to the graph held this query for minutes (900,000 rows
                 # into a graph of 100,000: 179 s), and an exact space of 10,000 caught up to
-                # 100,000 in place was promoted midway with the rest of its rows to replay
+                # 100,000 in place was promoted midway with the rest of its rows to replay.
+                # Only the entries with vectors in the space count: the namespace's other
+                # stores (plain puts, other spaces) are read through, a page at a time.
                 self._drop(key)
                 index = await self.indexes.open(key)
                 dims, span = self._state.get(key, (0, dims, 1))[1:]
                 return index, dims, span
-            if stored:
-                applied += len(stored)
-                ids, counts, vecs, places, _expires = await self.store.client_rows_of(
-                    stored, space, dims)
+            if stored and rows_of is not None:
+                ids, counts, vecs, places, _expires = rows_of
                 self.indexes.remove(row_ids(stored, span).tolist(), key)
                 if ids:
                     span = max(span, *counts)
