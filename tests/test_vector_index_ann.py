@@ -151,8 +151,8 @@ def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> N
     async def run() -> None:
         vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
                            ann_options=OPTS)
-        ix = await vi.open("k")  # served exactly at once, promoted in the background
-        assert ix is not None and ix.kind == "exact" and vi.stats()["promoting"] == 1
+        ix = await vi.open("k")  # served exactly at once (codes), its graph built after
+        assert isinstance(ix, AnnIndex) and not ix.built and vi.stats()["promoting"] == 1
         await vi.wait_idle()
         await vi.save_all()  # the promoted graph's save, done
         ix = vi.get("k")
@@ -263,12 +263,14 @@ def test_bench_index_reports_every_kind_on_a_tiny_run(tmp_path: Path) -> None:
 
 
 def test_a_big_first_open_is_served_coded_while_promoted_and_counts_its_build() -> None:
-    """The first open of a key past `ann_min_rows` without a saved graph returns at once a
-    `CodedIndex` of every row (8-bit codes, every row scored: its best k + margin hold the
-    exact top k, as the callers' rescoring wants), builds the graph in the background (the
-    budget counting the graph being built meanwhile), then swaps it in; `drop` forgets a key."""
+    """The first open of a key past `ann_min_rows` without a saved graph returns at once an
+    index of every row's 8-bit codes, no graph yet (every row scored: its best k + margin
+    hold the exact top k, as the callers' rescoring wants), builds the graph over those codes
+    in the background (the budget counting the graph alone meanwhile: the codes once), the
+    index the same object throughout; `drop` forgets a key."""
     from host.search.index import approximate
-    from host.search.index.exact import CodedIndex
+    from host.search.index.ann import BUILD_STEP
+    from host.search.index.rows import ROW_DICT_BYTES
 
     store = Store()
     for i in range(3000):
@@ -277,7 +279,7 @@ def test_a_big_first_open_is_served_coded_while_promoted_and_counts_its_build() 
     async def run() -> None:
         vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, ann_options=OPTS)
         ix = await vi.open("k")
-        assert isinstance(ix, CodedIndex) and approximate(ix) and len(ix) == 3000
+        assert isinstance(ix, AnnIndex) and not ix.built and approximate(ix) and len(ix) == 3000
         assert vi.stats()["promoting"] == 1
         exact = ExactIndex(DIM)
         exact.add(IDS[:3000].tolist(), VECS[:3000], GROUPS[:3000], [None] * 3000)
@@ -287,18 +289,23 @@ def test_a_big_first_open_is_served_coded_while_promoted_and_counts_its_build() 
             assert np.allclose(ix.similarity(q, want.ids.tolist()), want.similarities, atol=1e-2)
             assert got.allowed == 3000
         # a quarter of float32's bytes for the vectors
-        assert ix._m.nbytes == len(ix._ids) * DIM
-        # the graph being built counted at its estimated size, from the build's start
+        assert ix._codes().nbytes == len(ix) * DIM
+        # the graph being built counted at its estimated size from the build's start, and
+        # only the graph: the codes and the rows' metadata are the served index's, once
         await asyncio.sleep(0)
-        assert vi.nbytes == ix.nbytes + AnnIndex.estimate_nbytes(3000, DIM)
+        assert "k" in vi._promoting and ix._cap
+        slack = max(2 * BUILD_STEP, 3000 // 16)
+        extra = vi.nbytes - ix.nbytes
+        assert extra == AnnIndex.estimate_graph_nbytes(3000 + slack)
+        assert extra < AnnIndex.estimate_nbytes(3000 + slack, DIM) - (3000 + slack) * (
+            DIM + ROW_DICT_BYTES)
+        assert vi.nbytes == vi._held
         await vi.wait_idle()
         ann = vi.get("k")
-        assert ann is not None and ann.kind == "ann" and vi.nbytes == ann.nbytes
+        assert ann is ix and ann.kind == "ann" and ann.built and vi.nbytes == ann.nbytes
+        assert vi._held == vi.nbytes
         assert abs(ann.nbytes - AnnIndex.estimate_nbytes(3000, DIM)) < 0.3 * ann.nbytes
         assert recall(ann, exact) >= 0.95  # type: ignore[arg-type]
-        # the graph took the interim's codes as they were
-        assert np.array_equal(ann._codes()[[ann._row[int(i)] for i in IDS[:50]]],  # type: ignore[union-attr]
-                              ix._m[[ix._row[int(i)] for i in IDS[:50]]])
         # dropped: forgotten, its bytes released; the next open reads the store again
         assert vi.drop("k") and not vi.drop("k") and vi.keys() == [] and vi.nbytes == 0
         assert vi._held == 0

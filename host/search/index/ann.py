@@ -24,6 +24,18 @@ Removal: faiss's HNSW cannot delete, so a removed (or replaced) row's slot becom
 never returned (the bitmap excludes it), still a waypoint of the graph. `garbage` says how
 many; `VectorIndexes` rebuilds the index when they pass a share (`compact_share`).
 
+Coded first, graph after (`coded_of`, `begin_graph`): an index can hold its rows as codes with
+no graph yet (`built` False), searched exactly (every allowed row scored, as a `CodedIndex`);
+its graph is then built over those same codes, in place: faiss's `IndexHNSW.add` always appends
+the codes of what it adds to its storage, so each step of `BUILD_STEP` rows is added with the
+storage's count set to the end of a reserved tail (`TAIL` rows past `slack` rows of room): faiss
+writes its copy of the step's codes there, out of every row's way, and links the vertices of
+slots that already hold them. The codes are sized once for the build (never reallocated while
+its thread reads them); a row added meanwhile is coded into the room (past the room, the rows
+are copied to a storage of their own and the build is abandoned, `detached`). The codes and the
+id map are held once while the graph builds, not twice (the coded rows served and the graph's
+own).
+
 Saved as two files: the faiss index and `.meta.npz` (format, key, dimension, a CRC of the
 faiss file, each slot's id, group, expiry and liveness): `load` refuses anything that does not
 match (a corrupt, truncated or foreign file), before faiss reads it.
@@ -43,7 +55,7 @@ from typing import Any
 import faiss as _faiss
 import numpy as np
 
-from host.search.index.exact import CHUNK, code_ranges, dots
+from host.search.index.exact import CHUNK, CodedIndex, ExactIndex, code_ranges, dots
 from host.search.index.rows import ROW_DICT_BYTES, Rows, checked, no_hits, top_k
 from host.store.base import Hits
 
@@ -52,6 +64,7 @@ FORMAT = 1
 TRAIN_ROWS = 100_000  # rows the 8-bit quantiser learns each dimension's range from
 Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `stop`
+TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a step's codes
 
 
 class BuildAbandoned(Exception):
@@ -93,16 +106,196 @@ class AnnIndex(Rows):
                         "sample_rows": sample_rows}
         self.ef_search, self.exact_rows, self.exact_share = ef_search, exact_rows, exact_share
         self.max_ef, self.sample_rows = max_ef, sample_rows
-        self._index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, connectivity,
-                                        faiss.METRIC_INNER_PRODUCT)
-        self._index.hnsw.efConstruction = ef_construction
-        self._storage: Any = faiss.downcast_index(self._index.storage)
+        self._index, self._storage = self._faiss_index()
         self._vmin = self._vstep = np.zeros(dim, dtype=np.float32)
         self._dead = 0
+        self._built = True  # the graph holds every slot (False: codes only, searched exactly)
+        # while a graph is built in place: the rows the codes are sized to (0: no build), the
+        # slots in the file being saved, and the build's number (a detach changes it)
+        self._cap = 0
+        self._saving = -1
+        self.build_id = 0
         self.dirty = True  # changed since saved (or never saved)
         self.changed = False  # changed by `sync` (a saved index brought up to date)
 
+    def _faiss_index(self) -> tuple[Any, Any]:
+        index = faiss.IndexHNSWSQ(self.dim, faiss.ScalarQuantizer.QT_8bit,
+                                  int(self.options["connectivity"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(self.options["ef_construction"])
+        return index, faiss.downcast_index(index.storage)
+
     # --- building ---
+
+    @classmethod
+    def coded_of(cls, source: Rows, **options: Any) -> AnnIndex:
+        """An index of the rows of `source` (an `ExactIndex`, or a `CodedIndex`: its ranges
+        and codes kept) as codes, no graph yet (`built` False: searched exactly until
+        `begin_graph` and its steps build one); `source` is left as it was. The ranges of an
+        `ExactIndex`'s rows are learnt as `CodedIndex.of` learns them (the same codes)."""
+        assert isinstance(source, ExactIndex)
+        n = source._n
+        index = cls(source.dim, **options)
+        index._built = False
+        if isinstance(source, CodedIndex):
+            index.train(np.zeros((0, source.dim), np.float32), source.ranges)
+            cs = index._storage.code_size
+            index._storage.codes.resize(n * cs)
+            index._codes(n)[:] = source._m[:n]
+            index._storage.ntotal = n
+        else:
+            m = source._m[:n]
+            sample = m[np.linspace(0, n - 1, min(n, TRAIN_ROWS)).astype(np.int64)] if n else m
+            index.train(np.zeros((0, source.dim), np.float32),
+                        code_ranges(sample.astype(np.float32)))
+            for i in range(0, n, CHUNK):
+                index._storage.add(np.ascontiguousarray(m[i: i + CHUNK], dtype=np.float32))
+        index._grow_meta(max(1, n))
+        index._n = n
+        index._ids[:n], index._groups[:n] = source._ids[:n], source._groups[:n]
+        index._expires[:n], index._live[:n] = source._expires[:n], source._live[:n]
+        index._row = dict(source._row)
+        index._group_codes = dict(source._group_codes)
+        index._group_rows = list(source._group_rows)
+        index._expiring = source._expiring
+        return index
+
+    @property
+    def built(self) -> bool:
+        """True when the graph holds every row (else searches score every allowed row)."""
+        return self._built
+
+    @staticmethod
+    def estimate_graph_nbytes(rows: int, connectivity: int = 16) -> int:
+        """About the bytes of the graph of `rows` rows alone (what a build in place adds to a
+        coded index): the `estimate_nbytes` part of links, levels and offsets."""
+        return int(rows * (10 * connectivity + 12))
+
+    def begin_graph(self, slack: int) -> None:
+        """(On the loop.) Start building the graph of a coded index over its codes: sized
+        once to the rows, `slack` rows of room for rows added meanwhile and `TAIL` rows for
+        faiss's copies (a reallocation now, none later), the links sized for them."""
+        if self._built or self._cap:
+            raise ValueError("the index has a graph, or one is being built")
+        cs = self._storage.code_size
+        self._cap = self._n + max(0, slack) + TAIL
+        self._storage.codes.resize(self._cap * cs)  # the rows beyond `_n` zeroed: room
+        hnsw = self._index.hnsw
+        hnsw.reset()
+        links = self._cap * (int(hnsw.nb_neighbors(0)) + int(hnsw.nb_neighbors(1)) // 8)
+        hnsw.neighbors.resize(links)
+        hnsw.neighbors.resize(0)
+        self._index.ntotal = 0
+        self.build_id += 1
+
+    def next_step(self) -> tuple[Any, int, int] | None:
+        """(On the loop.) The next step of the graph being built: (the faiss index, its first
+        slot, its rows), the storage's count set so that faiss's add writes its copy of their
+        codes in the tail; None once every slot is in the graph (then `freeze` for a save, or
+        `end_graph`, in the same turn of the loop)."""
+        if not self._cap or self._saving >= 0:
+            raise ValueError("no graph is being built")
+        graphed = int(self._index.hnsw.levels.size())
+        if graphed >= self._n:
+            return None
+        rows = min(BUILD_STEP, self._n - graphed)
+        self._storage.ntotal = self._cap - rows
+        self._index.ntotal = graphed
+        return self._index, graphed, rows
+
+    def graph_step(self, index: Any, first: int, rows: int) -> None:
+        """(In the build's thread.) Add slots `first`..`first + rows` to the graph of faiss
+        `index` (what `next_step` gave), from their codes decoded (the codes they keep)."""
+        storage = faiss.downcast_index(index.storage)
+        cs = storage.code_size
+        codes = np.asarray(faiss.rev_swig_ptr(storage.codes.data(), (first + rows) * cs))
+        x = self._decode_rows(codes[first * cs:].reshape(rows, cs))
+        index.add(np.ascontiguousarray(x, dtype=np.float32))
+
+    def _fit(self, rows: int) -> None:
+        """The storage's count, the graph's and the codes' size set to `rows` rows (the codes
+        shrunk: no byte moves, the room beyond stays allocated)."""
+        self._storage.ntotal = self._index.ntotal = rows
+        self._storage.codes.resize(rows * self._storage.code_size)
+
+    def freeze(self) -> dict[str, Any]:
+        """(On the loop, once `next_step` gave None.) The index as the file of `save_built`
+        holds it: the storage fitted to its rows (rows added from now on are coded into the
+        room, beyond it), and a copy of the rows' metadata now; `thaw` after the save."""
+        n = self._saving = self._n
+        self._fit(n)
+        names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
+        self.dirty = False  # a write from now on sets it again
+        return {"index": self._index, "n": n, "groups": names, "ids": self._ids[:n].copy(),
+                "gcodes": self._groups[:n].copy(), "expires": self._expires[:n].copy(),
+                "live": self._live[:n].copy()}
+
+    def save_built(self, path: str | Path, key: str, rows: dict[str, Any]) -> None:
+        """(In the build's thread, between `freeze` and `thaw`.) Write the graph built and
+        `rows` (`freeze`'s) as `save` does; the loop meanwhile only codes rows into the room
+        and changes metadata, which the file does not read."""
+        self._write(path, key, rows["index"], rows)
+
+    def thaw(self) -> None:
+        """(On the loop, after the save.) The codes sized to the build's room again, the rows
+        added during the save kept (their graph steps follow)."""
+        n0, n, cs = self._saving, self._n, self._storage.code_size
+        late = self._codes(n)[n0:n].copy()  # beyond the codes' size: resizing zeroes them
+        self._storage.codes.resize(self._cap * cs)
+        self._codes(n)[n0:n] = late
+        self._saving = -1
+
+    def end_graph(self, saved: bool) -> None:
+        """(On the loop, in the turn `next_step` gave None.) The graph is the index's: the
+        storage fitted to its rows, which grow as usual from now on (codes and graph). `saved`:
+        a file holds the graph (else the index stays to save)."""
+        if not self._cap or int(self._index.hnsw.levels.size()) != self._n:
+            raise ValueError("the graph is not complete")
+        self._fit(self._n)
+        self._cap, self._saving, self._built = 0, -1, True
+        if not saved:
+            self.dirty = True
+
+    def abandon_graph(self) -> None:
+        """(On the loop.) A build stopped or failed: back to codes only, searched exactly (a
+        later build starts its graph again)."""
+        if not self._cap:
+            return
+        if self._saving >= 0:
+            self.thaw()
+        self._fit(self._n)
+        self._index.ntotal = 0
+        self._index.hnsw.reset()
+        self._cap, self._saving = 0, -1
+
+    def _detach(self) -> None:
+        """(On the loop, during a build in place.) The rows' codes copied to a storage of
+        their own (the build, whose thread may be in faiss over the old one, is abandoned:
+        `build_id` changes): what an add past the build's room does."""
+        n, cs = self._n, self._storage.code_size
+        codes = self._codes(n)
+        index, storage = self._faiss_index()
+        index.train(np.stack([self._vmin, self._vmin + self._vstep * np.float32(255.0)]))
+        faiss.copy_array_to_vector(faiss.vector_to_array(self._storage.sq.trained),
+                                   storage.sq.trained)
+        storage.codes.resize(n * cs)
+        np.asarray(faiss.rev_swig_ptr(storage.codes.data(), n * cs)).reshape(n, cs)[:] = codes
+        storage.ntotal = n
+        self._index, self._storage = index, storage
+        self._cap, self._saving = 0, -1
+        self.build_id += 1
+
+    def build_graph(self, stop: Callable[[], bool] | None = None) -> None:
+        """Build the graph of a coded index here and now (a script's: no loop)."""
+        self.begin_graph(0)
+        try:
+            while (step := self.next_step()) is not None:
+                if stop is not None and stop():
+                    raise BuildAbandoned
+                self.graph_step(*step)
+        except BaseException:
+            self.abandon_graph()
+            raise
+        self.end_graph(saved=False)
 
     @classmethod
     def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
@@ -202,10 +395,15 @@ class AnnIndex(Rows):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: codes, graph (neighbour lists, levels, offsets) and rows' metadata."""
+        """Bytes held: codes, graph (neighbour lists, levels, offsets) and rows' metadata.
+        While a graph is built in place: the codes at the size of the build (its room and
+        tail), not the graph (its builder counts it, see `estimate_graph_nbytes`)."""
+        codes = (self._cap or self._n) * self._storage.code_size
+        if not self._built:
+            return int(codes + self.meta_nbytes())
         h = self._index.hnsw
-        return int(self._index.ntotal * self._storage.code_size + h.neighbors.size() * 4
-                   + h.levels.size() * 4 + h.offsets.size() * 8 + self.meta_nbytes())
+        return int(codes + h.neighbors.size() * 4 + h.levels.size() * 4
+                   + h.offsets.size() * 8 + self.meta_nbytes())
 
     @staticmethod
     def estimate_nbytes(rows: int, dim: int, connectivity: int = 16) -> int:
@@ -214,8 +412,9 @@ class AnnIndex(Rows):
         and the lists' slack, as measured at 1M x 384), levels and offsets, the rows' metadata."""
         return int(rows * (dim + 10 * connectivity + 12 + 21 + ROW_DICT_BYTES))
 
-    def _codes(self) -> np.ndarray:
-        n = int(self._index.ntotal)
+    def _codes(self, rows: int | None = None) -> np.ndarray:
+        """A view of the codes of the first `rows` slots (default: every slot)."""
+        n = self._n if rows is None else rows
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.uint8)
         ptr = faiss.rev_swig_ptr(self._storage.codes.data(), n * self._storage.code_size)
@@ -240,9 +439,16 @@ class AnnIndex(Rows):
         if not self._index.is_trained:
             self.train(vecs)
         self._drop(ids)
-        first = int(self._index.ntotal)
+        first = self._n
         self._grow_meta(first + len(ids))
-        self._index.add(vecs)
+        if self._built:
+            self._index.add(vecs)
+        elif self._cap and first + len(ids) <= self._cap - TAIL:  # a build's room
+            self._codes(first + len(ids))[first:] = self._storage.sa_encode(vecs)
+        else:
+            if self._cap:  # past the room: the build is abandoned
+                self._detach()
+            self._storage.add(vecs)
         for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
             self._set_slot(first + j, i, group, exp)
         self._n = first + len(ids)
@@ -304,8 +510,10 @@ class AnnIndex(Rows):
     # --- reading ---
 
     def _decode(self, slots: np.ndarray) -> np.ndarray:
-        codes = self._codes()[slots].astype(np.float32)
-        return self._vmin + (codes + 0.5) * self._vstep
+        return self._decode_rows(self._codes()[slots])
+
+    def _decode_rows(self, codes: np.ndarray) -> np.ndarray:
+        return self._vmin + (codes.astype(np.float32) + 0.5) * self._vstep
 
     def _scores(self, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
         """Similarity of `q` to the decoded vectors of `slots` (None: every slot)."""
@@ -327,7 +535,7 @@ class AnnIndex(Rows):
         allowed = live if slots is None else int(slots.size)
         if allowed == 0:
             return no_hits()
-        if allowed <= max(self.exact_rows, k, self.exact_share * live):
+        if not self._built or allowed <= max(self.exact_rows, k, self.exact_share * live):
             return self._exact(q, k, slots)
         share = allowed / live
         ef = int(min(self.max_ef, max(self.ef_search, 2 * k, self.ef_search / share)))
@@ -414,21 +622,28 @@ class AnnIndex(Rows):
     def save(self, path: str | Path, key: str = "") -> None:
         """Write the index to `path` and its rows to `path.meta.npz` (each through a
         temporary file renamed into place)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        faiss.write_index(self._index, str(tmp))
-        crc = _crc(tmp)
-        os.replace(tmp, path)
+        if not self._built:
+            raise ValueError("the index has no graph yet")
         n = self._n
         names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
-        head = json.dumps({"format": FORMAT, "dim": self.dim, "n": n, "crc": crc,
-                           "key": key, "groups": names, "options": self.options})
+        self._write(path, key, self._index, {
+            "n": n, "groups": names, "ids": self._ids[:n], "gcodes": self._groups[:n],
+            "expires": self._expires[:n], "live": self._live[:n]})
+        self.dirty = False
+
+    def _write(self, path: str | Path, key: str, index: Any, rows: dict[str, Any]) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        faiss.write_index(index, str(tmp))
+        crc = _crc(tmp)
+        os.replace(tmp, path)
+        head = json.dumps({"format": FORMAT, "dim": self.dim, "n": rows["n"], "crc": crc,
+                           "key": key, "groups": rows["groups"], "options": self.options})
         mtmp = path.with_name(path.name + ".meta.tmp.npz")
         np.savez(mtmp, head=np.frombuffer(head.encode("utf-8", "surrogatepass"), dtype=np.uint8),
-                 ids=self._ids[:n], groups=self._groups[:n], expires=self._expires[:n],
-                 live=self._live[:n])
+                 ids=rows["ids"], groups=rows["gcodes"], expires=rows["expires"],
+                 live=rows["live"])
         os.replace(mtmp, f"{path}.meta.npz")
-        self.dirty = False
 
     @classmethod
     def load(cls, path: str | Path, key: str = "", **options: Any) -> AnnIndex:

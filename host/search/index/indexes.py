@@ -122,6 +122,18 @@ class _Journal:
             self.ops.append(op)
 
 
+class _InPlace(_Journal):
+    """The mark of a key whose graph is built in place (`_build_here`): its writes go to the
+    index itself, nothing is kept."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.build_id = -1
+
+    def append(self, op: _Op) -> None:
+        pass
+
+
 # JSON of `AnnIndex` keyword arguments under every `VectorIndexes`'s `ann_options` (tests and
 # benchmarks of a host process: e.g. a slow build, {"ef_construction": 4000})
 ANN_OPTIONS_ENV = "A2E_INDEX_ANN_OPTIONS"
@@ -556,15 +568,19 @@ class VectorIndexes:
                 return self._reconcile(saved, key)
             except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
                 log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
-        index: ExactIndex | None = None  # past ann_min_rows: promoted by `open` afterwards
+        index: Index | None = None  # past ann_min_rows: promoted by `open` afterwards
         for ids, vecs, groups, expires in self._loader(key):
             if not len(ids):
                 continue
             if index is None:
                 index = ExactIndex(np.asarray(vecs).shape[-1], self.dtype)
             index.add(ids, vecs, groups, expires)
-            if not isinstance(index, CodedIndex) and self._coded_due(index):
-                index = CodedIndex.of(index)  # the rest comes coded; the float rows go
+            if isinstance(index, ExactIndex):  # the rest comes coded; the float rows go
+                if self.ann_min_rows and len(index) >= self.ann_min_rows:
+                    # the codes its graph is built over, in place (`_build_here`)
+                    index = _ann().AnnIndex.coded_of(index, **self.ann_options)
+                elif not isinstance(index, CodedIndex) and self._coded_due(index):
+                    index = CodedIndex.of(index)
         return index
 
     def _coded_due(self, index: ExactIndex) -> bool:
@@ -629,6 +645,8 @@ class VectorIndexes:
             return False
         if index.kind == "exact":
             return len(index) >= self.ann_min_rows
+        if not self._built(index):  # codes only (a big key loaded): its graph is due
+            return True
         garbage = index.garbage  # type: ignore[union-attr]
         return garbage >= COMPACT_MIN and garbage > COMPACT_SHARE * (garbage + len(index))
 
@@ -642,6 +660,13 @@ class VectorIndexes:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script): build now
+            if not self._built(index):
+                before = index.nbytes
+                ann: Any = index
+                ann.build_graph(stop=_EXITING.is_set)
+                self._held += index.nbytes - before
+                self.promotions += 1
+                return
             snapshot, _ = index.snapshot()
             ann = self._indexes[key] = self._build_ann(iter(snapshot), index.dim)
             self._held += ann.nbytes - index.nbytes
@@ -651,6 +676,11 @@ class VectorIndexes:
         task = loop.create_task(self._promote(key, index))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    def _built(index: Index) -> bool:
+        """False for an `AnnIndex` of codes only, whose graph is built in place."""
+        return bool(getattr(index, "built", True))
 
     @staticmethod
     def _ranges(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
@@ -676,6 +706,10 @@ class VectorIndexes:
             if self._queued.get(key) is not old or self._indexes.get(key) is not old:
                 return  # evicted, dropped or replaced while it waited: nothing to build
             del self._queued[key]
+            if not self._built(old):
+                started = True
+                await self._build_here(key, old, turn)
+                return
             loop = asyncio.get_running_loop()
             ids = old.ids()  # the rows the build takes; the journal has every write from now
             journal = self._promoting[key] = _Journal(self.journal_max_bytes)
@@ -698,6 +732,121 @@ class VectorIndexes:
             await swap
         finally:
             turn.release()  # the next build starts once this one's graph is in (or dropped)
+
+    async def _build_here(self, key: str, ann: Any, turn: _Turn) -> None:
+        """Build the graph of `ann` (codes only) over its own codes, in a thread, a step at a
+        time (each taken on the loop, where `ann` goes on serving and being written, see
+        `AnnIndex.begin_graph`); saved (with `persist_dir`) as soon as complete. Counted in
+        the budget meanwhile: the graph at its estimated size (the codes are `ann`'s)."""
+        token = self._promoting[key] = _InPlace()
+        done = started = False
+        try:
+            slack = max(2 * _ann().BUILD_STEP, len(ann) // 16)
+            before = ann.nbytes
+            ann.begin_graph(slack)  # its codes sized for the build: counted from now
+            token.build_id = ann.build_id
+            size = _ann().AnnIndex.estimate_graph_nbytes(
+                len(ann) + slack, int(self.ann_options.get("connectivity", 16)))
+            self._snapshots[key] = size
+            self._held += size + ann.nbytes - before
+            self._evict(keep=key)
+            loop = asyncio.get_running_loop()
+            path = self._path(key) if self.persist_dir is not None else None
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            build = _in_daemon(self._graph_here, key, ann, token, loop, path, turn,
+                               builder=True)
+            started = True
+
+            def ended(f: asyncio.Future[Any]) -> None:  # on the loop, the thread out of faiss
+                if ann._cap and ann.build_id == token.build_id:  # not complete, not detached
+                    was = ann.nbytes
+                    ann.abandon_graph()  # codes only again, retried on a later write
+                    if key in self._indexes and self._indexes[key] is ann:
+                        self._held += ann.nbytes - was
+                turn.release()
+            build.add_done_callback(ended)
+            done = await asyncio.shield(build)
+        except Exception as e:
+            if isinstance(e, _ann().BuildAbandoned):
+                log.info("vector index build of a key abandoned")
+            else:
+                log.exception("vector index graph of a key not built: it stays coded")
+        finally:
+            if self._promoting.get(key) is token:  # (its thread's next turn stops it)
+                self._promoting.pop(key)
+                self._held -= self._snapshots.pop(key, 0)
+            if not started:
+                turn.release()
+        if done and self._indexes.get(key) is ann:
+            self.promotions += 1
+            _trim()
+            self._evict(keep=key)
+
+    def _graph_here(self, key: str, ann: Any, token: _InPlace,
+                    loop: asyncio.AbstractEventLoop, path: Path | None, turn: _Turn) -> bool:
+        """(In the build's thread.) The steps of `ann`'s graph, the save once complete; True
+        once the graph is `ann`'s (`end_graph`, on the loop). The queue's turn released here
+        when the build fails (its loop may be gone), else by the loop."""
+        faiss = _ann().faiss
+        before = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(self.rebuild_threads or before)
+        saved = path is None
+        try:
+            while True:
+                if _EXITING.is_set() or loop.is_closed():
+                    raise _ann().BuildAbandoned
+                step = _on_loop(loop, self._graph_turn, key, ann, token, saved)
+                if step is None:
+                    return True
+                if isinstance(step, dict):  # complete: saved while the loop serves it
+                    assert path is not None
+                    ok = True
+                    try:
+                        ann.save_built(path, key, step)
+                    except Exception as e:  # a full disk: the index stays to save
+                        log.warning("vector index not saved (%s)", e)
+                        ok = False
+                    saved = True
+                    _on_loop(loop, self._graph_thaw, key, ann, token, ok)
+                    continue
+                ann.graph_step(*step)
+        except BaseException:
+            turn.release()
+            raise
+        finally:
+            faiss.omp_set_num_threads(before)
+
+    def _graph_turn(self, key: str, ann: Any, token: _InPlace, saved: bool
+                    ) -> tuple[Any, int, int] | dict[str, Any] | None:
+        """(On the loop.) The next step of `ann`'s graph; once complete, its rows to save
+        (`freeze`) or, saved, the graph made `ann`'s (`end_graph`, the budget's estimate of
+        it replaced by its bytes), None."""
+        self._check_here(key, ann, token)
+        step = ann.next_step()
+        if step is not None:
+            return step  # type: ignore[no-any-return]
+        if not saved:
+            return ann.freeze()  # type: ignore[no-any-return]
+        before = ann.nbytes
+        ann.end_graph(saved=self.persist_dir is not None)
+        self._promoting.pop(key)
+        self._held += ann.nbytes - before - self._snapshots.pop(key, 0)
+        return None
+
+    def _graph_thaw(self, key: str, ann: Any, token: _InPlace, saved: bool) -> None:
+        """(On the loop.) After the save (`saved`: written): the graph's last steps follow."""
+        if ann.build_id == token.build_id and ann._saving >= 0:
+            ann.thaw()
+        if not saved:
+            ann.dirty = True
+        self._check_here(key, ann, token)
+
+    def _check_here(self, key: str, ann: Any, token: _InPlace) -> None:
+        index: Any = self._indexes.get(key)
+        if (self._promoting.get(key) is not token or index is not ann
+                or ann.build_id != token.build_id):
+            raise _ann().BuildAbandoned  # dropped, evicted, or detached (past its room)
 
     async def _swap_built(self, key: str, old: Index, journal: _Journal,
                           build: asyncio.Future[Any]) -> None:
@@ -814,7 +963,8 @@ class VectorIndexes:
             self._held = total
             self.evictions += 1
             self._freed += index.nbytes
-            if self.persist_dir is not None and index.kind == "ann" and index.dirty:
+            if (self.persist_dir is not None and index.kind == "ann" and index.dirty
+                    and self._built(index)):
                 self._save_later(key, index)
         self._maybe_trim()
 
@@ -854,7 +1004,7 @@ class VectorIndexes:
         n = 0
         if self.persist_dir is not None:
             for key, index in list(self._indexes.items()):
-                if index.kind == "ann" and index.dirty:
+                if index.kind == "ann" and index.dirty and self._built(index):
                     await asyncio.to_thread(self._write_saved, key, index)
                     n += 1
         for fut in list(self._saving.values()):
