@@ -243,3 +243,102 @@ def test_a_build_whose_loop_is_gone_gives_its_turn_back() -> None:
     asyncio.run(run())  # returns without waiting for the build
     assert started.is_set()
     wait_builds_idle()
+
+
+def old_load(store: Store, key: str, ann_min_rows: int) -> CodedIndex:
+    """The coded rows a load served before graphs were built in place: an `ExactIndex` until
+    `ann_min_rows` rows, then a `CodedIndex` of them, the rest of the rows added to it."""
+    index: ExactIndex = ExactIndex(DIM)
+    for chunk in store.loader(key):
+        index.add(*chunk)
+        if not isinstance(index, CodedIndex) and len(index) >= ann_min_rows:
+            index = CodedIndex.of(index)
+    assert isinstance(index, CodedIndex)
+    return index
+
+
+def same_hits(a: object, b: object) -> bool:
+    x, y = a, b
+    return (x.ids.tolist() == y.ids.tolist()  # type: ignore[attr-defined]
+            and np.allclose(x.similarities, y.similarities, atol=1e-5)  # type: ignore[attr-defined]
+            and abs(x.mean - y.mean) < 1e-5 and abs(x.std - y.std) < 1e-5  # type: ignore[attr-defined]
+            and x.allowed == y.allowed)  # type: ignore[attr-defined]
+
+
+def test_an_in_place_build_serves_the_coded_rows_and_ends_with_the_graph_of_before() -> None:
+    """While a big key waits for its turn and while its graph is built over its codes, a
+    search answers exactly what the `CodedIndex` a load made before answered (the same ids,
+    similarities, mean, std and allowed rows); once built, the graph is the one a build from
+    those coded rows in a graph of its own made (the same codes, the same top 10)."""
+    wait_builds_idle()
+    store = Store()
+    store.fill("k", 1, 6000, 21)
+    opts = {**OPTS, "ef_construction": 400}
+    queries = clustered(8, 22)
+    before = old_load(store, "k", 1000)
+    filters: list[dict[str, object]] = [{}, {"groups": [ALICE]}, {"groups": [BOB]}]
+
+    def serves_as_before(ix: object) -> bool:
+        return all(same_hits(ix.search(q, 42, **kw), before.search(q, 42, **kw))  # type: ignore[attr-defined, arg-type]
+                   for q in queries for kw in filters)
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, ann_options=opts)
+        held = BUILDS.ask(0)
+        await held.fut
+        ix = await vi.open("k")
+        assert coded(ix) and serves_as_before(ix)  # waiting for its turn
+        BUILDS.release()
+        assert isinstance(ix, AnnIndex)
+        while not 0 < ix._index.hnsw.levels.size() < len(ix):
+            await asyncio.sleep(0)
+        assert coded(ix) and serves_as_before(ix)  # its graph part built
+        await vi.wait_idle()
+        assert vi.get("k") is ix and ix.built and vi.stats()["promotions"] == 1
+        graph = AnnIndex.build(DIM, before.rows(), threads=1, ranges=before.ranges,
+                               rows_hint=len(before), **opts)
+        assert np.array_equal(ix._codes(), graph._codes())
+        assert ix.ids().tolist() == graph.ids().tolist()
+        for q in queries:
+            assert same_hits(ix.search(q, 10), graph.search(q, 10))
+
+    asyncio.run(run())
+
+
+def test_rows_past_a_builds_room_abandon_it_and_a_later_write_builds_again() -> None:
+    """Rows added during an in-place build past the room it left: the codes are copied to a
+    storage of their own (the build's thread may be in faiss over the old one) and the build
+    is abandoned; every row is served meanwhile, the budget's sum stays the real one, and the
+    next write queues the build again, which ends with every row in the graph."""
+    wait_builds_idle()
+    store = Store()
+    store.fill("k", 1, 3000, 23)
+    extra = clustered(2 * BUILD_STEP + 2, 24)
+    new_ids = list(range(50_000, 50_000 + len(extra)))
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=1000,
+                           ann_options={**OPTS, "ef_construction": 400})
+        ix = await vi.open("k")
+        assert isinstance(ix, AnnIndex)
+        while not ix._cap:
+            await asyncio.sleep(0)
+        build = ix.build_id
+        vi.add("k", new_ids[:-1], extra[:-1], [BOB] * (len(extra) - 1), [None] * (len(extra) - 1))
+        assert ix.build_id != build and not ix._cap and coded(ix)  # detached
+        assert len(ix) == 3000 + len(extra) - 1
+        for j in (0, len(extra) // 2, len(extra) - 2):
+            assert ix.search(extra[j], 1).ids.tolist() == [new_ids[j]]
+        assert vi._held == vi.nbytes
+        await vi.wait_idle()
+        assert coded(ix) and "k" not in vi._promoting and BUILDS.running == 0
+        assert vi._held == vi.nbytes and vi.stats()["promotions"] == 0
+        vi.add("k", new_ids[-1:], extra[-1:], [BOB], [None])  # queued again
+        await vi.wait_idle()
+        assert vi.get("k") is ix and ix.built and vi.stats()["promotions"] == 1
+        assert len(ix) == 3000 + len(extra) and ix._index.hnsw.levels.size() == len(ix)
+        assert vi._held == vi.nbytes
+        for j in (0, len(extra) - 1):
+            assert ix.search(extra[j], 1).ids.tolist() == [new_ids[j]]
+
+    asyncio.run(run())
