@@ -4,7 +4,8 @@ exactly: every allowed row is scored. ~8 ms at 100,000 x 384 float32 on 2 cores.
 `CodedIndex`: the same over 8-bit codes (a quarter of float32's bytes), each dimension
 quantised over the range learnt from the rows it was made from, as an `AnnIndex` stores them
 (and with its ranges, so a graph built from it keeps the same codes): what `VectorIndexes`
-holds of a big key while its graph is built. Every allowed row is scored, on the decoded
+holds of a key past the whole budget below `ann_min_rows` (past it, the codes are an
+`AnnIndex`'s without a graph, `AnnIndex.coded_of`). Every allowed row is scored, on the decoded
 vectors (~1e-3 off a similarity), so its callers rescore its best rows on float32 as they do an
 `AnnIndex`'s (`host.search.index.approximate`).
 

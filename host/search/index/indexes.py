@@ -10,9 +10,12 @@ matches the store's rows (a restart then never rebuilds a big graph, and never r
 A load never builds a graph: the first open of a big key without a usable saved file serves it
 from the rows it read at once, and promotes it in the background like a key grown past
 `ann_min_rows` (a graph takes ~6 minutes a million rows on 2 cores, bench_index). Its rows are
-held as 8-bit codes (a `CodedIndex`, every row scored: its best rescored by the callers as an
-`AnnIndex`'s) once they pass `ann_min_rows` or the budget as `dtype`: a million rows of 384
-dimensions are then 0.5 GB instead of 1.6 GB, and the graph takes the same codes.
+held as 8-bit codes once they pass `ann_min_rows` (an `AnnIndex` with no graph yet,
+`AnnIndex.coded_of`) or the budget as `dtype` (a `CodedIndex`), every row scored (its best
+rescored by the callers as an `AnnIndex`'s): a million rows of 384 dimensions are then 0.5 GB
+instead of 1.6 GB. The graph of such an `AnnIndex` is built in place, over those codes, a step
+at a time (`_build_here`, `AnnIndex.begin_graph`): the index serves and takes writes
+meanwhile, nothing is journalled, and the codes and the id map exist once.
 
 Promotions and compactions are queued (`BUILDS`: one at a time in the process, smallest key
 first; a key waiting is served by its current index) and build on one core
@@ -30,7 +33,8 @@ promoted to an `AnnIndex`, is also kept in a journal and replayed on the new ind
 written during a load or a build is lost (a build's journal by the build's thread, but for
 its last `SWAP_ROWS` rows, which the loop adds `SWAP_STEP` at a time before the swap).
 
-Not thread-safe: call it on the event loop (its threads only build indexes no one else sees).
+Not thread-safe: call it on the event loop (its threads only build indexes no one else sees,
+or, built in place, a graph whose every step the loop sets up between two of their calls).
 """
 
 from __future__ import annotations
