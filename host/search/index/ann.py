@@ -170,22 +170,32 @@ class AnnIndex(Rows):
         coded index): the `estimate_nbytes` part of links, levels and offsets."""
         return int(rows * (10 * connectivity + 12))
 
-    def begin_graph(self, slack: int) -> None:
+    def begin_graph(self, slack: int) -> Any:
         """(On the loop.) Start building the graph of a coded index over its codes: sized
         once to the rows, `slack` rows of room for rows added meanwhile and `TAIL` rows for
-        faiss's copies (a reallocation now, none later), the links sized for them."""
+        faiss's copies (a reallocation now, none later); `reserve_links` of the faiss index
+        returned next."""
         if self._built or self._cap:
             raise ValueError("the index has a graph, or one is being built")
         cs = self._storage.code_size
         self._cap = self._n + max(0, slack) + TAIL
         self._storage.codes.resize(self._cap * cs)  # the rows beyond `_n` zeroed: room
-        hnsw = self._index.hnsw
-        hnsw.reset()
-        links = self._cap * (int(hnsw.nb_neighbors(0)) + int(hnsw.nb_neighbors(1)) // 8)
-        hnsw.neighbors.resize(links)
-        hnsw.neighbors.resize(0)
         self._index.ntotal = 0
         self.build_id += 1
+        return self._index
+
+    @staticmethod
+    def reserve_links(index: Any) -> None:
+        """(In the build's thread, before its first step; the graph is the thread's alone.)
+        The graph of faiss `index` (`begin_graph`'s) emptied (a build abandoned may have left
+        part of one), its neighbour lists sized once for the build's rows (level 0's 2M links a
+        row, the upper levels' M / 8)."""
+        storage = faiss.downcast_index(index.storage)
+        hnsw = index.hnsw
+        hnsw.reset()
+        links = storage.codes.size() // storage.code_size * (int(hnsw.nb_neighbors(0)) + int(hnsw.nb_neighbors(1)) // 8)
+        hnsw.neighbors.resize(links)
+        hnsw.neighbors.resize(0)
 
     def next_step(self) -> tuple[Any, int, int] | None:
         """(On the loop.) The next step of the graph being built: (the faiss index, its first
@@ -286,8 +296,9 @@ class AnnIndex(Rows):
 
     def build_graph(self, stop: Callable[[], bool] | None = None) -> None:
         """Build the graph of a coded index here and now (a script's: no loop)."""
-        self.begin_graph(0)
+        index = self.begin_graph(0)
         try:
+            self.reserve_links(index)
             while (step := self.next_step()) is not None:
                 if stop is not None and stop():
                     raise BuildAbandoned

@@ -747,7 +747,7 @@ class VectorIndexes:
         try:
             slack = max(2 * _ann().BUILD_STEP, len(ann) // 16)
             before = ann.nbytes
-            ann.begin_graph(slack)  # its codes sized for the build: counted from now
+            graph = ann.begin_graph(slack)  # its codes sized for the build: counted from now
             token.build_id = ann.build_id
             size = _ann().AnnIndex.estimate_graph_nbytes(
                 len(ann) + slack, int(self.ann_options.get("connectivity", 16)))
@@ -758,7 +758,7 @@ class VectorIndexes:
             path = self._path(key) if self.persist_dir is not None else None
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            build = _in_daemon(self._graph_here, key, ann, token, loop, path, turn,
+            build = _in_daemon(self._graph_here, key, ann, graph, token, loop, path, turn,
                                builder=True)
             started = True
 
@@ -787,16 +787,18 @@ class VectorIndexes:
             _trim()
             self._evict(keep=key)
 
-    def _graph_here(self, key: str, ann: Any, token: _InPlace,
+    def _graph_here(self, key: str, ann: Any, graph: Any, token: _InPlace,
                     loop: asyncio.AbstractEventLoop, path: Path | None, turn: _Turn) -> bool:
         """(In the build's thread.) The steps of `ann`'s graph, the save once complete; True
-        once the graph is `ann`'s (`end_graph`, on the loop). The queue's turn released here
-        when the build fails (its loop may be gone), else by the loop."""
+        once the graph is `ann`'s (`end_graph`, on the loop). `graph`: its faiss index as the
+        build began. The queue's turn released here when the build fails (its loop may be
+        gone), else by the loop."""
         faiss = _ann().faiss
         before = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(self.rebuild_threads or before)
         saved = path is None
         try:
+            ann.reserve_links(graph)
             while True:
                 if _EXITING.is_set() or loop.is_closed():
                     raise _ann().BuildAbandoned
