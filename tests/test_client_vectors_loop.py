@@ -42,6 +42,8 @@ async def test_an_exact_space_caught_up_past_ann_min_rows_is_read_again(store_db
             _clients(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 100
+        if hasattr(host.store, "client_page_rows"):  # PostgreSQL: a load's and a read's pages
+            host.store.client_page_rows = 64  # type: ignore[attr-defined]
         vectors: Any = spaces.indexes
         await _put(cs["a1"], model, "a1", rng, range(100), "semantic", host.clock())
         await _check(host, cs, model, rng, queries=1)  # loaded: exact
@@ -86,6 +88,8 @@ async def test_plain_puts_never_make_a_space_read_again(store_db: str) -> None:
             _clients(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 50
+        if hasattr(host.store, "client_page_rows"):  # PostgreSQL: a load's and a read's pages
+            host.store.client_page_rows = 32  # type: ignore[attr-defined]
         vectors: Any = spaces.indexes
         await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
         await _check(host, cs, model, rng, queries=1)  # loaded
