@@ -342,3 +342,27 @@ def test_rows_past_a_builds_room_abandon_it_and_a_later_write_builds_again() -> 
             assert ix.search(extra[j], 1).ids.tolist() == [new_ids[j]]
 
     asyncio.run(run())
+
+
+def test_a_build_in_place_fits_its_room_in_the_codes_capacity_rather_than_copy_them() -> None:
+    """`begin_graph` sizes the codes for the build within the room they already have (a
+    smaller room for rows added meanwhile rather than a reallocation: at a million rows, a
+    second copy of the codes while they serve); the graph built over them answers."""
+    vecs = clustered(4196, 25)
+    ids = list(range(1, 4197))
+    exact = ExactIndex(DIM)
+    exact.add(ids[:4096], vecs[:4096], [BOB] * 4096, [None] * 4096)
+    ix = AnnIndex.coded_of(exact, **OPTS)
+    ix.add(ids[4096:], vecs[4096:], [BOB] * 100, [None] * 100)  # the codes reallocated: 8,192 rows
+    codes = ix._storage.codes
+    before = int(codes.data())
+    graph = ix.begin_graph(5000)  # wanted: more room than there is
+    assert int(ix._storage.codes.data()) == before  # not reallocated, so not copied
+    assert ix._cap == 8192 and ix._cap - len(ix) - BUILD_STEP >= 2 * BUILD_STEP
+    ix.reserve_links(graph)
+    while (step := ix.next_step()) is not None:
+        ix.graph_step(*step)
+    ix.end_graph(saved=False)
+    assert ix.built and int(ix._storage.codes.data()) == before
+    for j in (0, 2000, 4195):
+        assert ix.search(vecs[j], 1).ids.tolist() == [ids[j]]

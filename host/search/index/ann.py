@@ -49,6 +49,7 @@ import json
 import os
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,9 @@ class AnnIndex(Rows):
         self._cap = 0
         self._saving = -1
         self.build_id = 0
+        # bytes the storage's codes have room for without reallocating, as far as known (a
+        # build in place fits its room there rather than copy the codes while they serve)
+        self._code_room = 0
         self.dirty = True  # changed since saved (or never saved)
         self.changed = False  # changed by `sync` (a saved index brought up to date)
 
@@ -139,7 +143,7 @@ class AnnIndex(Rows):
         if isinstance(source, CodedIndex):
             index.train(np.zeros((0, source.dim), np.float32), source.ranges)
             cs = index._storage.code_size
-            index._storage.codes.resize(n * cs)
+            index._grown(lambda: index._storage.codes.resize(n * cs))
             index._codes(n)[:] = source._m[:n]
             index._storage.ntotal = n
         else:
@@ -148,7 +152,8 @@ class AnnIndex(Rows):
             index.train(np.zeros((0, source.dim), np.float32),
                         code_ranges(sample.astype(np.float32)))
             for i in range(0, n, CHUNK):
-                index._storage.add(np.ascontiguousarray(m[i: i + CHUNK], dtype=np.float32))
+                part = np.ascontiguousarray(m[i: i + CHUNK], dtype=np.float32)
+                index._grown(partial(index._storage.add, part))
         index._grow_meta(max(1, n))
         index._n = n
         index._ids[:n], index._groups[:n] = source._ids[:n], source._groups[:n]
@@ -158,6 +163,20 @@ class AnnIndex(Rows):
         index._group_rows = list(source._group_rows)
         index._expiring = source._expiring
         return index
+
+    def _grown(self, grow: Callable[[], object]) -> None:
+        """`grow()` (a resize of the codes, an add to the storage), the room of the codes
+        followed: a std::vector reallocated from `s` bytes to `s'` holds `max(2s, s')`
+        (libstdc++'s rule; elsewhere a build's resize may copy the codes once, no more)."""
+        codes = self._storage.codes
+        size, ptr = int(codes.size()), int(codes.data() or 0)
+        grow()
+        codes = self._storage.codes
+        now = int(codes.size())
+        if int(codes.data() or 0) != ptr:
+            self._code_room = max(2 * size, now)
+        elif now > self._code_room:
+            self._code_room = now
 
     @property
     def built(self) -> bool:
@@ -178,8 +197,12 @@ class AnnIndex(Rows):
         if self._built or self._cap:
             raise ValueError("the index has a graph, or one is being built")
         cs = self._storage.code_size
+        room = self._code_room // cs - self._n - TAIL  # rows there without reallocating
+        if room >= min(slack, 2 * BUILD_STEP):  # a smaller room rather than a copy now
+            slack = min(slack, room)
         self._cap = self._n + max(0, slack) + TAIL
-        self._storage.codes.resize(self._cap * cs)  # the rows beyond `_n` zeroed: room
+        # the rows beyond `_n` zeroed: room
+        self._grown(lambda: self._storage.codes.resize(self._cap * cs))
         self._index.ntotal = 0
         self.build_id += 1
         return self._index
@@ -291,6 +314,7 @@ class AnnIndex(Rows):
         np.asarray(faiss.rev_swig_ptr(storage.codes.data(), n * cs)).reshape(n, cs)[:] = codes
         storage.ntotal = n
         self._index, self._storage = index, storage
+        self._code_room = n * cs
         self._cap, self._saving = 0, -1
         self.build_id += 1
 
@@ -459,7 +483,7 @@ class AnnIndex(Rows):
         else:
             if self._cap:  # past the room: the build is abandoned
                 self._detach()
-            self._storage.add(vecs)
+            self._grown(lambda: self._storage.add(vecs))
         for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
             self._set_slot(first + j, i, group, exp)
         self._n = first + len(ids)

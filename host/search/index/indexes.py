@@ -750,7 +750,7 @@ class VectorIndexes:
             graph = ann.begin_graph(slack)  # its codes sized for the build: counted from now
             token.build_id = ann.build_id
             size = _ann().AnnIndex.estimate_graph_nbytes(
-                len(ann) + slack, int(self.ann_options.get("connectivity", 16)))
+                ann._cap - _ann().TAIL, int(self.ann_options.get("connectivity", 16)))
             self._snapshots[key] = size
             self._held += size + ann.nbytes - before
             self._evict(keep=key)
