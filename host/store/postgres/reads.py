@@ -97,7 +97,7 @@ class Reads(StoreState):
             if r[14] is not None:  # a neighbour of the candidate r[14]
                 neighbours.append(r)
                 continue
-            entry = _row(r, r[10])
+            entry = _row(r, r[10], r[11])
             by_id[r[10]] = entry
             if len(near_of) < near:
                 near_of[r[10]] = []
@@ -106,7 +106,6 @@ class Reads(StoreState):
             if filtered and not filters.matches(
                     _decode(entry.content), _decode(entry.key), q.where, q.key_prefix):
                 continue  # a2e_keyword_query applies keys and tags; the extensions' here
-            entry.keyword = r[11]
             held = tuple(r[12])
             share = shares.get(held)
             if share is None:  # rows holding the same terms share their coverage

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 import msgspec
@@ -97,12 +98,18 @@ def _lexeme_counts(text: str) -> dict[str, int]:
             if len(t.encode()) <= _MAX_LEXEME_BYTES}
 
 
-def _row(r: Any, id: int | None = None) -> StoredEntry:
-    """The entry of a row of `_COLUMNS`, with the row id `id` when given."""
-    return StoredEntry(
-        tier=r[0], owner=r[1], key=r[2].encode(), content=r[3].encode(), tags=list(r[4]),
-        source=r[5], score=r[6], ttl=r[7], created_at=r[8], updated_at=r[9], id=id,
-    )
+# `_row` passes StoredEntry's fields by position (twice as fast as by name, ~0.4 against ~0.8
+# us a row: a keyword query builds ~140): the order it relies on, checked at import
+_ROW_FIELDS = ("tier", "owner", "key", "content", "tags", "source", "score", "ttl",
+               "created_at", "updated_at", "relevance", "id", "keyword")
+if tuple(f.name for f in fields(StoredEntry))[:len(_ROW_FIELDS)] != _ROW_FIELDS:
+    raise ImportError("StoredEntry's fields moved: update host.store.postgres.sql._row")
+
+
+def _row(r: Any, id: int | None = None, keyword: float | None = None) -> StoredEntry:
+    """The entry of a row of `_COLUMNS`, with the row id `id` and BM25 `keyword` when given."""
+    return StoredEntry(r[0], r[1], r[2].encode(), r[3].encode(), list(r[4]), r[5], r[6], r[7],
+                       r[8], r[9], None, id, keyword)
 
 
 class _Params:
