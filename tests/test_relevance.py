@@ -11,10 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from host.app import Host
 from host.client import MemoryClient
+from host.config import SearchConfig
+from host.search import ranking
+from host.store.base import StoredEntry
 from host.text.keyword import pair_coverage, term_weights
 from scripts.eval_relevance import label
 from tests.conftest import make_config, running_host, url_of
@@ -184,3 +188,49 @@ def test_the_training_file_is_apart_from_the_evaluation() -> None:
         for fam in ("keyword", "exact"):
             if fam in f:
                 assert pair_coverage(term_weights(f[fam]), f["fact"]) > 0, (fam, f)
+
+
+def _candidate(i: int, content: str, keyword: float | None) -> StoredEntry:
+    return StoredEntry(tier="episodic", owner="a1", key=json.dumps({"turn": i}).encode(),
+                       content=json.dumps(content).encode(), tags=[], source="", score=0.5,
+                       ttl=0, created_at=0.0, updated_at=0.0, id=i + 1, keyword=keyword)
+
+
+# "What is my job?" among a conversation's turns: four say "job" (BM25 alike), one of them the
+# closest by meaning; the fact says it with no shared word; two unrelated chat turns
+JOB_TURNS = [(0, "What kind of job do you have now?", 5.0, 0.45),
+             (1, "My old job had terrible hours.", 5.1, 0.28),
+             (2, "The job fair is on Saturday.", 4.9, 0.27),
+             (3, "A job interview makes me nervous.", 5.05, 0.26),
+             (4, "The user works as a nurse at the children's hospital.", None, 0.34),
+             (5, "We baked cookies for the school fair.", None, 0.18),
+             (6, "I went hiking with my dog.", None, 0.16)]
+NEIGHBOUR = (7, "Oh, that sounds wonderful!", None, 0.25)  # written right after turn 0
+
+
+def _ranked(bm25: dict[int, float]) -> list[int]:
+    """The turns of `JOB_TURNS` and `NEIGHBOUR` (linked to turn 0) best first as the host ranks
+    them for "What is my job?" (the default embedder's weights), with BM25s `bm25`."""
+    rows = [*JOB_TURNS, NEIGHBOUR]
+    entries = [_candidate(i, t, bm25.get(i, kw)) for i, t, kw, _s in rows]
+    sims = np.array([s for *_r, s in rows])
+    out = ranking.score(entries, "What is my job?", sims, SearchConfig(),
+                        ranking.CALIBRATIONS["minilm"], 0.12, {8: (1, 1)}, len(rows) - 1, 1)
+    out.sort(key=lambda e: -(e.fused or 0.0))
+    return [json.loads(e.key)["turn"] for e in out]
+
+
+def test_a_query_whose_matches_score_alike_lifts_no_neighbour() -> None:
+    """When every keyword match of the query scores alike (the query's one term, "job", in
+    four turns), the turn written after the best of them is not lifted next to it and the
+    fact that says the same without the word makes the top 3; when the matches' scores stand
+    apart (one turn matches far better), the neighbour is lifted right below its match."""
+    flat = _ranked({})
+    assert 7 not in flat and 4 in flat[:3], flat
+    spread = _ranked({0: 14.0, 1: 3.0, 2: 2.0, 3: 1.5})
+    assert spread[:2] == [0, 7], spread
+    assert ranking.flat_bm25(np.array([5.0, 5.1, 0.0]), np.array([0.3, 0.2, 0.1]))
+    assert not ranking.flat_bm25(np.array([5.0, 12.0, 0.0]), np.array([0.3, 0.2, 0.1]))
+    # without vectors keyword scores are all the order has: never flat
+    assert not ranking.flat_bm25(np.array([5.0, 5.1]), np.array([np.nan, np.nan]))
+    assert not ranking.flat_bm25(np.array([5.0, 0.0]), np.array([0.3, 0.2]))  # one match

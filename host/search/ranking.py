@@ -36,6 +36,11 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
    question), unless its own cosine is below the candidates' mean (blended with the query's
    reference similarity: `neighbour_floor`). Its relevance stays its own: standing next to a
    match passes no `min_score`.
+   **A query whose keyword matches score alike** (`flat_bm25`: two or more candidates share
+   a term, their BM25 within a coefficient of variation of `FLAT_BM25_CV`; vectors took part)
+   lifts no neighbours and orders at `order - FLAT_KEYWORD * zscore(bm25)`: its terms only say
+   "has the word or not" ("What is my job?" among a dozen turns that say "job"), so standing
+   out by them, or next to them, says little. Fitted with `scripts/learn_fusion.py`.
 4. the combined score of `host.search.rank` (relevance weight on `fused`, importance, recency)
    orders the reply; `min_score` filters on relevance.
 
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
     from host.config import SearchConfig
     from host.store.base import StoredEntry
 
-__all__ = ["CALIBRATIONS", "FEATURES", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "fuse", "fused_z",
+__all__ = ["CALIBRATIONS", "FEATURES", "FLAT_BM25_CV", "FLAT_KEYWORD", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "flat_bm25", "fuse", "fused_z",
            "neighbour_floor", "orders", "pair_features", "pair_relevance", "score", "zscores"]
 
 # The inputs of the pair relevance, in the order of `search.calibration`'s weights (after its
@@ -95,6 +100,11 @@ REFERENCE_QUERIES = (
 NO_TERM_SHARE = 0.6
 # Pseudo-candidates at the query's reference similarity in `neighbour_floor`.
 NEIGHBOUR_PRIOR_ROWS = 10.0
+# A query's keyword matches score alike when their BM25's coefficient of variation is below
+# this (`flat_bm25`); such a query lifts no neighbours and its keyword z-score counts
+# FLAT_KEYWORD less in the order (scripts/learn_fusion.py; docs/search.md, "Ranking").
+FLAT_BM25_CV = 0.3
+FLAT_KEYWORD = 0.2
 
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
@@ -218,6 +228,17 @@ def orders(
     return z + cfg.pair_weight * rel, rel, z
 
 
+def flat_bm25(keyword: np.ndarray, sims: np.ndarray, basis: np.ndarray | None = None) -> bool:
+    """Whether the (`basis`) candidates' keyword matches score alike: two or more share a query
+    term and their BM25's standard deviation is below `FLAT_BM25_CV` of its mean, and some
+    candidate has a vector (without vectors, keyword scores are all the order has)."""
+    ref = np.ones(len(keyword), dtype=bool) if basis is None else basis
+    if not np.isfinite(sims[ref]).any():
+        return False
+    pos = keyword[ref & (keyword > 0)]
+    return pos.size > 1 and float(pos.std()) < FLAT_BM25_CV * float(pos.mean())
+
+
 def neighbour_floor(sims: np.ndarray, reference: float, basis: np.ndarray | None = None
                     ) -> float:
     """The cosine a neighbour needs to be lifted: the mean cosine of the (`basis`) candidates,
@@ -252,11 +273,17 @@ def score(
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
     order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov)
+    keyword = np.array([e.keyword or 0.0 for e in entries], dtype=np.float64)
+    flat = flat_bm25(keyword, sims, basis)
+    if flat:  # its terms say "has the word or not": they order less, lift no neighbours
+        order = order - FLAT_KEYWORD * np.nan_to_num(zscores(keyword, basis))
+        if not weights:
+            rel = _logistic(order)
     if links:
         pos = {e.id: j for j, e in enumerate(entries) if e.id is not None}
         lifted = order.copy()
         floor = neighbour_floor(sims, reference, basis)
-        for n, (h, d) in links.items():
+        for n, (h, d) in ({} if flat else links).items():
             jn, jh = pos.get(n), pos.get(h)
             # the candidate stands out and matches; the neighbour is not less similar to the
             # query than `neighbour_floor` (one without a vector yet is not judged)
