@@ -190,6 +190,39 @@ def test_the_training_file_is_apart_from_the_evaluation() -> None:
                 assert pair_coverage(term_weights(f[fam]), f["fact"]) > 0, (fam, f)
 
 
+# a conversation where the question's one term, "job", is in five turns (their BM25s alike),
+# the best of them a question whose neighbours answer something else; the user's fact says
+# what the job is without the word
+CHAT = ["Caroline said: I went hiking with my dog on Sunday.",
+        "Melanie said: That sounds lovely, where did you go?",
+        "Caroline said: So what is your job these days?",
+        "Melanie said: I paint houses and sometimes murals.",
+        "Caroline said: That sounds fun, I love murals.",
+        "Melanie said: We baked cookies for the school fair.",
+        "Caroline said: My old job had terrible hours.",
+        "Melanie said: The fair raised money for the library.",
+        "Caroline said: The job fair downtown is on Saturday.",
+        "Melanie said: My kids love drawing too.",
+        "Caroline said: A job interview always makes me nervous.",
+        "Melanie said: Just breathe and be yourself.",
+        "Caroline said: I lost my job at the bank yesterday.",
+        "Melanie said: Oh no, I am so sorry to hear that!"]
+NURSE = "The user works as a nurse at St. Mary's hospital, on night shifts."
+
+
+async def test_a_question_whose_word_every_match_shares_gets_the_fact_by_meaning(
+    connect: Callable[..., Any], host: Host
+) -> None:
+    """"What is my job?" among 60 other entries and a conversation where five turns say
+    "job": the fact that says it in other words is in the top 3, not the turns written next to
+    the best "job" turn (the query's matches score alike, so none lifts its neighbours)."""
+    turns = [{"key": {"turn": j}, "content": t, "tier": "episodic"} for j, t in enumerate(CHAT)]
+    fact = {"key": {"fact": 0}, "content": NURSE, "tier": "episodic"}
+    c = await memory(connect, host, "job", filler(60) + turns[:7] + [fact] + turns[7:])
+    top = [e["key"] for e in (await c.retrieve(query="What is my job?", limit=3)).entries]
+    assert {"fact": 0} in top and {"turn": 1} not in top and {"turn": 3} not in top, top
+
+
 def _candidate(i: int, content: str, keyword: float | None) -> StoredEntry:
     return StoredEntry(tier="episodic", owner="a1", key=json.dumps({"turn": i}).encode(),
                        content=json.dumps(content).encode(), tags=[], source="", score=0.5,
