@@ -68,6 +68,25 @@ BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `st
 TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a step's codes
 
 
+# At most this many rows are added to a graph on the calling thread alone: OpenMP's threads
+# wait at their barriers for one the other work on a shared 2-core machine took the core of
+# (64 rows into a small graph took 31-40 ms on 2 threads, 4.5-6.9 ms on 1, at load ~2.2;
+# scripts/bench_loop_steps.py); a bigger add (a build's step) takes every thread set.
+SMALL_ADD = 256
+
+
+def _add_to_graph(index: Any, vecs: np.ndarray) -> None:
+    threads = faiss.omp_get_max_threads()
+    if len(vecs) > SMALL_ADD or threads == 1:
+        index.add(vecs)
+        return
+    faiss.omp_set_num_threads(1)
+    try:
+        index.add(vecs)
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
 class BuildAbandoned(Exception):
     """A build stopped by its `stop` (the process exits)."""
 
@@ -477,7 +496,7 @@ class AnnIndex(Rows):
         first = self._n
         self._grow_meta(first + len(ids))
         if self._built:
-            self._index.add(vecs)
+            _add_to_graph(self._index, vecs)
         elif self._cap and first + len(ids) <= self._cap - TAIL:  # a build's room
             self._codes(first + len(ids))[first:] = self._storage.sa_encode(vecs)
         else:
