@@ -366,3 +366,39 @@ def test_a_build_in_place_fits_its_room_in_the_codes_capacity_rather_than_copy_t
     assert ix.built and int(ix._storage.codes.data()) == before
     for j in (0, 2000, 4195):
         assert ix.search(vecs[j], 1).ids.tolist() == [ids[j]]
+
+
+def test_a_saved_graph_far_behind_its_rows_is_read_afresh(tmp_path: Path) -> None:
+    """A saved graph whose key has since grown by more than a quarter of it (and at least
+    `COMPACT_MIN` rows) is not brought up to date row by row into the graph (900,000 rows into
+    a graph of 100,000 held a query past its deadline): the rows are read afresh, served
+    exactly at once, the graph built over them in the background; a graph a few rows behind
+    is still read back."""
+    wait_builds_idle()
+    store = Store()
+    store.fill("k", 1, 2000, 26)
+
+    async def run() -> None:
+        vi = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                           ann_options=OPTS)
+        await vi.open("k")
+        await vi.wait_idle()
+        assert vi.get("k").built  # type: ignore[union-attr]
+        more = clustered(1500, 27)
+        for j in range(1500):
+            store.rows["k"][10_000 + j] = (more[j], BOB)
+        again = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                              ann_options=OPTS)
+        ix = await again.open("k")
+        assert coded(ix) and again.stats()["saved_hits"] == 0 and len(ix) == 3500  # type: ignore[arg-type]
+        assert ix is not None and ix.search(more[7], 1).ids.tolist() == [10_007]
+        await again.wait_idle()
+        assert ix.built and len(ix) == 3500  # type: ignore[union-attr]
+        store.rows["k"][20_000] = (more[0], ALICE)  # a row behind: the graph read back
+        third = VectorIndexes(loader=store.loader, ann_min_rows=1000, persist_dir=tmp_path,
+                              ann_options=OPTS)
+        ix3 = await third.open("k")
+        assert ix3 is not None and ix3.built and third.stats()["saved_hits"] == 1  # type: ignore[union-attr]
+        assert len(ix3) == 3501
+
+    asyncio.run(run())

@@ -531,9 +531,10 @@ class AnnIndex(Rows):
         return ok
 
     def sync(self, ids: list[int], vectors: np.ndarray, groups: list[str],
-             expires: list[float | None]) -> None:
+             expires: list[float | None], add: bool = True) -> Chunk | None:
         """Bring rows to these stored ones: missing or changed vectors (re)added, groups and
-        expiries updated (a saved index reopened against its store)."""
+        expiries updated (a saved index reopened against its store). `add` False: the rows
+        to (re)add are returned instead (None: none), the rest is updated."""
         vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
         if vecs.shape[1] != self.dim:
             raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
@@ -557,9 +558,13 @@ class AnnIndex(Rows):
                 self.changed = True
         if stale.any():
             js = np.flatnonzero(stale).tolist()
-            self.add([ids[j] for j in js], vecs[js], [groups[j] for j in js],
-                     [expires[j] for j in js])
+            rows: Chunk = ([ids[j] for j in js], vecs[js], [groups[j] for j in js],
+                           [expires[j] for j in js])
+            if not add:
+                return rows
+            self.add(*rows)
             self.changed = True
+        return None
 
     # --- reading ---
 

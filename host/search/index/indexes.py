@@ -79,6 +79,9 @@ JOURNAL_MAX_BYTES = 64 << 20
 LOAD_ATTEMPTS = 3
 COMPACT_SHARE = 0.3  # an AnnIndex is rebuilt when this share of its slots are holes
 COMPACT_MIN = 1000  # ... and at least this many
+# a saved graph is read afresh instead when more than this share of its rows (and at least
+# COMPACT_MIN) would be added to it (`_reconcile`)
+STALE_SHARE = 0.25
 # The writes made to a key while its graph was built are replayed on the new graph by the
 # build's thread (the GIL released in faiss) until at most SWAP_ROWS of them are left; the
 # loop applies those at the swap, SWAP_STEP rows between two of its turns (64 rows took
@@ -124,6 +127,10 @@ class _Journal:
             self.ops = []
         else:
             self.ops.append(op)
+
+
+class _Behind(Exception):
+    """A saved graph too far behind its key's stored rows to bring up to date."""
 
 
 class _InPlace(_Journal):
@@ -570,8 +577,11 @@ class VectorIndexes:
         if saved is not None:
             try:
                 return self._reconcile(saved, key)
+            except _Behind:
+                log.info("saved vector index of a key far behind its rows: read afresh")
             except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
                 log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
+            del saved
         index: Index | None = None  # past ann_min_rows: promoted by `open` afterwards
         for ids, vecs, groups, expires in self._loader(key):
             if not len(ids):
@@ -629,13 +639,43 @@ class VectorIndexes:
 
     def _reconcile(self, saved: Any, key: str) -> Index | None:
         """The saved index brought to the store's rows: rows missing or changed re-added, rows
-        gone removed, groups and expiries taken from the store."""
+        gone removed, groups and expiries taken from the store. `_Behind` when more than
+        `STALE_SHARE` of its rows (at least `COMPACT_MIN`) would be added: each goes into the
+        graph one by one (~0.3 ms), where reading the rows afresh serves at once and builds
+        the graph in the background (a graph of 100,000 saved, the store grown to 1,000,000:
+        900,000 insertions held the first query past its deadline). The rows to add are
+        held till then up to `journal_max_bytes`, added when past it."""
         assert self._loader is not None
         seen: set[int] = set()
-        for ids, vecs, groups, expires in self._loader(key):
-            if len(ids):
-                saved.sync(ids, vecs, groups, expires)
-                seen.update(ids)
+        late: list[Chunk] = []
+        behind = held = 0
+
+        def add_late() -> None:
+            for part in late:
+                saved.add(*part)
+                saved.changed = True
+            late.clear()
+
+        rows = self._loader(key)
+        try:
+            for ids, vecs, groups, expires in rows:
+                if len(ids):
+                    part = saved.sync(ids, vecs, groups, expires, add=False)
+                    seen.update(ids)
+                    if part is not None:
+                        late.append(part)
+                        behind += len(part[0])
+                        held += part[1].nbytes
+                        if behind > max(COMPACT_MIN, STALE_SHARE * len(saved)):
+                            raise _Behind
+                        if held > self.journal_max_bytes:
+                            add_late()
+                            held = 0
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:  # a generator left midway: its snapshot is let go
+                close()
+        add_late()
         saved.remove([i for i in saved.ids().tolist() if i not in seen])
         saved.dirty = saved.changed
         self.saved_hits += 1
