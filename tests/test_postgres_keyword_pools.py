@@ -6,8 +6,8 @@ bitmap, the reader's groups a filter, then sorted), on a prepared generic plan; 
 (dense), by walking the newest index of each readable group, on a prepared generic plan in a
 namespace of at most 2,000 entries or 4x the terms' counts, else planned for its values. Here
 a namespace for each (rare words among fillers; 1,500 entries all holding "apple"; 1,000 such
-among 4,000 fillers), alice's episodic and the semantic tier alternately and a few of bob's
-episodic entries she must not see, each query compared with SQLite's entries, order and BM25
+among 4,000 fillers), alice's episodic and the semantic tier alternately and 50 of bob's
+episodic entries she must not see (holding every query word thrice), each query compared with SQLite's entries, order and BM25
 (to 1e-9), with and without a tag filter, twice in a session (a prepared statement reused).
 """
 
@@ -26,6 +26,7 @@ from host.store.sqlite.store import SQLiteEntryStore
 QUERIES = ("apple", "apple river", "stone cloud music", "lantern meadow apple", "copper",
            "harbor nothing", "filler3 apple")
 MAX_MATCHES = 900  # the pool: "apple" is held by more entries than this in the dense ones
+_BOB = "apple river stone cloud music lantern meadow copper harbor filler3"
 
 
 def _namespaces() -> dict[str, list[str]]:
@@ -44,7 +45,9 @@ async def _load(store: EntryStore, namespace: str, texts: list[str]) -> None:
                                       tier="semantic" if i % 2 else "episodic",
                                       tags=["third"] if i % 3 == 0 else [])
                                 for i, t in enumerate(texts[start:start + 500], start)], T0)
-    await store.put(bob, [entry(f"b{i}", json.dumps(f"apple river {i}").encode())
+    # bob's, holding every query word thrice in few words: at the top of alice's answers if
+    # any read let them through
+    await store.put(bob, [entry(f"b{i}", json.dumps(" ".join([_BOB] * 3) + f" {i}").encode())
                           for i in range(50)], T0)
 
 
