@@ -173,14 +173,7 @@ class AnnIndex(Rows):
             for i in range(0, n, CHUNK):
                 part = np.ascontiguousarray(m[i: i + CHUNK], dtype=np.float32)
                 index._grown(partial(index._storage.add, part))
-        index._grow_meta(max(1, n))
-        index._n = n
-        index._ids[:n], index._groups[:n] = source._ids[:n], source._groups[:n]
-        index._expires[:n], index._live[:n] = source._expires[:n], source._live[:n]
-        index._row = dict(source._row)
-        index._group_codes = dict(source._group_codes)
-        index._group_rows = list(source._group_rows)
-        index._expiring = source._expiring
+        index._copy_slots(source)
         return index
 
     def _grown(self, grow: Callable[[], object]) -> None:

@@ -234,13 +234,7 @@ class CodedIndex(ExactIndex):
         index = cls(exact.dim, code_ranges(sample.astype(np.float32)), capacity=max(1, n))
         for i in range(0, n, CHUNK):
             index._m[i: i + CHUNK] = index._encode(m[i: i + CHUNK].astype(np.float32))
-        index._n = n
-        index._ids[:n], index._groups[:n] = exact._ids[:n], exact._groups[:n]
-        index._expires[:n], index._live[:n] = exact._expires[:n], exact._live[:n]
-        index._row = dict(exact._row)
-        index._group_codes = dict(exact._group_codes)
-        index._group_rows = list(exact._group_rows)
-        index._expiring = exact._expiring
+        index._copy_slots(exact)
         return index
 
     def _encode(self, vecs: np.ndarray) -> np.ndarray:

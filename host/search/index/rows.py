@@ -126,6 +126,19 @@ class Rows:
         self._live = live
         return new
 
+    def _copy_slots(self, source: Rows) -> None:
+        """The slots of `source` (ids, groups, expiries, liveness, the maps) as this index's,
+        which holds no row yet: a coded copy of an index takes them so (its vectors its own)."""
+        n = source._n
+        self._grow_meta(max(1, n))
+        self._n = n
+        self._ids[:n], self._groups[:n] = source._ids[:n], source._groups[:n]
+        self._expires[:n], self._live[:n] = source._expires[:n], source._live[:n]
+        self._row = dict(source._row)
+        self._group_codes = dict(source._group_codes)
+        self._group_rows = list(source._group_rows)
+        self._expiring = source._expiring
+
     def _set_slot(self, slot: int, entry_id: int, group: str, expires: float | None) -> None:
         """Fill a fresh slot (live from now on)."""
         code = self._code(group)
