@@ -49,6 +49,7 @@ import json
 import os
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -75,16 +76,22 @@ TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a s
 SMALL_ADD = 256
 
 
-def _add_to_graph(index: Any, vecs: np.ndarray) -> None:
-    threads = faiss.omp_get_max_threads()
-    if len(vecs) > SMALL_ADD or threads == 1:
-        index.add(vecs)
-        return
-    faiss.omp_set_num_threads(1)
-    try:
-        index.add(vecs)
-    finally:
+@contextmanager
+def omp_threads(threads: int) -> Iterator[None]:
+    """faiss's OpenMP threads set to `threads` for the calling thread (0: left as they are),
+    restored after."""
+    before = faiss.omp_get_max_threads()
+    if threads:
         faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def _add_to_graph(index: Any, vecs: np.ndarray) -> None:
+    with omp_threads(1 if len(vecs) <= SMALL_ADD else 0):
+        index.add(vecs)
 
 
 class BuildAbandoned(Exception):
@@ -357,13 +364,8 @@ class AnnIndex(Rows):
         them (then nothing is held to learn them from). `rows_hint`: about how many rows come
         (the arrays are sized for them once, not grown by doubling: a copy of the codes
         and the graph while they grow is ~0.3 GB at a million rows)."""
-        before = faiss.omp_get_max_threads()
-        if threads:
-            faiss.omp_set_num_threads(threads)
-        try:
+        with omp_threads(threads):
             return cls._build(dim, rows, stop or (lambda: False), ranges, rows_hint, **options)
-        finally:
-            faiss.omp_set_num_threads(before)
 
     @classmethod
     def _build(cls, dim: int, rows: Iterable[Chunk], stop: Callable[[], bool],

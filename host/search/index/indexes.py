@@ -833,35 +833,38 @@ class VectorIndexes:
         once the graph is `ann`'s (`end_graph`, on the loop). `graph`: its faiss index as the
         build began. The queue's turn released here when the build fails (its loop may be
         gone), else by the loop."""
-        faiss = _ann().faiss
-        before = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(self.rebuild_threads or before)
-        saved = path is None
         try:
-            ann.reserve_links(graph)
-            while True:
-                if _EXITING.is_set() or loop.is_closed():
-                    raise _ann().BuildAbandoned
-                step = _on_loop(loop, self._graph_turn, key, ann, token, saved)
-                if step is None:
-                    return True
-                if isinstance(step, dict):  # complete: saved while the loop serves it
-                    assert path is not None
-                    ok = True
-                    try:
-                        ann.save_built(path, key, step)
-                    except Exception as e:  # a full disk: the index stays to save
-                        log.warning("vector index not saved (%s)", e)
-                        ok = False
-                    saved = True
-                    _on_loop(loop, self._graph_thaw, key, ann, token, ok)
-                    continue
-                ann.graph_step(*step)
+            with _ann().omp_threads(self.rebuild_threads):
+                self._graph_steps(key, ann, graph, token, loop, path)
+            return True
         except BaseException:
             turn.release()
             raise
-        finally:
-            faiss.omp_set_num_threads(before)
+
+    def _graph_steps(self, key: str, ann: Any, graph: Any, token: _InPlace,
+                     loop: asyncio.AbstractEventLoop, path: Path | None) -> None:
+        """(In the build's thread.) `_graph_here`'s loop: each step taken on the loop, run
+        here; the save once complete; returns once the graph is `ann`'s."""
+        saved = path is None
+        ann.reserve_links(graph)
+        while True:
+            if _EXITING.is_set() or loop.is_closed():
+                raise _ann().BuildAbandoned
+            step = _on_loop(loop, self._graph_turn, key, ann, token, saved)
+            if step is None:
+                return
+            if isinstance(step, dict):  # complete: saved while the loop serves it
+                assert path is not None
+                ok = True
+                try:
+                    ann.save_built(path, key, step)
+                except Exception as e:  # a full disk: the index stays to save
+                    log.warning("vector index not saved (%s)", e)
+                    ok = False
+                saved = True
+                _on_loop(loop, self._graph_thaw, key, ann, token, ok)
+                continue
+            ann.graph_step(*step)
 
     def _graph_turn(self, key: str, ann: Any, token: _InPlace, saved: bool
                     ) -> tuple[Any, int, int] | dict[str, Any] | None:
@@ -956,10 +959,7 @@ class VectorIndexes:
             ann = _ann().AnnIndex.build(
                 source.dim, chunks(), threads=self.rebuild_threads, stop=stop, ranges=ranges,
                 rows_hint=len(ids), **self.ann_options)
-            faiss = _ann().faiss
-            before = faiss.omp_get_max_threads()
-            faiss.omp_set_num_threads(self.rebuild_threads or before)
-            try:
+            with _ann().omp_threads(self.rebuild_threads):
                 done = 0
                 while True:
                     ops = _on_loop(loop, self._journal_since, key, source, journal, done)
@@ -971,8 +971,6 @@ class VectorIndexes:
                                 raise _ann().BuildAbandoned
                             self._apply(ann, part)
                     done += len(ops)
-            finally:
-                faiss.omp_set_num_threads(before)
         except BaseException:
             turn.release()
             raise
