@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import bench_postgres  # noqa: E402
-from support.postgres import EmbeddedPostgres  # noqa: E402
+from support.postgres import EmbeddedPostgres, renamed_functions  # noqa: E402
 from support.procs import cpu_seconds  # noqa: E402
 
 _RENAMED = ("a2e_keyword_search", "a2e_search_terms")
@@ -40,16 +39,7 @@ _RENAMED = ("a2e_keyword_search", "a2e_search_terms")
 
 def _baseline(sql: str) -> str:
     """The baseline file's keyword functions, renamed `*_base` (each statement whole)."""
-    out = []
-    for name in _RENAMED:
-        m = re.search(rf"^CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", sql, re.M | re.S)
-        if m is None:
-            raise SystemExit(f"the baseline has no {name}")
-        out.append(m.group(0))
-    text = "\n".join(out)
-    for name in _RENAMED:
-        text = re.sub(rf"\b{name}\(", f"{name}_base(", text)
-    return text
+    return renamed_functions(sql, _RENAMED)
 
 
 async def _run(url: str, args: argparse.Namespace, base: str) -> dict[str, list[float]]:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import bench_postgres  # noqa: E402
-from support.postgres import EmbeddedPostgres  # noqa: E402
+from support.postgres import EmbeddedPostgres, renamed_functions  # noqa: E402
 from support.procs import cpu_seconds  # noqa: E402
 
 _RENAMED = ("a2e_keyword_query", "a2e_search_terms")
@@ -52,16 +52,7 @@ _CALL = ("SELECT * FROM {fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 
 
 def _baseline(sql: str) -> str:
     """The baseline file's keyword functions, renamed `*_base` (each statement whole)."""
-    out = []
-    for name in _RENAMED:
-        m = re.search(rf"^CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", sql, re.M | re.S)
-        if m is None:
-            raise SystemExit(f"the baseline has no {name}")
-        out.append(m.group(0))
-    text = "\n".join(out)
-    for name in _RENAMED:
-        text = re.sub(rf"\b{name}\(", f"{name}_base(", text)
-    return text
+    return renamed_functions(sql, _RENAMED)
 
 
 async def _load(url: str, case: str) -> None:

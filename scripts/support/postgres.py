@@ -20,6 +20,7 @@ Not a production server: it is for this project's tests, benchmarks and local tr
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -216,3 +217,19 @@ class EmbeddedPostgres:
         utils.ensure_prefix_permissions(self.workdir)
         os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
         self._user = _SYSTEM_USER
+
+
+def renamed_functions(sql: str, names: tuple[str, ...], suffix: str = "_base") -> str:
+    """The `CREATE OR REPLACE FUNCTION` statements of `names` in a functions file `sql`, each
+    whole, with every call of those functions renamed `<name><suffix>`: an older tree's
+    functions installed beside the current ones, for a benchmark to call both."""
+    out = []
+    for name in names:
+        m = re.search(rf"^CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", sql, re.M | re.S)
+        if m is None:
+            raise SystemExit(f"the baseline has no {name}")
+        out.append(m.group(0))
+    text = "\n".join(out)
+    for name in names:
+        text = re.sub(rf"\b{name}\(", f"{name}{suffix}(", text)
+    return text
