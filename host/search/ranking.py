@@ -213,12 +213,13 @@ def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
 def orders(
     entries: Sequence[StoredEntry], query: str, sims: np.ndarray, cfg: SearchConfig,
     weights: Sequence[float], reference: float = 0.0, basis: np.ndarray | None = None,
-    cov: np.ndarray | None = None,
+    cov: np.ndarray | None = None, keyword: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, relevance, z) of each candidate, steps 1 and 2 (no neighbours); without
     `weights` the order is z and the relevance its logistic. `cov`: the candidates'
-    `coverages`, when the caller has them."""
-    keyword = np.array([e.keyword or 0.0 for e in entries])
+    `coverages`, and `keyword` their BM25s (None as 0), when the caller has them."""
+    if keyword is None:
+        keyword = _bm25s(entries)
     z = fused_z(keyword, sims, cfg.keyword_weight, cfg.vector_weight, basis)
     if not weights:
         return z, _logistic(z), z
@@ -226,6 +227,11 @@ def orders(
         cov = coverages(query, entries)
     rel = pair_relevance(sims, cov, weights, reference)
     return z + cfg.pair_weight * rel, rel, z
+
+
+def _bm25s(entries: Sequence[StoredEntry]) -> np.ndarray:
+    """The candidates' BM25s (`keyword`, None as 0)."""
+    return np.array([e.keyword or 0.0 for e in entries], dtype=np.float64)
 
 
 def flat_bm25(keyword: np.ndarray, sims: np.ndarray, basis: np.ndarray | None = None) -> bool:
@@ -272,8 +278,8 @@ def score(
     if added:
         basis = np.ones(len(entries), dtype=bool)
         basis[first:first + added] = False
-    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov)
-    keyword = np.array([e.keyword or 0.0 for e in entries], dtype=np.float64)
+    keyword = _bm25s(entries)
+    order, rel, z = orders(entries, query, sims, cfg, weights, reference, basis, cov, keyword)
     flat = flat_bm25(keyword, sims, basis)
     if flat:  # its terms say "has the word or not": they order less, lift no neighbours
         order = order - FLAT_KEYWORD * np.nan_to_num(zscores(keyword, basis))
