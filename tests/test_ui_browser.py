@@ -5,7 +5,9 @@ written and checked over real WebSocket connections ("through the wire")."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +199,44 @@ def test_live_page_follows_new_writes(browser: Any, served: BrowsedHost) -> None
     want = as_json({"topic": "fresh"})
     WebDriverWait(browser, 20, poll_frequency=0.25).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#live-list .entry .key")[0].text == want)
+
+
+def _seconds_apart(clock: str, now: datetime) -> float:
+    """How far the time of day `clock` (HH:MM:SS) is from `now`'s, across midnight too."""
+    h, m, sec = (int(x) for x in clock.split(":"))
+    gap = abs(h * 3600 + m * 60 + sec - (now.hour * 3600 + now.minute * 60 + now.second))
+    return min(gap, 86400 - gap)
+
+
+def test_times_are_utc_and_charts_have_axes_in_a_far_time_zone(
+        browser: Any, served: BrowsedHost) -> None:
+    """In a browser whose time zone is not UTC, the Live page's "checked" time is UTC and
+    says so, as the entries' times do; the Health charts show value and time labels at a
+    readable size."""
+    _signed_in(browser, served)
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Pacific/Kiritimati"})
+    try:  # UTC+14: a local clock is hours away from UTC's
+        browser.get(f"{served.base}/ui/live?ns={NS}")
+        WebDriverWait(browser, 20, poll_frequency=0.25).until(
+            lambda d: "checked" in d.find_element(By.ID, "live-status").text)
+        status = browser.find_element(By.ID, "live-status").text
+        m = re.fullmatch(r"following: checked (\d\d:\d\d:\d\d) UTC", status)
+        assert m, status
+        assert _seconds_apart(m.group(1), datetime.now(UTC)) < 120, status
+        assert "UTC" in browser.find_element(By.CSS_SELECTOR, "#live-list .entry dl").text
+        browser.get(f"{served.base}/ui/health")
+        charts = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#charts svg')).map(s => ["
+            " s.getAttribute('aria-label'), s.getBoundingClientRect().height,"
+            " Array.from(s.querySelectorAll('text.tick')).map(t =>"
+            "  [t.textContent, t.getBoundingClientRect().height])])")
+        assert len(charts) >= 3
+        for label, height, ticks in charts:
+            assert height >= 80, (label, height)  # drawn to its proportions, not squashed
+            assert len(ticks) >= 4 and ticks[-1][0].endswith(" UTC"), (label, ticks)
+            assert all(h >= 8 for _, h in ticks), (label, ticks)  # labels of a readable size
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
 
 
 def test_read_only_views_work_without_javascript(browser: Any, served: BrowsedHost) -> None:

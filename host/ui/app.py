@@ -255,8 +255,21 @@ class UiApp:
         if not ns:
             raise _Refused(redirect("/ui/namespaces"))
         if not viewer.allows(ns):
-            raise _Refused(refusal(HTTPStatus.NOT_FOUND, "no such namespace"))
+            raise _Refused(self._no_namespace(ns, viewer))
         return ns
+
+    def _no_namespace(self, ns: str, viewer: Viewer, notice: str = "") -> Response:
+        """The 404 page of a namespace that holds nothing, or that the token may not read
+        (the same page: the token cannot tell the two apart)."""
+        return self._page("No such namespace", views.no_namespace(ns, notice), viewer, "",
+                          status=HTTPStatus.NOT_FOUND)
+
+    async def _known(self, ns: str, now: float) -> bool:
+        """True when the namespace holds a live persisted entry or a working one of an open
+        session (what the Namespaces page lists); True too when the store cannot tell."""
+        if self.deps.working().get(ns) or self._browser is None:
+            return True
+        return bool(await self._browser.overview([ns], now))
 
     def _browse(self) -> Browse:
         if self._browser is None:
@@ -338,6 +351,8 @@ class UiApp:
         entries, total = await store.browse(ns, f, now)
         notice = {"forgot": "The entry was forgotten.",
                   "gone": "That entry was already gone."}.get(req.arg("done"), "")
+        if not total and not await self._known(ns, now):
+            return self._no_namespace(ns, viewer, notice)
         back = _back(f"/ui/entries?{_qs(req, drop=('done',))}", ns)
         body = views.entries_page(ns, entries, total, now, tier=tier, agent=agent, tags=tags,
                                   key=key, page=page, page_size=size,
@@ -358,7 +373,7 @@ class UiApp:
             if not 0.0 <= min_score <= 1.0:
                 raise ValueError
         except (_Refused, ValueError):
-            error = "limit must be a whole number and min relevance a number in [0, 1]"
+            error = "limit must be a whole number and min_score a number from 0 to 1"
             limit, min_score = 10, 0.0
         tiers = self._tier_filter(viewer, tier)
         if q and not error:
@@ -369,6 +384,8 @@ class UiApp:
                                     self.weights, keyword=e.keyword, vector=e.similarity,
                                     fused=e.fused))
                     for _, e in ranked[:limit]]
+        if not hits and not await self._known(ns, now):
+            return self._no_namespace(ns, viewer)
         back = _back(f"/ui/search?{_qs(req)}", ns)
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
                                  min_score=min_text, agent=agent, hits=hits, total=total, now=now,
@@ -415,6 +432,8 @@ class UiApp:
         after = str(await log.change_head(ns)) if log is not None else ""
         recent, _ = await store.browse(ns, BrowseFilter(tiers=viewer.tiers, limit=_LIVE_RECENT),
                                        now)
+        if not recent and not await self._known(ns, now):
+            return self._no_namespace(ns, viewer)
         body = views.live_page(ns, recent, after, now, self._may_forget(viewer), _LIVE_EVERY_MS,
                                _back(f"/ui/live?{_qs(req)}", ns))
         extra = f'<noscript><meta http-equiv="refresh" content="{_LIVE_EVERY_MS // 1000 * 5}">' \
@@ -483,10 +502,13 @@ class UiApp:
 
     async def _confirm_export(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
-        rows = await self._browse().overview([ns], self.deps.clock())
+        now = self.deps.clock()
+        rows = await self._browse().overview([ns], now)
+        if not rows and not await self._known(ns, now):
+            return self._no_namespace(ns, viewer)
         count = sum(rows[0].tiers.values()) if rows else 0
         body = views.confirm_export(ns, count, viewer.csrf)
-        return self._page(f"Export {ns}", body, viewer, "namespaces", ns)
+        return self._page(f"Export {ns}", body, viewer, "export", ns)
 
     async def _export(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
         ns = self._namespace(req, viewer, form.get("ns", ""))
@@ -494,6 +516,8 @@ class UiApp:
         if set(viewer.tiers) != set(PERSISTENT_TIERS):
             return refusal(HTTPStatus.FORBIDDEN, "exporting needs the right to read every tier")
         now = self.deps.clock()
+        if not await self._known(ns, now):
+            return self._no_namespace(ns, viewer)
 
         async def lines() -> AsyncIterator[bytes]:  # a page of entries in memory at a time
             after, sent = 0, 0

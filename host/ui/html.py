@@ -9,14 +9,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from functools import cache
 from html import escape
+from importlib.metadata import PackageNotFoundError, version
 from urllib.parse import urlencode
+
+import host
 
 __all__ = [
     "esc",
     "fmt_bytes",
+    "fmt_clock",
     "fmt_duration",
+    "fmt_ms",
     "fmt_time",
+    "host_version",
     "layout",
     "pretty_json",
     "compact_json",
@@ -39,8 +46,35 @@ def url(path: str, params: Mapping[str, object] | None = None) -> str:
 
 
 def fmt_time(ts: float) -> str:
-    """Unix seconds as `2026-12-01 08:50:12 UTC`."""
+    """Unix seconds as `2026-12-01 08:50:12 UTC`. Every time the browser shows is UTC, and
+    says so (its script's too: host/ui/static/ui.js)."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def fmt_clock(ts: float, zone: bool = True) -> str:
+    """Unix seconds as the time of day, `08:50:12 UTC` (`zone`: with the zone's name)."""
+    return time.strftime("%H:%M:%S" + (" UTC" if zone else ""), time.gmtime(ts))
+
+
+def fmt_ms(seconds: float) -> str:
+    """A latency as `0.25 ms`, `12 ms` or `1.5 s`; infinite (beyond the last histogram
+    bucket) as `> 2.5 s`."""
+    if seconds == float("inf"):
+        return "> 2.5 s"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+@cache
+def host_version() -> str:
+    """The host's version: `host.__version__` when the package sets it, else the installed
+    distribution's, else `unknown` (a source tree that was never installed)."""
+    named = getattr(host, "__version__", None)
+    if isinstance(named, str) and named:
+        return named
+    try:
+        return version("a2e-host")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def fmt_duration(seconds: float) -> str:
@@ -91,7 +125,8 @@ def pretty_json(raw: bytes) -> str:
 
 
 _NAV = (("namespaces", "Namespaces", False), ("entries", "Entries", True),
-        ("search", "Search", True), ("live", "Live", True), ("health", "Health", False))
+        ("search", "Search", True), ("live", "Live", True), ("export", "Export", True),
+        ("health", "Health", False))
 
 
 def layout(
@@ -125,5 +160,6 @@ def layout(
         f'<script src="/ui/static/ui.js" defer></script>{head_extra}</head><body>'
         f'<header><span class="brand">a2e-host memory{ns_html}</span>'
         f'<nav>{"".join(links)}</nav>{who_html}</header>'
-        f"<main><h1>{esc(title)}</h1>{body}</main></body></html>\n"
+        f"<main><h1>{esc(title)}</h1>{body}</main>"
+        f"<footer>a2e-host {esc(host_version())} · times in UTC</footer></body></html>\n"
     )

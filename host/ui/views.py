@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from host.ops.gc import GarbageCollector
+from host.ops.metrics import LATENCY_BUCKETS
 from host.search.rank import ScoreParts
 from host.store.base import BrowsedEntry, NamespaceOverview, StoredEntry
-from host.ui.charts import bar, line_chart
+from host.ui.charts import bar, column_chart, line_chart
 from host.ui.health import HealthSample
 from host.ui.html import (
     compact_json,
     esc,
     fmt_bytes,
+    fmt_clock,
     fmt_duration,
+    fmt_ms,
     fmt_time,
     pretty_json,
     url,
@@ -37,6 +40,7 @@ __all__ = [
     "health_page",
     "live_page",
     "namespaces_page",
+    "no_namespace",
     "search_page",
     "signin_page",
 ]
@@ -85,8 +89,20 @@ def signin_page(error: str, csrf: str) -> str:
     )
 
 
-def _pct(used: int, limit: int) -> str:
-    return f"{100 * used / limit:.1f}%" if limit > 0 else "—"
+def _share(used: int, limit: int) -> str:
+    """`used` as a share of `limit`: `12%`, `0.4%`, `<0.1%` (some, but less than shown)."""
+    pct = 100 * used / limit if limit > 0 else 0.0
+    if 0 < pct < 0.1:
+        return "<0.1%"
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
+
+
+def _quota_use(entries: int, size: int, quota: Quota) -> str:
+    """The namespace's use of its two quotas, each with its unit: entries and bytes."""
+    return (f'<span class="quota">{entries:,} of {quota.entries:,} entries'
+            f" ({_share(entries, quota.entries)})</span>"
+            f'<span class="quota">{fmt_bytes(size)} of {fmt_bytes(quota.bytes)}'
+            f" ({_share(size, quota.bytes)})</span>")
 
 
 def namespaces_page(
@@ -124,14 +140,15 @@ def namespaces_page(
             f'<td class="num" data-label="semantic">{tiers.get("semantic", 0)}</td>'
             f'<td class="num" data-label="working">{working.get(ns, 0)}</td>'
             f'<td class="num" data-label="bytes">{fmt_bytes(size)}</td>'
-            f'<td class="num" data-label="quota use" title="entries / bytes of the namespace'
-            f' quotas">{_pct(entries, quota.entries)} / {_pct(size, quota.bytes)}</td>'
+            f'<td class="num" data-label="quota use">{_quota_use(entries, size, quota)}</td>'
             f'<td class="num" data-label="backlog">{r.backlog if r else 0}</td>'
             f'<td data-label="agents">{agents}</td><td data-label="pages">{links}</td></tr>')
     body.append("</tbody></table></div>"
                 '<p class="muted">Working entries live in the open sessions of connected'
-                " agents and are not listed entry by entry. Backlog: entries waiting for"
-                " their vector.</p>")
+                " agents and are not listed entry by entry. Quota use: the namespace's persisted"
+                " entries and bytes against its quotas (<code>limits.max_entries_per_namespace"
+                "</code>, <code>limits.max_bytes_per_namespace</code>). Backlog: entries waiting"
+                " for their vector.</p>")
     return "".join(body)
 
 
@@ -235,6 +252,20 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
             + "</div>")
 
 
+_WHY = (
+    "Under each hit, why it ranked there. <strong>relevance</strong>: how well this entry"
+    " matches the query, from 0 to 1 (the figure a client's <code>min_score</code> filters on"
+    " and its reply reports). <strong>keyword</strong>: how strongly the query's words occur in"
+    " it (BM25, higher is better). <strong>vector</strong>: how close its meaning is to the"
+    " query's (cosine, from -1 to 1). <strong>fused</strong>: keyword and vector together,"
+    " each measured against the other hits', so it says how this hit compares with them."
+    " <strong>importance</strong>: the score the entry was stored with."
+    " <strong>recency</strong>: 1 when just updated, less as it ages. <strong>combined</strong>:"
+    " fused, importance and recency mixed with the host's <code>[ranking]</code> weights;"
+    " the list is in its order, as a client's retrieve is."
+)
+
+
 def search_page(
     ns: str, *, q: str, tier: str, tags: str, limit: str, min_score: str, agent: str,
     hits: Sequence[tuple[StoredEntry, ScoreParts]], total: int, now: float, error: str,
@@ -247,7 +278,7 @@ def search_page(
         _select("tier", tier, TIER_CHOICES, "tier"),
         _input("tags", tags, "tags (all of)"),
         _input("limit", limit, "limit", kind="number", extra=" min=1"),
-        _input("min_score", min_score, "min relevance", kind="number",
+        _input("min_score", min_score, "min_score (relevance, 0 to 1)", kind="number",
                extra=" min=0 max=1 step=any"),
         _input("agent", agent, "agent (empty: every agent)"),
     ]
@@ -267,10 +298,8 @@ def search_page(
         entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back,
                    extra=score_parts_html(p, top_kw), rank=i)
         for i, (e, p) in enumerate(hits, start=1))
-    return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first'
-            ' (combined = fused relevance, importance and recency with the configured'
-            ' weights; fused = the keyword and vector parts as z-scores among the candidates;'
-            ' relevance = the calibrated match the wire reports).</p>'
+    return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first.'
+            f" {_WHY}</p>"
             f'<div class="entries" id="hits">{cards}</div>')
 
 
@@ -310,6 +339,16 @@ def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
             f' data-after="{esc(after)}" data-every="{every_ms}">{cards}</div>')
 
 
+def no_namespace(ns: str, notice: str = "") -> str:
+    """The body of the 404 of a namespace that holds nothing (or that the token may not read:
+    the same words), with the notice of the action that led here, if any."""
+    note = f'<p class="notice" role="status">{esc(notice)}</p>' if notice else ""
+    return (f'{note}<p class="error" role="alert">No such namespace: <strong>{esc(ns)}'
+            "</strong>. Nothing is stored in it that you may read; a namespace appears when an"
+            " agent stores its first entry in it.</p>"
+            f'<p><a href="{url("/ui/namespaces")}">See the namespaces</a></p>')
+
+
 def confirm_forget(e: BrowsedEntry, ns: str, now: float, csrf: str, back: str) -> str:
     """Forget one entry: the entry, a button that posts the forget, a way back."""
     return (f'<div class="confirm"><p>Forget this {esc(e.tier)} entry of <strong>{esc(ns)}'
@@ -332,33 +371,40 @@ def confirm_export(ns: str, entries: int, csrf: str) -> str:
             f'<a href="{url("/ui/namespaces")}">Cancel</a></p></div>')
 
 
-def _ms(seconds: float) -> str:
-    if math.isinf(seconds):
-        return "> 2.5 s"
-    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-
 def _card(title: str, now_text: str, chart: str, legend: str = "") -> str:
     leg = f'<div class="legend">{legend}</div>' if legend else ""
     return (f'<section class="chart"><h3>{esc(title)}</h3><div class="now">{esc(now_text)}'
             f"</div>{chart}{leg}</section>")
 
 
+def _count(v: float) -> str:
+    return f"{v:g}"
+
+
+def _per_second(v: float) -> str:
+    return f"{v:.3g}/s"
+
+
 def health_page(samples: Sequence[HealthSample], gc: GarbageCollector, interval: float,
                 every_ms: int) -> str:
     """Requests a second and p99 by message type, connections, the backlog and the last GC,
-    as small charts over the samples kept."""
+    as small charts over the samples kept, each with its value axis (unit included) and its
+    time axis (UTC)."""
     span = f"the last {fmt_duration(interval * max(len(samples) - 1, 0))}" if samples else ""
     last = samples[-1] if samples else None
+    times = (fmt_clock(samples[0].at, zone=False), fmt_clock(samples[-1].at)) if samples \
+        else ("", "")
     gc_text = (f"{fmt_time(gc.last_run)}, {gc.last_deleted} deleted" if gc.last_run
                else "not run yet")
+
+    def counts(title: str, values: Sequence[float | None], label: str) -> str:
+        return _card(title, str(values[-1]) if values else "—",
+                     line_chart(values, label, _count, times, whole=True))
+
     cards = [
-        _card("connections open", str(last.connections) if last else "—",
-              line_chart([[s.connections for s in samples]], "connections open")),
-        _card("requests in flight", str(last.in_flight) if last else "—",
-              line_chart([[s.in_flight for s in samples]], "requests in flight")),
-        _card("embedding backlog", str(last.backlog) if last else "—",
-              line_chart([[s.backlog for s in samples]], "entries waiting for a vector")),
+        counts("connections open", [s.connections for s in samples], "connections open"),
+        counts("requests in flight", [s.in_flight for s in samples], "requests in flight"),
+        counts("embedding backlog", [s.backlog for s in samples], "entries waiting for a vector"),
         _card("last garbage collection", gc_text, "",
               f"every {fmt_duration(gc.interval)}; {gc.deleted_total} expired entries"
               " deleted since start"),
@@ -369,18 +415,19 @@ def health_page(samples: Sequence[HealthSample], gc: GarbageCollector, interval:
         p99 = [s.p99.get(kind) for s in samples]
         now_rate = last.rates.get(kind, 0.0) if last else 0.0
         seen = [v for v in p99 if v is not None]
-        finite = [v if v is None or math.isfinite(v) else 2.5 for v in p99]
+        shown = [v if v is None or math.isfinite(v) else LATENCY_BUCKETS[-1] for v in p99]
         peak = max((r for r in rates if r is not None), default=0.0)
-        p99_text = f"last p99 {_ms(seen[-1])}" if seen else "no p99 yet"
+        p99_text = f"last p99 {fmt_ms(seen[-1])}" if seen else "no p99 yet"
         cards.append(_card(
             kind, f"{now_rate:.3g}/s · {p99_text}",
-            line_chart([rates], f"{kind} requests a second")
-            + line_chart([[], finite], f"{kind} p99 latency"),
-            f'<span class="one">requests a second (peak {peak:.3g})</span> · '
-            f'<span class="two">p99 (peak {_ms(max(seen)) if seen else "—"})</span>'))
+            f'<div class="legend one">requests a second (peak {peak:.3g}/s)</div>'
+            + line_chart(rates, f"{kind} requests a second", _per_second, times)
+            + f'<div class="legend two">p99 latency, log scale (peak'
+            f' {fmt_ms(max(seen)) if seen else "—"}; no column: no request)</div>'
+            + column_chart(shown, f"{kind} p99 latency", fmt_ms, times, LATENCY_BUCKETS[0])))
     if not kinds:
         cards.append(_card("requests", "none yet", "",
                            "a chart a message type appears after its first request"))
     return (f'<p class="muted">Sampled from the host\'s own metrics every {interval:g} s;'
-            f" {esc(span)}. The same figures are at <code>/metrics</code>.</p>"
+            f" {esc(span)}, times in UTC. The same figures are at <code>/metrics</code>.</p>"
             f'<div class="charts" id="charts" data-every="{every_ms}">{"".join(cards)}</div>')

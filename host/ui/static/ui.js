@@ -2,6 +2,11 @@
 // with it, the Live page follows new writes and the Health charts refresh themselves.
 "use strict";
 (function () {
+  function utcClock(date) {
+    // the time of day in UTC, as every time the host's pages show ("08:50:12 UTC")
+    return date.toISOString().slice(11, 19) + " UTC";
+  }
+
   function follow(list) {
     // Live: ask for the changes after the cursor, put them on top
     var ns = list.getAttribute("data-ns");
@@ -26,7 +31,7 @@
             if (empty) { empty.remove(); }
           }
           after = data.after || after;
-          if (status) { status.textContent = "following: checked " + new Date().toLocaleTimeString(); }
+          if (status) { status.textContent = "following: checked " + utcClock(new Date()); }
         })
         .catch(function (err) { if (status) { status.textContent = "paused: " + err.message; } })
         .then(function () { setTimeout(poll, every); });
