@@ -187,7 +187,7 @@ async def test_spaces_stay_correct_within_a_small_memory_budget(tmp_path: Path) 
     db = tmp_path / "budget.db"
     rng = np.random.default_rng(5)
     clock = ShiftedClock()
-    budget = 250_000  # one space of 16 dimensions holds ~100 KB (its first 1,024 rows)
+    budget = 32_000  # one space holds 12-15 KB (55-67 rows of 16 dimensions, their metadata)
     models: dict[str, Model] = {}
     async with running_host(_config(db, vector_memory_bytes=budget), clock=clock) as host:
         for i in range(8):
@@ -302,7 +302,8 @@ async def test_what_is_kept_of_spaces_out_of_memory_is_bounded(tmp_path: Path) -
     of the spaces no longer in memory stays bounded, and each retrieve is still right."""
     db = tmp_path / "many.db"
     rng = np.random.default_rng(9)
-    async with running_host(_config(db, vector_memory_bytes=250_000)) as host:
+    # one space holds 1.1-1.9 KB (5-8 rows of 16 dimensions, their metadata)
+    async with running_host(_config(db, vector_memory_bytes=3_500)) as host:
         spaces: Any = host.search.spaces
         vectors: Any = host.search.vectors
         for i in range(100):

@@ -16,8 +16,8 @@ from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY
 from host.app import Host
 from host.client import MemoryClient
 
-# one namespace's index holds ~1.6 MB (its first 1,024 rows of 384 float32 values)
-TWO_NAMESPACES = 4_000_000
+# one namespace's index holds ~15 KB (its 9 rows of 384 float32 values and their metadata)
+TWO_NAMESPACES = 38_000
 
 
 async def _client(host: Host, ns: str) -> MemoryClient:

@@ -139,6 +139,13 @@ class SearchConfig(_Section):
         " again; 0: no bound). 512 MiB holds ~330,000 vectors of 384 dimensions searched"
         " exactly, more in approximate indexes (docs/search.md, \"Vector memory\")."
     )
+    vector_namespace_share: float = Field(
+        0.5, gt=0, le=1, description="Share of vector_memory_bytes the indexes of one"
+        " namespace (its own vectors and its client spaces) hold when other namespaces need"
+        " the room: past the budget, a namespace over its share loses its own least recently"
+        " used indexes first, never another's (1: plain least recently used; a namespace alone"
+        " holds the whole budget either way)."
+    )
     ann_min_rows: int = Field(
         50_000, ge=0, description="Vectors from which a namespace's or space's index becomes"
         " approximate (HNSW over 8-bit vectors: filters exact, built in the background, saved"

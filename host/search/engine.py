@@ -147,13 +147,14 @@ class SearchEngine:
             self.vectors = VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
                 ann_min_rows=cfg.ann_min_rows, persist_dir=vectors_dir(self._by_namespace.path),
-                dtype=cfg.vector_dtype)
+                dtype=cfg.vector_dtype, namespace_share=cfg.vector_namespace_share)
             if isinstance(store, ClientSpaceReads):
                 self.spaces = ClientSpaces(store, self.vectors)
         elif isinstance(store, ClientSpaceReads):  # PostgreSQL: the client spaces only
             self.spaces = ClientSpaces(store, VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
-                ann_min_rows=cfg.ann_min_rows, dtype=cfg.vector_dtype))
+                ann_min_rows=cfg.ann_min_rows, dtype=cfg.vector_dtype,
+                namespace_share=cfg.vector_namespace_share))
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Embedder | None, kind: str | None = None) -> None:

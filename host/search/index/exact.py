@@ -61,7 +61,7 @@ class ExactIndex(Rows):
 
     kind = "exact"
 
-    def __init__(self, dim: int, dtype: str = "float32", capacity: int = 1024) -> None:
+    def __init__(self, dim: int, dtype: str = "float32", capacity: int = 1) -> None:
         if dim <= 0:
             raise ValueError("dim must be positive")
         if dtype not in DTYPES:
@@ -73,7 +73,8 @@ class ExactIndex(Rows):
 
     @property
     def nbytes(self) -> int:
-        """Bytes this index holds: the matrix (its whole capacity) and the rows' metadata."""
+        """Bytes this index holds: the matrix (its whole capacity: what its rows need, at most
+        twice that as it grows) and the rows' metadata."""
         return int(self._m.nbytes) + self.meta_nbytes()
 
     def _grow(self, need: int) -> None:
@@ -216,7 +217,7 @@ class CodedIndex(ExactIndex):
     coded = True  # its scores are the codes' (approximate): callers rescore its best rows
 
     def __init__(self, dim: int, ranges: tuple[np.ndarray, np.ndarray],
-                 capacity: int = 1024) -> None:
+                 capacity: int = 1) -> None:
         super().__init__(dim, "float32", capacity=1)
         self.dtype = "uint8"
         vmin, vdiff = (np.asarray(r, dtype=np.float32).reshape(dim) for r in ranges)

@@ -332,6 +332,12 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any
                 raise _ann().BuildAbandoned from None
 
 
+def namespace_of(key: str) -> str:
+    """The namespace of a key: the key itself (a namespace's own vectors), or its part before
+    U+0000 (a client space's, `host.search.client_vectors.space_key`)."""
+    return key.split("\x00", 1)[0]
+
+
 def _ann() -> Any:
     # the ANN library is imported only when a key needs it
     return importlib.import_module("host.search.index.ann")
@@ -355,15 +361,26 @@ class VectorIndexes:
       ignored (the key is rebuilt from the loader).
     - `dtype`: the storage of `ExactIndex`es, "float32" or "float16" (half the memory).
     - `ann_options`: keyword arguments for `AnnIndex` (see there).
+    - `namespace_share`: the share of `budget_bytes` the keys of one namespace (`namespace_of`
+      a key) hold when others need the room (1: no bound). Past the budget, the least recently
+      used keys of the namespaces over their share leave first; then, when the namespace of
+      the key being opened or written is still over its share, that key leaves (its caller
+      is served, its next query reads it again) rather than another namespace's; then the
+      least recently used of all. So one tenant filling the budget evicts its own keys; a
+      namespace alone on a host still holds the whole budget.
     """
 
     def __init__(
         self, dim: int = 0, budget_bytes: int = 0, loader: Loader | None = None,
         ann_min_rows: int = DEFAULT_ANN_MIN_ROWS, persist_dir: str | Path | None = None,
         dtype: str = "float32", ann_options: dict[str, Any] | None = None,
+        namespace_share: float = 1.0,
     ) -> None:
         if budget_bytes < 0 or ann_min_rows < 0:
             raise ValueError("budget_bytes and ann_min_rows must be >= 0")
+        if not 0 < namespace_share <= 1:
+            raise ValueError("namespace_share must be in (0, 1]")
+        self.namespace_share = namespace_share
         ExactIndex(1, dtype, capacity=1)  # checks dtype
         self.dim = dim
         self.budget_bytes = budget_bytes
@@ -385,6 +402,7 @@ class VectorIndexes:
         # trimmed; the first load trims (what the host freed before, a bulk load's requests)
         self._freed = TRIM_BYTES
         self.loads = self.evictions = self.promotions = self.saved_hits = 0
+        self.let_go = 0  # keys evicted as they were opened or written: their namespace's share
         self.journal_max_bytes = JOURNAL_MAX_BYTES  # see there
         self.rebuild_threads = 1  # faiss threads of a background promotion or compaction
         self._held = 0  # running sum of the loaded indexes' nbytes (`_evict` checks it)
@@ -428,7 +446,8 @@ class VectorIndexes:
                 self._freed += index.nbytes
                 self._evict(keep=key)
                 self._loading.pop(key, None)  # loaded: past ann_min_rows, promoted from now
-                self._maybe_promote(key, index)
+                if self._indexes.get(key) is index:  # (not let go: its namespace's share)
+                    self._maybe_promote(key, index)
             else:
                 index = None
             fut.set_result(index)
@@ -483,7 +502,7 @@ class VectorIndexes:
             "builds_queued": len(self._queued), "rows": len(self), "nbytes": self.nbytes,
             "budget_bytes": self.budget_bytes, "loads": self.loads,
             "evictions": self.evictions, "promotions": self.promotions,
-            "saved_hits": self.saved_hits,
+            "saved_hits": self.saved_hits, "let_go": self.let_go,
             "ann_keys": sum(ix.kind == "ann" for ix in self._indexes.values()),
         }
 
@@ -514,7 +533,8 @@ class VectorIndexes:
         index.add(*op[1:])
         self._held += index.nbytes - before
         self._evict(keep=key)
-        self._maybe_promote(key, index)
+        if self._indexes.get(key) is index:  # (not let go: its namespace's share)
+            self._maybe_promote(key, index)
 
     def set_meta(self, entry_id: int, group: str, expires: float | None,
                  key: str | None = None) -> bool:
@@ -993,24 +1013,63 @@ class VectorIndexes:
         return source.rows_of(ids)
 
     def _evict(self, keep: str) -> None:
+        """Past the budget, keys leave: see `namespace_share` for which first."""
         if not self.budget_bytes or self._loader is None or self._held <= self.budget_bytes:
             self._maybe_trim()
             return
-        total = self._held = self.nbytes  # the running sum checked against the real one
+        self._held = self.nbytes  # the running sum checked against the real one
+        if self.namespace_share < 1:
+            self._evict_shares(keep)
         for key in list(self._indexes):
-            if total <= self.budget_bytes or len(self._indexes) == 1:
+            if self._held <= self.budget_bytes or len(self._indexes) == 1:
                 break
-            if key == keep or key in self._promoting:
-                continue
-            index = self._indexes.pop(key)
-            total -= index.nbytes
-            self._held = total
-            self.evictions += 1
-            self._freed += index.nbytes
-            if (self.persist_dir is not None and index.kind == "ann" and index.dirty
-                    and self._built(index)):
-                self._save_later(key, index)
+            if key != keep and key not in self._promoting:
+                self._evict_key(key)
         self._maybe_trim()
+
+    def _evict_shares(self, keep: str) -> None:
+        """`_evict`'s first steps: the keys of namespaces over their share leave, least
+        recently used first; then the key being opened or written, when its namespace is still
+        over its share and the budget would otherwise take another namespace's key."""
+        share = self.namespace_share * self.budget_bytes
+        held = self.namespace_bytes()
+        for key in list(self._indexes):
+            if self._held <= self.budget_bytes:
+                return
+            ns = namespace_of(key)
+            if key != keep and key not in self._promoting and held[ns] > share:
+                held[ns] -= self._evict_key(key)
+        ns = namespace_of(keep)
+        if (self._held > self.budget_bytes and held.get(ns, 0) > share
+                and keep in self._indexes and keep not in self._promoting
+                and any(namespace_of(k) != ns for k in self._indexes)):
+            self.let_go += 1
+            self._evict_key(keep)
+
+    def namespace_bytes(self) -> dict[str, int]:
+        """The bytes each namespace's keys hold (`nbytes` by namespace)."""
+        held: dict[str, int] = {}
+        for parts in (((k, ix.nbytes) for k, ix in self._indexes.items()),
+                      self._snapshots.items(),
+                      ((k, j.nbytes) for k, j in (*self._journals.items(),
+                                                  *self._promoting.items()))):
+            for key, size in parts:
+                ns = namespace_of(key)
+                held[ns] = held.get(ns, 0) + size
+        return held
+
+    def _evict_key(self, key: str) -> int:
+        """Let the loaded index of `key` go (saved first when it has a graph not saved); the
+        bytes it held."""
+        index = self._indexes.pop(key)
+        size = index.nbytes
+        self._held -= size
+        self.evictions += 1
+        self._freed += size
+        if (self.persist_dir is not None and index.kind == "ann" and index.dirty
+                and self._built(index)):
+            self._save_later(key, index)
+        return size
 
     def _maybe_trim(self) -> None:
         if self._freed >= TRIM_BYTES:

@@ -57,13 +57,15 @@ def top_k(sims: np.ndarray, k: int) -> np.ndarray:
 
 class Rows:
     """Slots of rows: id, group code, expiry; `live` marks slots holding a row (a subclass that
-    never leaves holes keeps every slot below `_n` live)."""
+    never leaves holes keeps every slot below `_n` live). Created with room for `capacity`
+    slots, grown as rows come (to what an add needs, at least double): a key of one row holds
+    one slot, not a thousand."""
 
     holes = False  # True: slots below `_n` may be dead (`_live` says which)
     kind = "rows"
     dirty = False  # changed since last saved (an index that is saved)
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1) -> None:
         capacity = max(1, capacity)
         self._ids = np.zeros(capacity, dtype=np.int64)
         self._groups = np.zeros(capacity, dtype=np.int32)
