@@ -4,7 +4,9 @@ at nothing outside it, and the commands they give are the ones that work."""
 from __future__ import annotations
 
 import re
+import textwrap
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from host.cli.main import build_parser
@@ -93,17 +95,19 @@ def test_code_points_at_nothing_outside_the_repository() -> None:
 
 
 def test_readme_commands_are_the_ones_ci_runs() -> None:
-    """The README's one-line set-up installs what .ci/run installs (the test extra) and its
-    test command is the one .ci/run runs; every extra a page installs is one pyproject.toml
-    defines, installed from the checkout (the package is not on an index)."""
+    """The README's quick start is one line (venv, the core install, serve) and its test
+    command installs what .ci/run installs (the test extra) and runs the command .ci/run runs;
+    every extra a page installs is one pyproject.toml defines, installed from the checkout
+    (the package is not on an index)."""
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    setup = re.findall(r"^python3 -m venv .*pip install (-e '\.\[[\w,-]+\]').*a2e-host serve$",
-                       readme, re.M)
-    assert len(setup) == 1, "the README's set-up is one line: venv, install, serve"
-    assert re.search(rf"pip install (-q )?{re.escape(setup[0])}", ci), (setup[0], "not in .ci/run")
-    assert setup[0] == "-e '.[test]'"
-    assert "```sh\npython -m pytest\n```" in readme and re.search(r"(?m)^python -m pytest$", ci)
+    start = re.findall(r"(?m)^python3 -m venv \.venv && \. \.venv/bin/activate && "
+                       r"pip install (-e \S+) && a2e-host serve$", readme)
+    assert start == ["-e ."], "the README's start is one line: venv, the core install, serve"
+    suite = re.findall(r"(?m)^pip install (-e '\.\[[\w,-]+\]') && python -m pytest$", readme)
+    assert suite == ["-e '.[test]'"], "the README's test command: the test install, pytest"
+    assert re.search(rf"pip install (-q )?{re.escape(suite[0])}", ci), (suite[0], "not in .ci/run")
+    assert re.search(r"(?m)^python -m pytest$", ci)
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
                  ["project"]["optional-dependencies"])
     bad = []
@@ -148,3 +152,83 @@ def test_readme_lists_every_extra() -> None:
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
                  ["project"]["optional-dependencies"])
     assert rows == extras, f"README lacks {extras - rows}, names unknown {rows - extras}"
+
+
+# -- every snippet runs as written ------------------------------------------------------------
+
+# A fenced block: its indent, language and body. The HTML comment on the line right above it,
+# if any, says `<!-- not run: REASON -->` (a runnable block this test skips, and why) or
+# `<!-- prints: TEXT -->` (what the block's run must print).
+_FENCE = re.compile(
+    r"(?ms)^(?P<indent>[ ]*)```(?P<lang>[\w-]*)[ ]*\n(?P<body>.*?)^(?P=indent)```[ ]*$")
+_MARK = re.compile(r"<!-- (not run|prints): (.*?) -->")
+RUNNABLE = ("python", "sh")
+AS_WRITTEN = "127.0.0.1:8765"  # the address the snippets name: the test host's stands in
+# The install steps this test's environment has taken already: a virtual environment and an
+# install of this checkout (the test extra, which holds every other; that the core install
+# serves without any extra is tests/test_extras.py's). The rest of the line runs.
+_INSTALL = re.compile(r"^(python3 -m venv \.venv && \. \.venv/bin/activate && )?"
+                      r"pip install -e (\.|'\.\[[\w,-]+\]')( +#.*)?( && |$)")
+SNIPPET_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One fenced block of a page: where it starts, its language, its text (unindented), and
+    its mark (`("not run", reason)`, `("prints", text)` or None)."""
+
+    page: str
+    line: int
+    lang: str
+    body: str
+    mark: tuple[str, str] | None
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    @property
+    def runs(self) -> bool:
+        return self.lang in RUNNABLE and (self.mark is None or self.mark[0] != "not run")
+
+    @property
+    def commands(self) -> str:
+        """The text this test runs: install steps dropped (see `_INSTALL`)."""
+        if self.lang != "sh":
+            return self.body
+        return "\n".join(line[m.end():] if (m := _INSTALL.match(line)) else line
+                         for line in self.body.splitlines())
+
+    @property
+    def serves(self) -> bool:
+        """A shell block that ends by starting the host in the foreground, as a reader does."""
+        lines = [s for s in self.commands.splitlines() if s.strip() and not s.startswith("#")]
+        return self.lang == "sh" and bool(lines) and lines[-1].startswith("a2e-host serve")
+
+
+def _snippets(page: Path) -> list[Snippet]:
+    text = page.read_text()
+    found = []
+    for m in _FENCE.finditer(text):
+        above = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        mark = _MARK.search(above)
+        found.append(Snippet(
+            page.relative_to(ROOT).as_posix(), text.count("\n", 0, m.start()) + 1,
+            m.group("lang"), textwrap.dedent(m.group("body")),
+            (mark.group(1), mark.group(2)) if mark else None))
+    return found
+
+
+def test_every_snippet_mark_is_on_a_block_and_says_why() -> None:
+    """A `not run` or `prints` mark sits right above a fence of a runnable block (none is left
+    behind when a block moves), and a `not run` mark gives its reason."""
+    bad = []
+    for page in PAGES:
+        marked = [s for s in _snippets(page) if s.mark is not None]
+        marks = _MARK.findall(page.read_text())
+        if len(marks) != len(marked):
+            bad.append(f"{page.name}: {len(marks)} marks, {len(marked)} on a fence")
+        bad += [f"{s}: {s.mark[0]} on a {s.lang or 'plain'} block" for s in marked
+                if s.mark is not None and s.lang not in RUNNABLE]
+        bad += [f"{s}: mark without its text" for s in marked
+                if s.mark is not None and len(s.mark[1].strip()) < 8]
+    assert not bad, "\n".join(bad)
