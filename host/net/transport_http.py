@@ -16,9 +16,12 @@ The same rules as on WebSocket: the gates (`host.net.gates`: a foreign Origin or
 a bad `Authorization: Bearer` token 401) on every endpoint; a valid token binds the session's
 agent, as at a WebSocket upgrade (one of another agent than the session's is 403); the limits,
 rate and deadlines of the request core; a body over `limits.max_frame_bytes` is 413 (the
-front, before it is read). A session id is a secret like a bearer token: whoever holds it
-speaks for the session. Sessions are capped per IP, and with authentication on, sessions no
-token has bound yet are capped apart and short-lived (see `HttpSessions`).
+front, before it is read). A `shutdown` message ends the session once the replies owed before
+it are sent: a `POST /send` after it is a request of its own, taken and dropped (202) while the
+session is ending, 404 once it has ended (which of the two depends on when it comes). A
+session id is a secret like a bearer token: whoever holds it speaks for the session. Sessions
+are capped per IP, and with authentication on, sessions no token has bound yet are capped
+apart and short-lived (see `HttpSessions`).
 
 Replies wait in the session's buffer until a stream takes them (at most
 `limits.max_unsent_bytes`); the ones a stream sent are kept (at most
