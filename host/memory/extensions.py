@@ -16,7 +16,6 @@ Every field is checked here before anything is read or written (`invalid_message
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,6 +56,7 @@ from protocol.messages import (
     MemorySweepRequest,
     MemorySweepResponse,
 )
+from protocol.names import is_space
 
 if TYPE_CHECKING:
     from host.core.grant import Grant
@@ -78,7 +78,6 @@ __all__ = [
 MAX_OFFSET = 10_000  # `offset` of a retrieve or a paths request
 MAX_VECTORS_PER_ENTRY = ROWS_PER_ENTRY  # rows of one entry's `vectors` (64)
 DEFAULT_SPACE = "default"  # the space of vectors sent with `vector_space` ""
-_SPACE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _decode = msgspec.json.decode
 
 
@@ -90,7 +89,7 @@ def space_name(name: str, req_id: str = "", field: str = "vector_space") -> str:
     """The space a request names ("" is `DEFAULT_SPACE`); `invalid_message` if malformed."""
     if not name:
         return DEFAULT_SPACE
-    if not _SPACE.match(name):
+    if not is_space(name):
         raise _invalid("vector_space: 1 to 64 letters, digits or '_.:-'", req_id, field)
     return name
 
@@ -108,21 +107,26 @@ def retrieve_filters(req: MemoryRetrieveRequest) -> tuple[
     return where, prefixes, req.offset
 
 
+def _entry_space(name: str) -> str:
+    """`space_name` of a store entry's `vector_space`: ValueError (the entry's error)."""
+    try:
+        return space_name(name)
+    except ProtocolError as err:
+        raise ValueError(err.message) from None
+
+
 def entry_vectors(e: MemoryEntry) -> tuple[bytes, str, int]:
     """An entry's vectors as (unit float32 rows, space, dimension); (b"", "", 0) for none.
     Raises ValueError (the entry's error) when they are malformed or over the bounds."""
     if not e.vectors:
         if e.vector_space:
-            space_name(e.vector_space)  # a malformed name is an error even with no vectors
+            _entry_space(e.vector_space)  # a malformed name is an error even with no vectors
         return b"", "", 0
     if e.tier == "working":
         raise ValueError("vectors are kept for the episodic and semantic tiers only")
     if len(e.vectors) > MAX_VECTORS_PER_ENTRY:
         raise ValueError(f"at most {MAX_VECTORS_PER_ENTRY} vectors an entry")
-    try:
-        space = space_name(e.vector_space)
-    except ProtocolError as err:
-        raise ValueError(err.message) from None
+    space = _entry_space(e.vector_space)
     rows = unit_rows(e.vectors)
     return rows.tobytes(), space, int(rows.shape[1])
 

@@ -63,6 +63,7 @@ from protocol.messages import (
     MemoryUnwatchRequest,
     MemoryWatchRequest,
 )
+from protocol.names import check_name
 
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
@@ -137,13 +138,15 @@ class MemoryPlugin:
         if claimed is not None and not isinstance(claimed, str):
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "scope.agent must be a string",
                                 req_id=req.id, field="scope.agent")
+        if claimed:
+            check_name(claimed, "scope.agent", req.id)
         if ctx.identity is not None:
             if claimed and claimed != ctx.identity:
                 raise ProtocolError(ErrorCode.UNAUTHORIZED,
                                     "scope.agent differs from the authenticated agent",
                                     req_id=req.id, field="scope.agent")
             return ctx.identity
-        return claimed or ctx.agent_id or DEFAULT_AGENT
+        return claimed or check_name(ctx.agent_id, "agent_id", req.id) or DEFAULT_AGENT
 
     async def init(self, req: MemoryInitRequest, ctx: ConnectionContext) -> MemoryInitResponse:
         """Open a session bound to this connection."""
@@ -151,6 +154,7 @@ class MemoryPlugin:
         if not req.namespace:
             raise ProtocolError(ErrorCode.INVALID_MESSAGE, "namespace must not be empty",
                                 req_id=req.id, field="namespace")
+        check_name(req.namespace, "namespace", req.id)
         limits = self.config.limits
         sessions = sessions_of(ctx)
         if sessions is not None and len(sessions.by_id) >= limits.max_sessions_per_connection:

@@ -9,6 +9,7 @@ is their cosine similarity, as LangGraph's stores report it. An entry with sever
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from host.search.vectors import VectorIndexes, approximate, group_of
 from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
-           "rescore_count", "row_ids", "space_key", "unit_rows"]
+           "rescore_count", "row_ids", "space_key", "space_of", "unit_rows"]
 
 MAX_DIMS = 4096  # the largest dimension a space may have
 
@@ -88,9 +89,24 @@ class SpaceDims(ValueError):
 
 
 def space_key(namespace: str, space: str) -> str:
-    """The key of a client space in the host's `VectorIndexes` (a namespace's own vectors are
-    keyed by the namespace alone, which holds no U+0000)."""
+    """The key of a client space in the host's `VectorIndexes` (and so of its saved graph's
+    file, a hash of the key). A namespace's own vectors are keyed by the namespace alone, which
+    holds no control character (`protocol.names`); a space by its namespace, U+0000 and its
+    name, unless one of them holds U+0000 (or the namespace is empty): then by two U+0000 and
+    the JSON array of both (ASCII). So no two (namespace, space) pairs share a key, whatever
+    names a check let through, and no pair's key is a namespace's own."""
+    if not namespace or "\x00" in namespace or "\x00" in space:
+        return "\x00\x00" + json.dumps([namespace, space])
     return f"{namespace}\x00{space}"
+
+
+def space_of(key: str) -> tuple[str, str]:
+    """The (namespace, space) of a `space_key`."""
+    if key.startswith("\x00\x00"):
+        namespace, space = json.loads(key[2:])
+        return namespace, space
+    namespace, space = key.split("\x00", 1)
+    return namespace, space
 
 
 def row_ids(entry_ids: np.ndarray | Sequence[int], counts: Sequence[int] | int) -> np.ndarray:
@@ -151,7 +167,7 @@ class ClientSpaces:
 
     def load(self, key: str) -> Iterator[Chunk]:
         """The rows of the space `key` (blocking: `VectorIndexes.open` runs it in a thread)."""
-        namespace, space = key.split("\x00", 1)
+        namespace, space = space_of(key)
         head, dims, batches = self.store.client_space(namespace, space)
         span = 1
         self._state[key] = (head, dims, span)

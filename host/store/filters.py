@@ -14,10 +14,11 @@ without operators is a nested filter on its members: `{"a": {"b": 1}}` is `{"a.b
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from protocol.names import is_member
 
 __all__ = [
     "Condition",
@@ -42,7 +43,6 @@ MAX_CONDITIONS = 32  # conditions in one filter (after nested objects are flatte
 MAX_DEPTH = 8  # members in one path ("a.b.c" is 3)
 MAX_PREFIX = 32  # elements in one key prefix, path prefix or suffix
 MAX_VALUE_BYTES = 4096  # the JSON text of one compared value (rough: its Python repr)
-_MEMBER = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 class FilterError(ValueError):
@@ -102,7 +102,7 @@ def has_nul(value: Any) -> bool:
 
 def _path(name: str, field: str) -> tuple[str, ...]:
     parts = tuple(name.split("."))
-    if not all(_MEMBER.match(p) for p in parts):
+    if not all(is_member(p) for p in parts):
         raise FilterError(f"filter key {name!r}: members are letters, digits, '_' or '-',"
                           " joined by '.'", field)
     return parts
@@ -167,7 +167,7 @@ def parse_key_prefix(spec: dict[str, list[str]], field: str = "key_prefix"
     if len(spec) > MAX_DEPTH:
         raise FilterError(f"more than {MAX_DEPTH} key prefixes", field)
     for name, elements in spec.items():
-        if not _MEMBER.match(name):
+        if not is_member(name):
             raise FilterError(f"key member {name!r}: letters, digits, '_' or '-'", field)
         if len(elements) > MAX_PREFIX:
             raise FilterError(f"a key prefix has at most {MAX_PREFIX} elements", field)
