@@ -22,10 +22,12 @@ from protocol.errors import RETRYABLE, ErrorCode, ProtocolError
 from protocol.messages import VERSION, Error, MemoryEntry, Message, Request
 
 __all__ = [
+    "DOUBLE_LIMIT",
     "decode_request",
     "decode_message",
     "decode_entry",
     "encode",
+    "numbers_fit",
     "error_reply",
     "new_id",
     "now",
@@ -46,6 +48,10 @@ _VERSION_RE = re.compile(r"1(\.\d+)*")
 _AT_RE = re.compile(r"at `\$\.?([^`]*)`")
 _TOO_DEEP = "JSON nested too deeply"
 _MISSING_RE = re.compile(r"missing required field `([^`]+)`")
+# the decoder reads any integer (a 400-digit one too); one of 309 digits or more may be beyond
+# a double's range (1.8e308): only a text with such a run of digits is looked at further
+_LONG_DIGITS = re.compile(rb"[0-9]{309}")
+DOUBLE_LIMIT = 2**1024 - 2**970  # the least integer no double holds (float() overflows)
 
 
 _id_prefix = str(uuid.uuid4())[:24]  # random per process: "xxxxxxxx-xxxx-4xxx-yxxx-"
@@ -137,6 +143,24 @@ def decode_entry(raw: bytes) -> MemoryEntry:
         return _entry_decoder.decode(raw)
     except RecursionError:
         raise msgspec.DecodeError(_TOO_DEEP) from None
+
+
+def numbers_fit(raw: bytes, value: Any) -> bool:
+    """False when `value`, the decoded JSON text `raw`, holds an integer beyond a double's
+    range (JSON allows it; docs/protocol.md, "Numbers", refuses it): a decoded float always
+    fits (the decoder refuses `1e999`)."""
+    if _LONG_DIGITS.search(raw) is None:
+        return True
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif type(v) is int and not -DOUBLE_LIMIT < v < DOUBLE_LIMIT:
+            return False
+    return True
 
 
 def error_reply(

@@ -20,6 +20,7 @@ from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 __all__ = [
     "VERSION",
+    "MAX_EXACT",
     "Tier",
     "TIERS",
     "MemoryEntry",
@@ -62,10 +63,13 @@ Tier = Literal["working", "episodic", "semantic"]
 TIERS: tuple[str, ...] = ("working", "episodic", "semantic")
 TierOrAll = Literal["", "working", "episodic", "semantic"]
 Score = Annotated[float, Meta(ge=0.0, le=1.0)]
-Ttl = Annotated[int, Meta(ge=0, le=2**53 - 1)]  # seconds; the bound keeps it an exact JSON
-# number everywhere and within SQLite's INTEGER (~285 million years)
-Limit = Annotated[int, Meta(ge=1)]
-Offset = Annotated[int, Meta(ge=0)]  # the host bounds it further (docs/protocol.md)
+# the largest integer every JSON reader holds exactly (a double's 53 bits): the bound of each
+# integer field, so that none is beyond a double or SQLite's INTEGER (docs/protocol.md, "Numbers")
+MAX_EXACT = 2**53 - 1
+Ttl = Annotated[int, Meta(ge=0, le=MAX_EXACT)]  # seconds (~285 million years)
+Limit = Annotated[int, Meta(ge=1, le=MAX_EXACT)]  # the host clamps it to `limits.max_limit`
+Offset = Annotated[int, Meta(ge=0, le=MAX_EXACT)]  # the host bounds it further (docs/protocol.md)
+Depth = Annotated[int, Meta(ge=0, le=MAX_EXACT)]
 
 
 class MemoryEntry(Struct, kw_only=True):
@@ -237,7 +241,7 @@ class MemoryPathsRequest(Envelope, tag="memory/paths/req"):
     tier: TierOrAll = ""
     prefix: list[str] = []
     suffix: list[str] = []
-    max_depth: Annotated[int, Meta(ge=0)] = 0
+    max_depth: Depth = 0
     limit: Limit = 100
     offset: Offset = 0
 

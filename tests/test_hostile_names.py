@@ -105,3 +105,59 @@ async def test_a_malformed_space_without_vectors_is_only_that_entrys_error(
     assert reply.stored == [{"k": 2}]
     assert [e.split(":")[0] for e in reply.errors] == ["entries[0]", "entries[2]"]
     assert all("invalid_message" in e and "vector_space" in e for e in reply.errors)
+
+
+async def test_filter_integers_beyond_64_bits_compare_as_doubles(
+    connect: Callable[..., Any],
+) -> None:
+    """An integer of a filter beyond 64 bits is compared as the double it rounds to (on the
+    persistent tiers and the working tier alike); one beyond a double is `invalid_message`
+    naming `filter`, never `internal_error`."""
+    c = await session(connect)
+    big = 2**63
+    await c.store([entry(0, {"n": 5}), entry(1, {"n": big}), entry(2, {"n": 1e20}),
+                   entry(3, {"n": 10**20}), entry(4, {"n": big}, tier="working")])
+
+    async def keys(spec: dict[str, Any]) -> list[int]:
+        reply = await c.retrieve(filter=spec, limit=100)
+        return sorted(e["key"]["k"] for e in reply.entries)
+
+    assert await keys({"n": big}) == [1, 4]
+    assert await keys({"n": {"$gt": 100000000000000000000}}) == []
+    assert await keys({"n": {"$gte": 100000000000000000000}}) == [2, 3]
+    assert await keys({"n": {"$lt": -(2**70)}}) == []
+    assert await keys({"n": {"$gt": 18446744073709551616, "$lt": 10**19}}) == []
+    assert await keys({"n": {"$ne": big}}) == [0, 2, 3]
+    assert await bad(c.retrieve(filter={"n": 10**400})) == "filter"
+    assert await bad(c.retrieve(filter={"n": {"$gt": -(10**400)}})) == "filter"
+    assert await bad(c.retrieve(filter={"a": [1, 10**400]})) == "filter"
+    assert await keys({"n": 5}) == [0]  # the connection goes on
+
+
+async def test_a_content_integer_beyond_a_double_is_that_entrys_error(
+    connect: Callable[..., Any],
+) -> None:
+    """Content holding a 400-digit integer is that entry's `invalid_message`; 400 digits in a
+    string and an integer a double holds are stored."""
+    c = await session(connect)
+    reply = await c.store([entry(0, {"n": 10**400}), entry(1, {"s": "1" * 400}),
+                           entry(2, [10**300, -(2**64)]), entry(3, [[{"deep": -(10**400)}]])])
+    assert reply.stored == [{"k": 1}, {"k": 2}]
+    assert [e.split(":")[0] for e in reply.errors] == ["entries[0]", "entries[3]"]
+    assert all("invalid_message" in e for e in reply.errors)
+    found = await c.retrieve(keys=[{"k": 0}, {"k": 1}, {"k": 2}, {"k": 3}])
+    assert sorted(e["key"]["k"] for e in found.entries) == [1, 2]
+
+
+async def test_integer_fields_beyond_an_exact_double_are_refused(
+    connect: Callable[..., Any],
+) -> None:
+    """`limit`, `offset` and `max_depth` of 2^53 or a 400-digit integer are `invalid_message`
+    naming the field."""
+    c = await session(connect)
+    for n in (2**53, 10**400):
+        assert await bad(c.retrieve(limit=n)) == "limit"
+        assert await bad(c.retrieve(offset=n)) == "offset"
+        assert await bad(c.paths(max_depth=n)) == "max_depth"
+        assert await bad(c.paths(limit=n)) == "limit"
+    assert (await c.retrieve(limit=2**53 - 1)).entries == []

@@ -43,7 +43,7 @@ from host.store.base import (
 )
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
-from protocol.codec import decode_entry, new_id, now
+from protocol.codec import decode_entry, new_id, now, numbers_fit
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
 from protocol.messages import (
@@ -209,9 +209,14 @@ class MemoryPlugin:
             # waiting on an fsync: the writer's part of a group commit stays short. `Raw` content
             # was only scanned: a number out of range (1e999) shows here, as this entry's error
             try:
-                text = searchable_text(_decode(e.content), e.tags, e.key)
+                doc = _decode(e.content)
+                text = searchable_text(doc, e.tags, e.key)
             except (msgspec.DecodeError, RecursionError) as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"content: {err}")
+                continue
+            if not numbers_fit(e.content, doc):  # a 400-digit integer: JSON, but no double
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE,
+                               "content: an integer beyond the range of a double")
                 continue
             try:
                 vectors, space, dims = entry_vectors(e)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.codec import DOUBLE_LIMIT, numbers_fit
 from protocol.names import is_member
 
 __all__ = [
@@ -43,6 +44,7 @@ MAX_CONDITIONS = 32  # conditions in one filter (after nested objects are flatte
 MAX_DEPTH = 8  # members in one path ("a.b.c" is 3)
 MAX_PREFIX = 32  # elements in one key prefix, path prefix or suffix
 MAX_VALUE_BYTES = 4096  # the JSON text of one compared value (rough: its Python repr)
+INT64 = 2**63  # integers of a filter from -INT64 to INT64 - 1 are bound as integers
 
 
 class FilterError(ValueError):
@@ -150,12 +152,19 @@ def _condition(path: tuple[str, ...], op: str, value: Any, field: str) -> Condit
         kind = json_type(value)
     except TypeError as err:
         raise FilterError(str(err), field) from None
+    if kind == "number" and type(value) is int and not -INT64 <= value < INT64:
+        # beyond 64 bits (SQLite's INTEGER): the number as a double, as PostgreSQL compares it
+        if not -DOUBLE_LIMIT < value < DOUBLE_LIMIT:
+            raise FilterError("a filter number is within a double's range", field)
+        value = float(value)
     if kind == "number" and not math.isfinite(value):
         raise FilterError("filter numbers are finite", field)
     if op in ORDERINGS and kind not in ("number", "string"):
         raise FilterError(f"{op} compares a number or a string, not {kind}", field)
     if kind in ("array", "object", "string") and len(repr(value)) > MAX_VALUE_BYTES:
         raise FilterError(f"a filter value is over {MAX_VALUE_BYTES} bytes", field)
+    if kind in ("array", "object") and not numbers_fit(repr(value).encode(), value):
+        raise FilterError("a filter number is within a double's range", field)
     return Condition(path, op, value, kind)
 
 
