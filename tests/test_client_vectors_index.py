@@ -438,3 +438,34 @@ async def test_a_catch_up_into_a_graph_lets_other_connections_run_between_its_st
         assert vectors.stats()["loads"] == 1  # caught up in place, not read again
         assert after > before + 16
         assert any(before < n < after for n in seen), (before, sorted(seen), after)
+
+
+async def test_a_space_emptied_after_its_graph_was_saved_reads_the_file_no_more(
+    tmp_path: Path,
+) -> None:
+    """A space whose approximate index was saved, every entry forgotten while it is out of
+    memory, answers nothing and removes its saved files: the retrieves after it read none."""
+    db = tmp_path / "emptied.db"
+    rng = np.random.default_rng(4)
+    config = _config(db, ann_min_rows=300)
+    saved = tmp_path / "emptied.db.vectors"
+    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+        for first in range(0, 400, 200):
+            await _put(cs["a1"], Model(), "a1", rng, range(first, first + 200), "semantic",
+                       host.clock())
+        await cs["a1"].retrieve(vector=rng.standard_normal(DIMS).tolist(), vector_space=SPACE)
+        vectors: Any = host.search.vectors
+        await vectors.wait_idle()  # the graph is built and saved
+        assert vectors.stats()["ann_keys"] == 1
+    assert list(saved.glob("*.meta.npz"))
+    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+        for first in range(0, 400, 100):
+            assert await cs["a1"].forget(keys=[{"k": k} for k in range(first, first + 100)],
+                                         tier="semantic") == 100
+        for _ in range(3):
+            got = await cs["a1"].retrieve(vector=rng.standard_normal(DIMS).tolist(),
+                                          vector_space=SPACE)
+            assert got.entries == []
+        assert host.search.vectors is not None
+        assert host.search.vectors.stats()["saved_hits"] == 1
+        assert list(saved.iterdir()) == []

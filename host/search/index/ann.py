@@ -673,6 +673,13 @@ class AnnIndex(Rows):
     def exists(path: str | Path) -> bool:
         return Path(f"{path}.meta.npz").exists()
 
+    @staticmethod
+    def discard(path: str | Path) -> None:
+        """Remove the files saved at `path` (the rows' first: without them `load` reads
+        nothing); absent files are no error."""
+        Path(f"{path}.meta.npz").unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
+
     def save(self, path: str | Path, key: str = "") -> None:
         """Write the index to `path` and its rows to `path.meta.npz` (each through a
         temporary file renamed into place)."""

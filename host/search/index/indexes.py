@@ -596,7 +596,10 @@ class VectorIndexes:
         saved = self._read_saved(key)
         if saved is not None:
             try:
-                return self._reconcile(saved, key)
+                kept = self._reconcile(saved, key)
+                if kept is None:  # emptied since saved: its file would be read every query
+                    _ann().AnnIndex.discard(self._path(key))
+                return kept
             except _Behind:
                 log.info("saved vector index of a key far behind its rows: read afresh")
             except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
@@ -651,6 +654,9 @@ class VectorIndexes:
     def _write_saved(self, key: str, index: Index) -> None:
         assert self.persist_dir is not None
         try:
+            if not len(index):  # emptied: no file (a load would read it for nothing)
+                _ann().AnnIndex.discard(self._path(key))
+                return
             self.persist_dir.mkdir(parents=True, exist_ok=True)
             ann: Any = index
             ann.save(self._path(key), key=key)
