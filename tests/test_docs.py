@@ -3,14 +3,19 @@ at nothing outside it, and the commands they give are the ones that work."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from websockets.sync.client import connect
+
 from host.cli.main import build_parser
 from host.cli.reference import _subparsers
+from scripts.support.procs import HostProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -232,3 +237,46 @@ def test_every_snippet_mark_is_on_a_block_and_says_why() -> None:
         bad += [f"{s}: mark without its text" for s in marked
                 if s.mark is not None and len(s.mark[1].strip()) < 8]
     assert not bad, "\n".join(bad)
+
+
+def _shape(value: object, user_data: bool = False) -> object:
+    """The field names of a message, nested, without the values: what a page's example of a
+    reply shows. Keys and contents are the client's own data, not the protocol's."""
+    if user_data:
+        return "data"
+    if isinstance(value, dict):
+        return {k: _shape(v, k in ("key", "content", "stored")) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return "value"
+
+
+def _shown(line: str) -> dict[str, object]:
+    """A message as the page shows it, its elided parts (`…`, `{…}`) read as values."""
+    return dict(json.loads(line.replace("{…}", "{}").replace(":…", ":null")))
+
+
+def test_readme_wire_example_is_what_the_host_answers(tmp_path: Path) -> None:
+    """The README's wire example, its requests sent as written over a WebSocket to a real
+    host (the `memory_id` the init returned in place of the example's): each reply has the
+    fields the example shows, no more, no fewer."""
+    block = next(s.body for s in _snippets(ROOT / "README.md")
+                 if s.lang == "json" and '"memory/init/req"' in s.body)
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert [json.loads(line)["type"] for line in lines[::2]] == [
+        f"memory/{op}/req" for op in ("init", "store", "retrieve", "forget")]
+    host = HostProcess(tmp_path / "wire.db", stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    try:
+        with connect(host.url) as ws:
+            memory_id = ""
+            for req, resp in zip(lines[::2], lines[1::2], strict=True):
+                sent = json.loads(req)
+                if memory_id:
+                    sent["memory_id"] = memory_id
+                ws.send(json.dumps(sent))
+                got = json.loads(ws.recv(timeout=30))
+                memory_id = memory_id or got.get("memory_id", "")
+                assert _shape(got) == _shape(_shown(resp)), (req, got)
+    finally:
+        host.terminate()
