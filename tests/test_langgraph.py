@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from authkit import issue, running
-from conftest import url_of
+from conftest import make_config, running_host, url_of
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -24,7 +25,8 @@ from langgraph.store.base import (
 from test_metrics import get, metric_value
 
 from host.app import Host
-from host.langgraph import A2EStore, AsyncA2EStore
+from host.client import MemoryClient
+from host.langgraph import A2EStore, A2EStoreError, AsyncA2EStore
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
 
@@ -189,22 +191,26 @@ async def test_batch_keeps_op_order_and_is_one_store_request(
 async def test_query_without_index_is_the_hosts_search(
     open_store: Callable[..., A2EStore],
 ) -> None:
-    """With no `index`, a query is answered by the host's own search: matching items first,
-    each with a score in (0, 1]."""
+    """With no `index`, a query is answered by the host's own search: what it finds first,
+    with a score in (0, 1], then the other items (score None); with `min_score` only what
+    the search finds at that score."""
     store = await in_thread(open_store)
     await in_thread(store.put, ("m",), "1", {"text": "the user prefers concise Python code"})
     await in_thread(store.put, ("m",), "2", {"text": "lunch is at noon on Fridays"})
     hits = await in_thread(store.search, ("m",), query="python code style")
-    assert hits and hits[0].key == "1"
-    assert all(r.score is not None and 0 < r.score <= 1 for r in hits)
+    assert [h.key for h in hits] == ["1", "2"]
+    assert hits[0].score is not None and 0 < hits[0].score <= 1 and hits[1].score is None
+    strict = await in_thread(open_store, min_score=0.2)
+    found = await in_thread(strict.search, ("m",), query="python code style")
+    assert [h.key for h in found] == ["1"]
 
 
 async def test_index_embeds_on_the_client_and_scores_by_cosine(
     open_store: Callable[..., A2EStore],
 ) -> None:
     """With an `index`, items are embedded with the user's function, a query's score is the
-    cosine similarity, `index=False` keeps an item out of it and `index=[fields]` picks the
-    fields embedded."""
+    cosine similarity, `index=False` keeps an item out of it (it comes last, unscored) and
+    `index=[fields]` picks the fields embedded."""
     store = await in_thread(open_store, index=INDEX)
     await in_thread(store.put, ("v",), "a", {"text": "aaaa"})
     await in_thread(store.put, ("v",), "b", {"text": "abab"})
@@ -212,9 +218,10 @@ async def test_index_embeds_on_the_client_and_scores_by_cosine(
     await in_thread(store.put, ("v",), "other", {"text": "zzzz", "title": "cccc"},
                     index=["title"])
     hits = await in_thread(store.search, ("v",), query="aa")
-    assert [h.key for h in hits] == ["a", "b", "other"]
+    assert [h.key for h in hits] == ["a", "b", "other", "skip"]
     want = [cosine(embed(["aa"])[0], embed([t])[0]) for t in ("aaaa", "abab", "cccc")]
-    assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)
+    assert [h.score for h in hits[:3]] == pytest.approx(want, abs=1e-5)
+    assert hits[3].score is None  # not embedded: after the scored ones, as in InMemoryStore
     assert (await in_thread(store.search, ("v",), query="cc"))[0].key == "other"
     assert [h.key for h in await in_thread(store.search, ("v",), query="aa",
                                            filter={"text": "abab"})] == ["b"]
@@ -318,3 +325,137 @@ async def test_a_store_over_http_and_sse(host: Host) -> None:
             assert s.list_namespaces(max_depth=1) == [("n",)]
 
     await in_thread(run)
+
+
+def openai_like(dims: int) -> Callable[[list[str]], list[list[float]]]:
+    """A deterministic embedding of `dims` dimensions whose values look like OpenAI's (unit
+    length, ~N(0, 1/dims)), seeded by the text."""
+    def embed_texts(texts: list[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            rnd = random.Random(t)
+            v = [rnd.gauss(0.0, 1.0) for _ in range(dims)]
+            n = math.sqrt(sum(x * x for x in v))
+            out.append([x / n for x in v])
+        return out
+
+    return embed_texts
+
+
+async def test_a_put_near_the_frame_limit_fits_and_one_over_it_is_refused_before_sending(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """A document indexed on `paragraphs[*]` with 40 paragraphs of 1,536 dimensions is stored
+    and found (its vectors go at the precision the host keeps); one of 64 paragraphs of 4,096
+    dimensions is `A2EStoreError` naming the frame limit, raised before anything of its batch
+    is sent, and the store serves the next call."""
+    index = {"dims": 1536, "embed": openai_like(1536), "fields": ["paragraphs[*]"]}
+    store = await in_thread(open_store, index=index)
+    doc = {"paragraphs": [f"paragraph {i} of a long report" for i in range(40)]}
+    await in_thread(store.put, ("docs",), "report", doc)
+    hits = await in_thread(store.search, ("docs",), query="paragraph 7 of a long report")
+    assert [h.key for h in hits] == ["report"] and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    big = await in_thread(open_store, index={"dims": 4096, "embed": openai_like(4096),
+                                             "fields": ["paragraphs[*]"]})
+    many = {"paragraphs": [f"part {i}" for i in range(64)]}
+    with pytest.raises(A2EStoreError, match="frame limit"):
+        await in_thread(big.batch, [PutOp(("docs",), "small", {"paragraphs": ["x"]}),
+                                    PutOp(("docs",), "huge", many)])
+    assert await in_thread(big.get, ("docs",), "small") is None  # nothing of it was sent
+    await in_thread(big.put, ("docs",), "small", {"paragraphs": ["x"]})
+    assert (await in_thread(big.get, ("docs",), "small")).value == {"paragraphs": ["x"]}
+    assert (await in_thread(store.get, ("docs",), "report")).value == doc
+
+
+async def test_a_store_opens_a_new_connection_after_the_host_closed_its_last(
+    tmp_path: Path,
+) -> None:
+    """A host whose frame limit is below the store's closes the connection on a big put (the
+    call is `A2EStoreError` naming 1009); the store's next calls open a new connection and
+    work, and what was stored before is there."""
+    config = make_config(tmp_path / "db", limits={"max_frame_bytes": 16 * 1024})
+    async with running_host(config) as host:
+        def run() -> None:
+            with A2EStore.from_conn_string(url_of(host), namespace="small") as store:
+                store.put(("a",), "before", {"v": 1})
+                with pytest.raises(A2EStoreError, match="1009"):
+                    store.put(("a",), "big", {"text": "x" * 20_000})
+                assert store.get(("a",), "before").value == {"v": 1}
+                store.put(("a",), "after", {"v": 2})
+                assert [r.key for r in store.search(("a",))] == ["after", "before"]
+
+        await in_thread(run)
+
+
+async def test_entries_other_clients_wrote_never_break_a_search_or_a_listing(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """Entries of the same A2E namespace that the adapter did not write (another key shape,
+    a content that is not an object) are skipped by search, get and list_namespaces."""
+    store = await in_thread(open_store, namespace="mixed")
+    await in_thread(store.put, ("m",), "mine", {"text": "prefers tea"})
+    async with await MemoryClient.connect(url_of(host)) as wire:
+        await wire.init("mixed")
+        await wire.store([
+            {"key": {"topic": "prefs"}, "content": {"text": "prefers tea"}, "tier": "episodic"},
+            {"key": {"ns": ["m"], "k": 5}, "content": {"v": 1}, "tier": "episodic"},
+            {"key": {"ns": ["m"], "k": "text"}, "content": "a string", "tier": "episodic"},
+            {"key": {"ns": ["m"], "k": "x", "more": 1}, "content": {}, "tier": "episodic"},
+        ])
+    for prefix in [(), ("m",)]:
+        assert [r.key for r in await in_thread(store.search, prefix)] == ["mine"]
+        assert [r.key for r in await in_thread(store.search, prefix, query="tea")] == ["mine"]
+    assert await in_thread(store.get, ("m",), "text") is None
+    assert await in_thread(store.list_namespaces) == [("m",)]
+
+
+async def test_limit_zero_returns_nothing_as_langgraphs_stores_do(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """A search or a namespace listing with `limit=0` returns no item, with or without a
+    query."""
+    store = await in_thread(open_store)
+    await in_thread(store.put, ("z",), "k", {"text": "something"})
+    assert await in_thread(store.search, ("z",), limit=0) == []
+    assert await in_thread(store.search, ("z",), query="something", limit=0) == []
+    assert await in_thread(store.list_namespaces, limit=0) == []
+
+
+async def test_member_names_that_are_not_strings_are_refused_before_sending(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """A value with a member name that is not a string is `TypeError` (JSON would make it a
+    string) and nothing of its batch is stored; inside a filter it is `ValueError`."""
+    store = await in_thread(open_store)
+    with pytest.raises(TypeError, match="not a string"):
+        await in_thread(store.batch, [PutOp(("n",), "ok", {"v": 1}),
+                                      PutOp(("n",), "bad", {"meta": {1: "a"}})])
+    assert await in_thread(store.search, ("n",)) == []
+    with pytest.raises(ValueError):
+        await in_thread(store.search, ("n",), filter={"meta": {1: "a"}})
+
+
+async def test_a_null_in_a_filter_matches_explicit_nulls_only(
+    open_store: Callable[..., A2EStore],
+) -> None:
+    """`{"z": None}` matches an item whose `z` is null, not one without `z` (the documented
+    difference from LangGraph's in-memory and SQLite stores)."""
+    store = await in_thread(open_store)
+    await in_thread(store.put, ("f",), "null", {"z": None})
+    await in_thread(store.put, ("f",), "missing", {"y": 1})
+    assert [r.key for r in await in_thread(store.search, ("f",), filter={"z": None})] == ["null"]
+
+
+async def test_a_query_search_restarts_the_ttl_of_what_it_returned_only(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """Under `refresh_on_read`, a search with a query restarts the TTL of the items it
+    returned and of no other."""
+    store = await in_thread(open_store, ttl={"default_ttl": 1, "refresh_on_read": True})
+    await in_thread(store.put, ("t",), "python", {"text": "python answers"})
+    await in_thread(store.put, ("t",), "lunch", {"text": "lunch at noon"})
+    host.clock.advance(40)  # type: ignore[attr-defined]
+    hits = await in_thread(store.search, ("t",), query="python", limit=1)
+    assert [h.key for h in hits] == ["python"]
+    host.clock.advance(40)  # type: ignore[attr-defined]
+    assert [r.key for r in await in_thread(store.search, ("t",))] == ["python"]

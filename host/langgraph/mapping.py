@@ -5,6 +5,9 @@ tier: key `{"ns": [...namespace], "k": key}`, content the value, `ttl` the item'
 seconds. A namespace prefix is a `key_prefix` on `ns`; `list_namespaces` is `memory/paths`
 on `ns`; a filter is the retrieve's `filter` (same operators). With an `index`, the vectors
 of the fields it names go with the entry in the space `langgraph-<dims>`.
+
+An entry of the same A2E namespace that the adapter did not write (another client's key, a
+content that is not an object) is no item: `item_of` gives None and the store skips it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from langgraph.store.base import (
     GetOp,
     Item,
@@ -29,6 +33,7 @@ from langgraph.store.base import (
 __all__ = [
     "FIELD",
     "check_filter",
+    "check_value",
     "entry_key",
     "get_key",
     "item_of",
@@ -37,6 +42,7 @@ __all__ = [
     "space_of",
     "texts_to_embed",
     "ttl_seconds",
+    "unit_vectors",
 ]
 
 FIELD = "ns"  # the key member holding the LangGraph namespace
@@ -64,9 +70,23 @@ def _when(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
 
 
-def item_of(entry: Mapping[str, Any], search: bool = False) -> Item | SearchItem:
+def _is_item(entry: Mapping[str, Any]) -> bool:
+    """Whether a retrieve reply's entry is an item the adapter wrote: key `{"ns": [labels],
+    "k": key}` (strings, nothing else), content an object."""
+    key = entry.get("key")
+    if not isinstance(key, dict) or len(key) != 2 or not isinstance(key.get("k"), str):
+        return False
+    ns = key.get(FIELD)
+    return (isinstance(ns, list) and bool(ns) and all(isinstance(x, str) for x in ns)
+            and isinstance(entry.get("content"), dict))
+
+
+def item_of(entry: Mapping[str, Any], search: bool = False) -> Item | SearchItem | None:
     """The LangGraph item of a retrieve reply's entry (a `SearchItem` with `score` for a
-    search: the relevance when the read had a query or a vector, else None)."""
+    search: the relevance when the read had a query or a vector, else None); None for an
+    entry the adapter did not write (`_is_item`)."""
+    if not _is_item(entry):
+        return None
     key = entry["key"]
     namespace = tuple(key[FIELD])
     created, updated = _when(entry["created_at"]), _when(entry["updated_at"])
@@ -78,12 +98,41 @@ def item_of(entry: Mapping[str, Any], search: bool = False) -> Item | SearchItem
                 updated_at=updated)
 
 
+def _non_string_key(value: Any) -> Any:
+    """The first object member name in `value` (nested) that is not a string, else None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, inner in v.items():
+                if not isinstance(k, str):
+                    return k
+                stack.append(inner)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return None
+
+
+def check_value(value: Mapping[str, Any]) -> None:
+    """Refuse a put's value with an object member name that is not a string (`TypeError`, as
+    LangGraph's SQLite store's JSON encoder does) before anything is sent: JSON would turn
+    `{1: "a"}` into `{"1": "a"}` and the item would not read back as it was put."""
+    bad = _non_string_key(value)
+    if bad is not None:
+        raise TypeError(f"an item's value is JSON: the member name {bad!r}"
+                        f" ({type(bad).__name__}) is not a string")
+
+
 def check_filter(spec: Mapping[str, Any] | None) -> None:
-    """Refuse a filter key as LangGraph's stores do (`ValueError`), before anything is sent."""
+    """Refuse a filter key as LangGraph's stores do (`ValueError`), and a member name that
+    is not a string inside a filter's value, before anything is sent."""
     for key in spec or {}:
         if not isinstance(key, str) or not _FILTER_KEY.match(key):
             raise ValueError(f"Invalid filter key: '{key}'. Filter keys must contain only"
                              " alphanumeric characters, underscores, dots, and hyphens.")
+    bad = _non_string_key(dict(spec or {}))
+    if bad is not None:
+        raise ValueError(f"Invalid filter: the member name {bad!r} is not a string")
 
 
 _MAX = 1.7976931348623157e308  # the largest double: every finite number is within it
@@ -140,7 +189,7 @@ def _filter(spec: Mapping[str, Any]) -> dict[str, Any]:
 def search_fields(op: SearchOp) -> dict[str, Any]:
     """The retrieve fields of a search, but its query or vector (the caller's)."""
     check_filter(op.filter)
-    fields: dict[str, Any] = {"limit": max(1, op.limit), "offset": max(0, op.offset)}
+    fields: dict[str, Any] = {"limit": op.limit, "offset": max(0, op.offset)}
     if op.namespace_prefix:
         fields["key_prefix"] = {FIELD: list(op.namespace_prefix)}
     if op.filter:
@@ -160,7 +209,7 @@ def paths_fields(op: ListNamespacesOp) -> dict[str, Any]:
         else:
             raise ValueError(f"Unsupported match type: {cond.match_type}")
     return {"field": FIELD, "prefix": prefix, "suffix": suffix,
-            "max_depth": op.max_depth or 0, "limit": max(1, op.limit),
+            "max_depth": op.max_depth or 0, "limit": op.limit,
             "offset": max(0, op.offset)}
 
 
@@ -176,6 +225,25 @@ def texts_to_embed(op: PutOp, fields: Sequence[tuple[str, str | list[str]]] | No
     for _, tokens in paths:
         texts += [t for t in get_text_at_path(op.value, tokens) if isinstance(t, str)]
     return texts
+
+
+def unit_vectors(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+    """`vectors` as the host keeps them, unit length, each value rounded to 9 decimals: the
+    host normalises and stores float32 (about 7 significant digits), so nothing it keeps is
+    lost, and a value takes ~13 bytes of JSON instead of ~20 (40 paragraphs of 1,536
+    dimensions fit the host's 1 MiB frame). A zero row stays zero; rows of different lengths
+    or with a value that is not finite go as they are (the host refuses them)."""
+    rows = [list(map(float, v)) for v in vectors]
+    if len({len(r) for r in rows}) != 1:
+        return rows
+    m = np.asarray(rows, dtype=np.float64)
+    if not np.isfinite(m).all():
+        return rows
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    if not np.isfinite(norms).all():
+        return rows
+    m = np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+    return np.round(m, 9).tolist()  # type: ignore[no-any-return]
 
 
 def get_key(op: GetOp) -> dict[str, Any]:

@@ -21,11 +21,12 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
@@ -35,6 +36,7 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
+    SearchItem,
     SearchOp,
     TTLConfig,
     ensure_embeddings,
@@ -42,10 +44,11 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
+from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError
 from host.langgraph import mapping
-from protocol.codec import new_id, now
+from protocol.codec import encode, new_id, now
 from protocol.messages import (
     VERSION,
     MemoryForgetRequest,
@@ -62,7 +65,9 @@ logger = logging.getLogger(__name__)
 Tier = Literal["episodic", "semantic"]
 MAX_KEYS = 500  # keys of one retrieve or forget (the host's default allows 1000)
 MAX_ENTRIES = 500  # entries of one store request (the host's default allows 1000)
-MAX_REQUEST_BYTES = 768 * 1024  # rough encoded size of one store request (frames: 1 MiB)
+MAX_FRAME_BYTES = 1024 * 1024  # the host's default `limits.max_frame_bytes`
+_ENVELOPE_SLACK = 64  # bytes a store request's envelope may vary by (its `ts`)
+FILL_MAX = 1000  # the host's default `limits.max_limit`: a query search fills pages up to it
 CLOSE_TIMEOUT = 15.0  # seconds a sync store's close waits for the host to end the connection
 
 
@@ -88,50 +93,84 @@ class _Index:
                    [(f, tokenize_path(f) if f != "$" else "$") for f in fields])
 
 
-class _Session:
-    """One connection and memory session; every coroutine runs on the loop that opened it."""
+Done = Callable[[Any], None]
+Plan = list[tuple[Any, Done]]  # a batch's requests, each with what its reply does
 
-    def __init__(self, client: MemoryClient, tier: Tier, index: _Index | None,
-                 ttl: TTLConfig | None) -> None:
+
+class _Session:
+    """One memory session on a connection, opened again when the connection ended; every
+    coroutine runs on the loop that opened it."""
+
+    def __init__(self, opener: Callable[[], Awaitable[MemoryClient]], client: MemoryClient,
+                 tier: Tier, index: _Index | None, ttl: TTLConfig | None,
+                 min_score: float | None, max_frame_bytes: int) -> None:
+        self._opener = opener
         self.client = client
         self.tier = tier
         self.index = index
         self.ttl = ttl
+        self.min_score = min_score
+        self.max_frame_bytes = max_frame_bytes
         self.space = mapping.space_of(index.dims) if index is not None else ""
+        self._reopen = asyncio.Lock()
+        self._closed = False
 
     @classmethod
     async def open(cls, url: str, namespace: str, token: str | None, agent: str | None,
-                   tier: Tier, index: IndexConfig | None, ttl: TTLConfig | None) -> _Session:
+                   tier: Tier, index: IndexConfig | None, ttl: TTLConfig | None,
+                   min_score: float | None = None,
+                   max_frame_bytes: int = MAX_FRAME_BYTES) -> _Session:
         """Connect to the host at `url` (ws://, wss://, http:// or https://) and open a session."""
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if url.startswith(("http://", "https://")):
-            client = await MemoryClient.connect_http(url, headers or None)
-        elif url.startswith(("ws://", "wss://")):
-            client = await MemoryClient.connect(url, additional_headers=headers or None)
-        else:
+        if not url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"an A2E host address is ws://, wss://, http:// or https://: {url}")
-        try:
-            await client.init(namespace, {"agent": agent} if agent else {})
-        except BaseException:
-            await client.close()
-            raise
-        return cls(client, tier, _Index.of(index), ttl)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+        async def opener() -> MemoryClient:
+            if url.startswith(("http://", "https://")):
+                client = await MemoryClient.connect_http(url, headers or None)
+            else:
+                client = await MemoryClient.connect(url, additional_headers=headers or None)
+            try:
+                await client.init(namespace, {"agent": agent} if agent else {})
+            except BaseException:
+                await client.close()
+                raise
+            return client
+
+        return cls(opener, await opener(), tier, _Index.of(index), ttl, min_score,
+                   max_frame_bytes)
 
     async def close(self) -> None:
+        self._closed = True
         await self.client.close()
 
-    def _mid(self) -> str:
-        assert self.client.memory_id is not None
-        return self.client.memory_id
+    async def live(self) -> MemoryClient:
+        """The session's client: a new connection and session when the last one ended (the
+        host restarted or closed it, the network dropped), so one failed call never breaks
+        the store. Raises what connecting raises (the next call tries again)."""
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        if _ended(self.client):
+            async with self._reopen:
+                if _ended(self.client):
+                    await asyncio.gather(self.client.close(), return_exceptions=True)
+                    self.client = await self._opener()
+        return self.client
 
     # -- one batch --------------------------------------------------------------------
 
     async def run(self, ops: Sequence[Op]) -> list[Result]:
-        """The results of `ops`, in order: every request sent before any reply is awaited."""
+        """The results of `ops`, in order. Every request is built and checked first (a bad
+        value, filter or a request over the frame limit raises before anything is sent),
+        then all are sent before any reply is awaited."""
         for op in ops:
             validate_op_namespace(op)
+        client = await self.live()
+        mid = client.memory_id
+        assert mid is not None
         results: list[Result] = [None] * len(ops)
-        waits: list[tuple[Awaitable[Any], Any]] = []
+        plan: Plan = []
+        refresh: list[int] = []  # searches whose items' TTL restarts after the replies
         i = 0
         while i < len(ops):
             op = ops[i]
@@ -139,26 +178,20 @@ class _Session:
             if isinstance(op, (PutOp, GetOp)):  # a run of the same kind goes together
                 while j < len(ops) and type(ops[j]) is type(op):
                     j += 1
-            run = list(range(i, j))
             if isinstance(op, PutOp):
-                waits += await self._puts([ops[k] for k in run])  # type: ignore[misc]
+                plan += await self._puts(mid, ops[i:j])  # type: ignore[arg-type]
             elif isinstance(op, GetOp):
-                waits += await self._gets([(k, ops[k]) for k in run], results)  # type: ignore[misc]
+                plan += self._gets(mid, [(k, ops[k]) for k in range(i, j)], results)  # type: ignore[misc]
             elif isinstance(op, SearchOp):
-                waits.append(await self._search(i, op, results))
+                plan += await self._search(mid, i, op, results, refresh)
             elif isinstance(op, ListNamespacesOp):
-                waits.append(await self._paths(i, op, results))
+                plan += self._paths(mid, i, op, results)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
             i = j
-        errors: list[BaseException] = []
-        for fut, done in waits:  # every reply, in order, even after an error
-            try:
-                done(await fut)
-            except RemoteError as err:
-                errors.append(_user_error(err))
-            except A2EStoreError as err:
-                errors.append(err)
+        errors = await _exchange(client, plan)
+        if not errors and refresh:
+            errors = await _exchange(client, self._refreshes(mid, refresh, results))
         if errors:
             raise errors[0]
         return results
@@ -168,16 +201,29 @@ class _Session:
         is set (as LangGraph's SQLite store decides)."""
         return bool(asked and self.ttl and self.ttl.get("refresh_on_read", False))
 
-    async def _send(self, msg: Any) -> Awaitable[Any]:
-        return await self.client.submit(msg)
+    def _fits(self, msg: Any) -> Any:
+        """`msg`, or `A2EStoreError` when its frame would be over `max_frame_bytes`."""
+        n = len(encode(msg))
+        if n > self.max_frame_bytes:
+            raise A2EStoreError(
+                f"a {type(msg).__name__} of {n:,} bytes is over the frame limit of"
+                f" {self.max_frame_bytes:,} (max_frame_bytes); nothing of this batch was sent")
+        return msg
 
-    async def _puts(self, ops: list[PutOp]) -> list[tuple[Awaitable[Any], Any]]:
+    def _retrieve(self, mid: str, **fields: Any) -> MemoryRetrieveRequest:
+        return self._fits(MemoryRetrieveRequest(  # type: ignore[no-any-return]
+            id=new_id(), version=VERSION, ts=now(), memory_id=mid, tier=self.tier, **fields))
+
+    async def _puts(self, mid: str, ops: list[PutOp]) -> Plan:
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:  # LangGraph's rule: the last put of a key wins
             last[(tuple(op.namespace), op.key)] = op
         kept = list(last.values())
+        for op in kept:
+            if op.value is not None:
+                mapping.check_value(op.value)
         vectors = await self._embed(kept)
-        entries: list[dict[str, Any]] = []
+        entries: list[tuple[PutOp, bytes]] = []
         deletes: list[dict[str, Any]] = []
         for op, vecs in zip(kept, vectors):
             key = mapping.entry_key(op.namespace, op.key)
@@ -188,17 +234,38 @@ class _Session:
                                  "ttl": mapping.ttl_seconds(op.ttl)}
             if vecs:
                 e["vectors"], e["vector_space"] = vecs, self.space
-            entries.append(e)
-        waits: list[tuple[Awaitable[Any], Any]] = []
-        for chunk in _chunks(entries):
-            waits.append((await self._send(MemoryStoreRequest(
-                id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(),
-                entries=chunk)), _check_stored))  # type: ignore[arg-type]
+            entries.append((op, encode(e)))
+        plan: Plan = [(MemoryStoreRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=mid,
+            entries=[msgspec.Raw(raw) for raw in chunk]), _check_stored)
+            for chunk in self._chunks(mid, entries)]
         for k in range(0, len(deletes), MAX_KEYS):
-            waits.append((await self._send(MemoryForgetRequest(
-                id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(),
+            plan.append((self._fits(MemoryForgetRequest(
+                id=new_id(), version=VERSION, ts=now(), memory_id=mid,
                 keys=deletes[k:k + MAX_KEYS], tier=self.tier)), _ignore))
-        return waits
+        return plan
+
+    def _chunks(self, mid: str, entries: list[tuple[PutOp, bytes]]) -> list[list[bytes]]:
+        """The encoded entries in store requests of at most `MAX_ENTRIES` entries and
+        `max_frame_bytes` bytes (sizes exact, but the envelope's few varying bytes); a put that
+        fits no request is `A2EStoreError`, before anything is sent."""
+        base = len(encode(MemoryStoreRequest(id=new_id(), version=VERSION, ts=now(),
+                                             memory_id=mid))) + _ENVELOPE_SLACK
+        out: list[list[bytes]] = []
+        chunk: list[bytes] = []
+        size = base
+        for op, raw in entries:
+            n = len(raw) + 1  # and its comma
+            if base + n > self.max_frame_bytes:
+                raise A2EStoreError(_too_big(op, base + n, self.max_frame_bytes))
+            if chunk and (len(chunk) >= MAX_ENTRIES or size + n > self.max_frame_bytes):
+                out.append(chunk)
+                chunk, size = [], base
+            chunk.append(raw)
+            size += n
+        if chunk:
+            out.append(chunk)
+        return out
 
     async def _embed(self, ops: list[PutOp]) -> list[list[list[float]]]:
         """Each put's vectors (one a text its index embeds), in one call of the embeddings."""
@@ -211,13 +278,12 @@ class _Session:
         got = await self.index.embeddings.aembed_documents(flat)
         out, n = [], 0
         for ts in texts:
-            out.append([list(map(float, v)) for v in got[n:n + len(ts)]])
+            out.append(mapping.unit_vectors(got[n:n + len(ts)]) if ts else [])
             n += len(ts)
         return out
 
-    async def _gets(self, ops: list[tuple[int, GetOp]], results: list[Result]
-                    ) -> list[tuple[Awaitable[Any], Any]]:
-        waits: list[tuple[Awaitable[Any], Any]] = []
+    def _gets(self, mid: str, ops: list[tuple[int, GetOp]], results: list[Result]) -> Plan:
+        plan: Plan = []
         by_refresh: dict[bool, list[tuple[int, GetOp]]] = {}
         for i, op in ops:
             by_refresh.setdefault(self._refresh(op.refresh_ttl), []).append((i, op))
@@ -227,48 +293,87 @@ class _Session:
                 keys = [mapping.get_key(op) for _, op in part]
 
                 def done(reply: Any, part: list[tuple[int, GetOp]] = part) -> None:
-                    found = {(tuple(e["key"][mapping.FIELD]), e["key"]["k"]): e
-                             for e in reply.entries}
+                    found = {(it.namespace, it.key): it for it in _items(reply)}
                     for i, op in part:
-                        e = found.get((tuple(op.namespace), op.key))
-                        results[i] = mapping.item_of(e) if e is not None else None
+                        results[i] = found.get((tuple(op.namespace), op.key))
 
-                waits.append((await self._send(MemoryRetrieveRequest(
-                    id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(),
-                    keys=keys, tier=self.tier, limit=len(keys),
-                    refresh_ttl=refresh)), done))
-        return waits
+                plan.append((self._retrieve(mid, keys=keys, limit=len(keys),
+                                            refresh_ttl=refresh), done))
+        return plan
 
-    async def _search(self, i: int, op: SearchOp, results: list[Result]
-                      ) -> tuple[Awaitable[Any], Any]:
+    async def _search(self, mid: str, i: int, op: SearchOp, results: list[Result],
+                      refresh: list[int]) -> Plan:
+        """A search's requests. Without a query one read, newest first. With one (and no
+        `min_score`), LangGraph's semantics: `limit` items whenever the prefix and filter hold
+        that many, those the search ranks first (scored), then the others (score None), as
+        LangGraph's InMemoryStore fills a page with the items it has no vectors of: the ranked
+        read and a plain read of the first `offset + limit`, pipelined, merged here."""
+        if op.limit <= 0:  # LangGraph's stores: nothing
+            results[i] = []
+            return []
         fields = mapping.search_fields(op)
+        scored = dict(fields)
         if op.query and self.index is not None:
             vec = await self.index.embeddings.aembed_query(op.query)
-            fields["vector"], fields["vector_space"] = list(map(float, vec)), self.space
+            scored["vector"] = mapping.unit_vectors([vec])[0]
+            scored["vector_space"] = self.space
         elif op.query:
-            fields["query"] = op.query
-        refresh = self._refresh(op.refresh_ttl)
+            scored["query"] = op.query
+        asked = self._refresh(op.refresh_ttl)
+
+        def page(reply: Any) -> None:
+            results[i] = _items(reply, search=True)
+
+        start, end = fields["offset"], fields["offset"] + fields["limit"]
+        if not op.query:
+            return [(self._retrieve(mid, refresh_ttl=asked, **fields), page)]
+        if self.min_score is not None or end > FILL_MAX:
+            return [(self._retrieve(mid, refresh_ttl=asked, min_score=self.min_score or 0.0,
+                                    **scored), page)]
+        ranked: list[SearchItem] = []
+
+        def first(reply: Any) -> None:
+            ranked[:] = _items(reply, search=True)
+
+        def rest(reply: Any) -> None:
+            seen = {(it.namespace, it.key) for it in ranked}
+            more = [it for it in _items(reply, search=True) if (it.namespace, it.key) not in seen]
+            results[i] = (ranked + more)[start:end]
+
+        if asked:
+            refresh.append(i)
+        return [(self._retrieve(mid, **{**scored, "offset": 0, "limit": end}), first),
+                (self._retrieve(mid, **{**fields, "offset": 0, "limit": end}), rest)]
+
+    def _refreshes(self, mid: str, searches: list[int], results: list[Result]) -> Plan:
+        """Reads by key that restart the TTL of the items the `searches` returned."""
+        items: list[SearchItem] = [it for i in searches for it in results[i] or []]  # type: ignore[misc,union-attr]
+        keys = [mapping.entry_key(it.namespace, it.key) for it in items]
+        parts = [keys[k:k + MAX_KEYS] for k in range(0, len(keys), MAX_KEYS)]
+        return [(self._retrieve(mid, keys=part, limit=len(part), refresh_ttl=True), _ignore)
+                for part in parts]
+
+    def _paths(self, mid: str, i: int, op: ListNamespacesOp, results: list[Result]) -> Plan:
+        if op.limit <= 0:  # LangGraph's stores: nothing
+            results[i] = []
+            return []
 
         def done(reply: Any) -> None:
-            results[i] = [mapping.item_of(e, search=True) for e in reply.entries]
+            results[i] = [tuple(p) for p in reply.paths if p]
 
-        return (await self._send(MemoryRetrieveRequest(
-            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(), tier=self.tier,
-            refresh_ttl=refresh, **fields)), done)
+        return [(self._fits(MemoryPathsRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=mid, tier=self.tier,
+            **mapping.paths_fields(op))), done)]
 
-    async def _paths(self, i: int, op: ListNamespacesOp, results: list[Result]
-                     ) -> tuple[Awaitable[Any], Any]:
-        def done(reply: Any) -> None:
-            results[i] = [tuple(p) for p in reply.paths]
-
-        return (await self._send(MemoryPathsRequest(
-            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(), tier=self.tier,
-            **mapping.paths_fields(op))), done)
+    async def ping(self) -> None:
+        await (await self.live()).ping()
 
     async def sweep(self) -> int:
         """Delete the store's expired items now; how many."""
-        reply = await self.client.request(MemorySweepRequest(
-            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(), tier=self.tier))
+        client = await self.live()
+        reply = await client.request(MemorySweepRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=client.memory_id or "",
+            tier=self.tier))
         return int(reply.deleted)
 
 
@@ -288,24 +393,57 @@ def _user_error(err: RemoteError) -> BaseException:
     return err
 
 
-def _chunks(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """Store requests under the host's limits of entries and frame bytes (estimated)."""
-    chunk: list[dict[str, Any]] = []
-    size = 0
-    for e in entries:
-        n = _estimate(e)
-        if chunk and (len(chunk) >= MAX_ENTRIES or size + n > MAX_REQUEST_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(e)
-        size += n
-    if chunk:
-        yield chunk
+def _ended(client: MemoryClient) -> bool:
+    """Whether `client`'s connection ended (its reader task ends with the connection)."""
+    return client._reader.done()
 
 
-def _estimate(e: dict[str, Any]) -> int:
-    vecs = e.get("vectors") or []
-    return 200 + len(repr(e["content"])) + len(repr(e["key"])) + 24 * sum(len(v) for v in vecs)
+async def _exchange(client: MemoryClient, plan: Plan) -> list[BaseException]:
+    """Send every request of `plan`, then hand each reply to its `done`, in order; the
+    errors, every reply awaited even after one (a closed connection fails them all)."""
+    waits: list[tuple[Awaitable[Any], Done]] = []
+    try:
+        for msg, done in plan:
+            waits.append((await client.submit(msg), done))
+    except BaseException:
+        await asyncio.gather(*(w for w, _ in waits), return_exceptions=True)
+        raise
+    errors: list[BaseException] = []
+    for fut, done in waits:
+        try:
+            done(await fut)
+        except RemoteError as err:
+            errors.append(_user_error(err))
+        except ConnectionClosed as err:
+            errors.append(_closed(err))
+        except Exception as err:  # noqa: BLE001 - raised after every reply arrived
+            errors.append(err)
+    return errors
+
+
+def _items(reply: Any, search: bool = False) -> list[Any]:
+    """The items of a retrieve reply, entries other clients wrote left out."""
+    return [it for e in reply.entries if (it := mapping.item_of(e, search)) is not None]
+
+
+def _too_big(op: PutOp, size: int, limit: int) -> str:
+    value = len(encode(op.value))
+    return (f"the put of {tuple(op.namespace)!r}, {op.key!r} would be a frame of {size:,} bytes"
+            f" ({value:,} of value, the rest its vectors), over the host's frame limit of"
+            f" {limit:,} (max_frame_bytes, the host's limits.max_frame_bytes): index fewer"
+            " fields (the put's index=[...] or index=False, the store's index fields), or"
+            " raise both limits. Nothing of this batch was sent")
+
+
+def _closed(err: ConnectionClosed) -> BaseException:
+    """A close by the host over a frame's size (1009) as an `A2EStoreError` that says so."""
+    if err.rcvd is not None and err.rcvd.code == 1009:
+        e = A2EStoreError("the host closed the connection: a request was over its frame limit"
+                          " (1009); set the store's max_frame_bytes to the host's"
+                          " limits.max_frame_bytes. The next call opens a new connection")
+        e.__cause__ = err
+        return e
+    return err
 
 
 def _ttl_interval(ttl: TTLConfig | None, minutes: float | None) -> float:
@@ -319,9 +457,14 @@ class A2EStore(BaseStore):
 
     def __init__(self, url: str, *, namespace: str = "langgraph", token: str | None = None,
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 tier: Tier = "episodic", agent: str | None = None) -> None:
+                 tier: Tier = "episodic", agent: str | None = None,
+                 min_score: float | None = None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         """Connect (on a private event-loop thread) to the host at `url` and open a session in
-        the A2E `namespace` as the token's agent (or `agent`); items go to `tier`."""
+        the A2E `namespace` as the token's agent (or `agent`); items go to `tier`. A search
+        with a query returns `limit` items, best first, unless `min_score` asks for only
+        those scored at least that; no request is sent over `max_frame_bytes` (the host's
+        `limits.max_frame_bytes`). docs/langgraph.md."""
         self.index_config = index
         self.ttl_config = ttl
         self._loop = asyncio.new_event_loop()
@@ -332,7 +475,7 @@ class A2EStore(BaseStore):
         self._stop = threading.Event()
         try:
             self._session = self._call(_Session.open(url, namespace, token, agent, tier,
-                                                     index, ttl))
+                                                     index, ttl, min_score, max_frame_bytes))
         except BaseException:
             self._shutdown()
             raise
@@ -343,10 +486,11 @@ class A2EStore(BaseStore):
     def from_conn_string(cls, url: str, *, namespace: str = "langgraph",
                          token: str | None = None, index: IndexConfig | None = None,
                          ttl: TTLConfig | None = None, tier: Tier = "episodic",
-                         agent: str | None = None) -> Iterator[A2EStore]:
+                         agent: str | None = None, min_score: float | None = None,
+                         max_frame_bytes: int = MAX_FRAME_BYTES) -> Iterator[A2EStore]:
         """`with A2EStore.from_conn_string("ws://127.0.0.1:8765") as store:` (closed after)."""
         store = cls(url, namespace=namespace, token=token, index=index, ttl=ttl, tier=tier,
-                    agent=agent)
+                    agent=agent, min_score=min_score, max_frame_bytes=max_frame_bytes)
         try:
             yield store
         finally:
@@ -357,7 +501,7 @@ class A2EStore(BaseStore):
 
     def setup(self) -> None:
         """Check that the host answers (the host keeps its own schema: nothing to create)."""
-        self._call(self._session.client.ping())
+        self._call(self._session.ping())
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run `ops` in order as one pipelined exchange with the host (see the module)."""
@@ -455,10 +599,14 @@ class AsyncA2EStore(AsyncBatchedBaseStore):
     async def from_conn_string(cls, url: str, *, namespace: str = "langgraph",
                                token: str | None = None, index: IndexConfig | None = None,
                                ttl: TTLConfig | None = None, tier: Tier = "episodic",
-                               agent: str | None = None) -> AsyncIterator[AsyncA2EStore]:
+                               agent: str | None = None, min_score: float | None = None,
+                               max_frame_bytes: int = MAX_FRAME_BYTES,
+                               ) -> AsyncIterator[AsyncA2EStore]:
         """Connect to the host at `url`, open a session in the A2E `namespace` as the
-        token's agent (or `agent`), yield the store, and close it after."""
-        session = await _Session.open(url, namespace, token, agent, tier, index, ttl)
+        token's agent (or `agent`), yield the store, and close it after (the parameters:
+        `A2EStore`)."""
+        session = await _Session.open(url, namespace, token, agent, tier, index, ttl,
+                                      min_score, max_frame_bytes)
         store = cls(session, index=index, ttl=ttl)
         try:
             yield store
@@ -470,7 +618,7 @@ class AsyncA2EStore(AsyncBatchedBaseStore):
 
     async def setup(self) -> None:
         """Check that the host answers (the host keeps its own schema: nothing to create)."""
-        await self._session.client.ping()
+        await self._session.ping()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run `ops` in order as one pipelined exchange with the host (see the module)."""
