@@ -1,18 +1,27 @@
 """The vector indexes under hostile tenants (SQLite): a space of one wide vector is charged
 what it holds, not a thousand rows; one namespace filling the memory budget with many spaces
-evicts its own indexes, never another namespace's."""
+evicts its own indexes, never another namespace's; one namespace whose index refuses its
+vectors never stops the embedding of the others."""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from conftest import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
+from host.config import Config
 from host.search.client_vectors import MAX_DIMS, ROWS_PER_ENTRY, space_key
+from host.search.vectors import VectorIndexes
+from host.search.worker import LocalWorker
+from host.store.base import NewEntry, Scope
+from host.store.sqlite.store import SQLiteEntryStore
 
 
 def _config(db: Path, **search: Any) -> Any:
@@ -84,3 +93,55 @@ async def test_a_namespace_filling_the_budget_with_spaces_evicts_its_own(tmp_pat
         finally:
             await victim.close()
             await attacker.close()
+
+
+class _Hash8:
+    """Unit vectors of 8 dimensions seeded by the text: an embedder with no meaning, cheap."""
+
+    name = "hash-8"
+    dim = 8
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        m = np.asarray([np.random.default_rng(list(t.encode())).standard_normal(8)
+                        for t in texts], dtype=np.float32).reshape(-1, 8)
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+async def _stored(store: SQLiteEntryStore, ns: str, first: int, n: int) -> None:
+    await store.put(Scope(ns, "a1"), [
+        NewEntry(tier="semantic", key=b'{"k":%d}' % i, content=b'"note %d"' % i)
+        for i in range(first, first + n)], time.time())
+
+
+async def test_a_namespace_whose_index_refuses_its_vectors_stops_no_other(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A namespace whose loaded index holds vectors of another dimension than the embedder's
+    fails its own index write only: the worker's steps go on, every other namespace's entries
+    are embedded and indexed, batch after batch, the refusing namespace is dropped from memory
+    (its vectors are in the store) and logged once."""
+    store = SQLiteEntryStore(str(tmp_path / "w.db"))
+    await store.open()
+    try:
+        index = VectorIndexes()  # each key takes the dimension of its first vectors
+        index.add("bad", [-1], np.ones((1, 3), np.float32) / np.sqrt(3), ["semantic/"], [None])
+        cfg = Config().search.model_copy(update={"batch_size": 8})
+        worker = LocalWorker(store, _Hash8(), cfg, index)  # type: ignore[arg-type]
+        await store.set_vector_model("hash-8", 8)
+        worker.load()
+        await _stored(store, "good", 0, 6)
+        await _stored(store, "bad", 100, 6)
+        with caplog.at_level(logging.WARNING, logger="a2e_host.search"):
+            for _ in range(3):  # the batches of 8: both namespaces' entries mixed
+                await worker.embed_pending()
+            await _stored(store, "good", 6, 6)
+            await _stored(store, "bad", 106, 2)
+            while (await worker.embed_pending())[0]:
+                pass
+        good = index.get("good")
+        assert good is not None and len(good) == 12
+        assert await store.vector_queue() == 0
+        assert worker.refused >= 1
+        assert sum("refused its vectors" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        await store.close()

@@ -53,6 +53,13 @@ log = logging.getLogger("a2e_host.search")
 # Seconds `stop()` lets an abandoned embedder call return (one batch: ~0.1-1 s); a process that
 # exits while onnxruntime computes is aborted
 _SETTLE = 5.0
+# After a failed step the worker waits `_RETRY` seconds, doubled at each failure in a row up to
+# `_RETRY_MAX` (an endpoint down is not called every 5 s for hours, nor logged so)
+_RETRY = 5.0
+_RETRY_MAX = 60.0
+# namespaces whose index refused vectors, remembered so each is logged once (bounded: past
+# it, the set starts again)
+_REFUSED_KEPT = 1024
 
 
 def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
@@ -75,6 +82,7 @@ class EmbeddingWorker:
         self.on_batch = on_batch  # (entries embedded, seconds) after each batch
         self.backlog = 0  # entries waiting for a vector, as last counted
         self.embedded_total = 0
+        self.failures = 0  # failed steps since start (each retried later)
         self._ticket = 0
         self._through_all = 0  # every write up to this ticket has its vector
         self._through: dict[str, int] = {}  # the same, per namespace
@@ -177,6 +185,7 @@ class EmbeddingWorker:
 
     async def _run(self) -> None:
         assert self._wake is not None
+        failures = 0  # failed steps in a row
         while not self._stopping:
             try:
                 async with asyncio.timeout(5.0):
@@ -186,15 +195,24 @@ class EmbeddingWorker:
             self._wake.clear()
             try:
                 while await self.step():
+                    failures = 0
                     await asyncio.sleep(0)
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except StorageFull:  # the vectors wait for room (host.store.sqlite.space)
                 log.warning("background embedding paused: the disk is full; retrying in 5 s")
                 await asyncio.sleep(5.0)
-            except Exception:  # a failing endpoint or model: retry on the next wake-up
-                log.exception("background embedding failed; retrying in 5 s")
-                await asyncio.sleep(5.0)
+            except Exception as e:  # a failing endpoint or model: retry, later each time
+                failures += 1
+                self.failures += 1
+                wait = min(_RETRY * 2 ** (failures - 1), _RETRY_MAX)
+                if failures == 1:
+                    log.exception("background embedding failed; retrying in %.0f s", wait)
+                else:
+                    log.warning("background embedding failed again (%d in a row: %s);"
+                                " retrying in %.0f s", failures, e, wait)
+                await asyncio.sleep(wait)
 
     async def step(self) -> int:
         """One batch: of the namespace a query waits for (oldest waiter first), else of the
@@ -294,16 +312,33 @@ class LocalWorker(EmbeddingWorker):
         self._catch = store if isinstance(store, VectorCatchUp) else None
         self._seq: int | None = None  # the newest write of vectors the index has seen
         self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
+        self.refused = 0  # namespaces' index writes refused since start (`_add`)
+        self._refused: set[str] = set()  # ... those logged
 
     def _add(self, rows: Sequence[Pending], vecs: np.ndarray) -> None:
-        """Add stored vectors (`rows[j]`'s is `vecs[j]`) to their namespaces' indexes."""
+        """Add stored vectors (`rows[j]`'s is `vecs[j]`) to their namespaces' indexes. A
+        namespace whose index refuses them (vectors of another dimension than it holds, or
+        any other failure) is dropped from memory: the store has the vectors, and the
+        namespace's next query reads them; the others are added all the same, so one
+        namespace never stops the worker (logged once a namespace, counted in `refused`)."""
         by_ns: dict[str, list[int]] = {}
         for j, p in enumerate(rows):
             by_ns.setdefault(p.namespace, []).append(j)
         for ns, js in by_ns.items():
-            self.index.add(ns, [rows[j].id for j in js], vecs[js],
-                           [group_of(rows[j].tier, rows[j].owner) for j in js],
-                           [rows[j].expires_at for j in js])
+            try:
+                self.index.add(ns, [rows[j].id for j in js], vecs[js],
+                               [group_of(rows[j].tier, rows[j].owner) for j in js],
+                               [rows[j].expires_at for j in js])
+            except Exception as e:
+                self.index.drop(ns)
+                self.refused += 1
+                if ns not in self._refused:
+                    if len(self._refused) >= _REFUSED_KEPT:
+                        self._refused.clear()
+                    self._refused.add(ns)
+                    log.warning("the vector index of a namespace refused its vectors (%s):"
+                                " dropped from memory, its next query reads them from the"
+                                " store", e)
 
     def load(self) -> None:
         """Note the newest write of vectors (blocking: run it in a thread). The index reads a
@@ -344,10 +379,8 @@ class LocalWorker(EmbeddingWorker):
         blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
         done = set(await self.store.write_vectors(
             [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
-        for j, p in enumerate(fresh):
-            if p.id in done:
-                self.index.add(p.namespace, [p.id], vecs[j:j + 1],
-                               [group_of(p.tier, p.owner)], [p.expires_at])
+        written = [j for j, p in enumerate(fresh) if p.id in done]
+        self._add([fresh[j] for j in written], vecs[written])
         await self.count_backlog()
         return len(batch), len(batch) < limit
 
