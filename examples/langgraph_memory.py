@@ -1,7 +1,8 @@
 """A LangGraph agent whose long-term memory is an A2E memory host.
 
-Start a host (`a2e-host serve`), then remember something in one process and find it from
-another, by meaning, with the host's own offline search (no embedding API key):
+Install LangGraph with the store (`pip install -e '.[langgraph]'`; `--tools` also needs
+`pip install langmem`), start a host (`a2e-host serve`), then remember something in one
+process and find it from another, with the host's own offline search (no embedding API key):
 
     python examples/langgraph_memory.py --remember "The user prefers concise Python answers"
     python examples/langgraph_memory.py --recall "how should code answers look?"
@@ -60,7 +61,10 @@ def build(store: A2EStore):  # noqa: ANN201 - LangGraph's compiled graph type
 
 def with_tools(store: A2EStore, user: str, text: str, query: str) -> None:
     """langmem's manage and search tools on the same store."""
-    from langmem import create_manage_memory_tool, create_search_memory_tool
+    try:
+        from langmem import create_manage_memory_tool, create_search_memory_tool
+    except ImportError:
+        raise SystemExit("--tools needs langmem: pip install langmem") from None
 
     manage = create_manage_memory_tool(("memories", user), store=store)
     search = create_search_memory_tool(("memories", user), store=store)
