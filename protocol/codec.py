@@ -49,8 +49,11 @@ _AT_RE = re.compile(r"at `\$\.?([^`]*)`")
 _TOO_DEEP = "JSON nested too deeply"
 _MISSING_RE = re.compile(r"missing required field `([^`]+)`")
 # the decoder reads any integer (a 400-digit one too); one of 309 digits or more may be beyond
-# a double's range (1.8e308): only a text with such a run of digits is looked at further
-_LONG_DIGITS = re.compile(rb"[0-9]{309}")
+# a double's range (1.8e308): only a text with such a run of digits is looked at further. The
+# run is found by a byte translation (digits to "0", the rest to " ") and a substring search,
+# both linear (a regex tried each start within each run: 28 ms on 64 KiB of 308-digit runs)
+_DIGITS_ONLY = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_RUN = b"0" * 309
 DOUBLE_LIMIT = 2**1024 - 2**970  # the least integer no double holds (float() overflows)
 
 
@@ -145,11 +148,11 @@ def decode_entry(raw: bytes) -> MemoryEntry:
         raise msgspec.DecodeError(_TOO_DEEP) from None
 
 
-def numbers_fit(raw: bytes, value: Any) -> bool:
+def numbers_fit(raw: bytes | msgspec.Raw, value: Any) -> bool:
     """False when `value`, the decoded JSON text `raw`, holds an integer beyond a double's
     range (JSON allows it; docs/protocol.md, "Numbers", refuses it): a decoded float always
     fits (the decoder refuses `1e999`)."""
-    if _LONG_DIGITS.search(raw) is None:
+    if len(raw) < len(_LONG_RUN) or _LONG_RUN not in bytes(raw).translate(_DIGITS_ONLY):
         return True
     stack = [value]
     while stack:
