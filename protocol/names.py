@@ -27,12 +27,12 @@ SPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a client vector space
 def name_problem(name: str) -> str | None:
     """What keeps `name` from being a namespace or an agent ("" is the caller's to judge), or
     None."""
+    if len(name) > MAX_NAME_BYTES or len(
+            name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:  # first: a short scan
+        return f"is over {MAX_NAME_BYTES} bytes"
     bad = CONTROL.search(name)
     if bad is not None:
         return f"holds the control character U+{ord(bad.group()):04X}"
-    if len(name) * 4 > MAX_NAME_BYTES and len(
-            name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
-        return f"is over {MAX_NAME_BYTES} bytes"
     return None
 
 
