@@ -16,26 +16,26 @@ GUIDE = ROOT / "docs" / "langgraph.md"
 DEFAULT_URL = "ws://127.0.0.1:8765"
 
 
-def python_blocks(text: str) -> list[str]:
-    """The ```python blocks of a Markdown text, in order."""
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+def python_blocks(text: str) -> list[tuple[str, str]]:
+    """The ```python blocks of a Markdown text, in order, each with the text of the
+    `<!-- prints: TEXT -->` mark right above it ("" without one)."""
+    return re.findall(r"(?:<!-- prints: (.*?) -->\n)?```python\n(.*?)```", text, flags=re.S)
 
 
-def test_the_guides_example_prints_what_its_comment_says(
+def test_the_guides_example_prints_what_it_says(
     host_process: Callable[..., Any], tmp_path: Path,
 ) -> None:
     """The guide's first Python example, run as a process of its own against a fresh host (its
-    address the only change), prints the item its comment names: a search with a query that
-    shares no word with the item still returns it."""
+    address the only change), prints exactly the item its mark and its comment name: a search
+    with a query that shares no word with the item still returns it."""
     host = host_process(tmp_path / "a2e.db")
-    code = python_blocks(GUIDE.read_text())[0]
-    assert DEFAULT_URL in code
-    printed = re.findall(r"print\(.*\)\s+# (.+)", code)
-    assert printed, "the example says what it prints"
+    want, code = python_blocks(GUIDE.read_text())[0]
+    assert DEFAULT_URL in code and want
+    assert re.findall(r"print\(.*\)\s+# (.+)", code) == [want]
     done = subprocess.run([sys.executable, "-c", code.replace(DEFAULT_URL, host.url)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == printed
+    assert done.stdout.splitlines() == [want]
 
 
 def test_the_extra_the_guide_installs_holds_langgraph_and_the_store_interface() -> None:
