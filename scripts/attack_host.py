@@ -1,4 +1,4 @@
-"""Hostile clients on the HTTP side of the host's port, against a real host.
+"""Hostile clients against a real host: the HTTP side of its port, names and numbers.
 
     python scripts/attack_host.py [--only http|streams|names] [--transport websockets|picows]
                                   [--sessions 10000] [--events 108000] [--json]
@@ -512,7 +512,7 @@ def run_all(argv: list[str]) -> int:
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions the flood opens")
     ap.add_argument("--events", type=int, default=108_000, help="events of the kept stream")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--db", default="", help="the names attacks' database: a SQLite path, a"
+    ap.add_argument("--db", default="", help="the names and streams attacks' database: a SQLite path, a"
                     " postgresql:// URL, or 'embedded' (default: a fresh SQLite file)")
     ap.add_argument("--embed-wait", type=float, default=15.0,
                     help="seconds attack 7 waits for the embedding backlog to empty")
