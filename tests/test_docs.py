@@ -4,18 +4,25 @@ at nothing outside it, and the commands they give are the ones that work."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
 import textwrap
+import time
 import tomllib
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
+import pytest
 from websockets.sync.client import connect
 
 from host.cli.main import build_parser
 from host.cli.reference import _subparsers
-from scripts.support.procs import HostProcess
+from scripts.support.procs import HostProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -237,6 +244,103 @@ def test_every_snippet_mark_is_on_a_block_and_says_why() -> None:
         bad += [f"{s}: mark without its text" for s in marked
                 if s.mark is not None and len(s.mark[1].strip()) < 8]
     assert not bad, "\n".join(bad)
+
+
+class _PageRun:
+    """The snippets of one page run in order in `folder`, against one real host: the one the
+    page starts itself (a shell block ending in `a2e-host serve`), else one started for the
+    page when a snippet names the host's address. The host listens on a free port that stands
+    in for the one the page names."""
+
+    def __init__(self, folder: Path, snippets: list[Snippet]) -> None:
+        self.folder = folder
+        self.snippets = snippets
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("A2E_HOST_")}
+        self.host: HostProcess | None = None
+        self.serving: subprocess.Popen[bytes] | None = None
+        if any(s.serves for s in snippets):
+            self.port = free_port()
+        elif any(AS_WRITTEN in s.body for s in snippets):
+            self.host = HostProcess(folder / "host.db", cwd=folder, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            self.port = self.host.port
+        else:
+            self.port = free_port()
+        self.env["A2E_HOST_SERVER_PORT"] = str(self.port)
+
+    def __enter__(self) -> _PageRun:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.host is not None:
+            self.host.terminate()
+        if self.serving is not None:
+            if kind is not None:
+                stop_process(self.serving)
+                return
+            self.serving.send_signal(signal.SIGTERM)
+            code = self.serving.wait(30)
+            assert code == 0, f"the page's host exited {code} after SIGTERM: {self._log()[-3000:]}"
+
+    def _log(self) -> str:
+        log = self.folder / "serve.log"
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def text(self, s: Snippet) -> str:
+        return s.commands.replace(AS_WRITTEN, f"127.0.0.1:{self.port}")
+
+    def run(self, s: Snippet) -> None:
+        if s.serves:
+            assert self.serving is None, f"{s}: a second host on one page"
+            lines = self.text(s).rstrip("\n").splitlines()
+            script = "\n".join([*lines[:-1], "exec " + lines[-1]])
+            with open(self.folder / "serve.log", "wb") as log:
+                self.serving = subprocess.Popen(["bash", "-e", "-c", script], cwd=self.folder,
+                                                env=self.env, stdout=log, stderr=log)
+            wait_port(self.port, self.serving, 60)
+            if s.mark is not None and s.mark[0] == "prints":
+                want = s.mark[1].replace(AS_WRITTEN, f"127.0.0.1:{self.port}")
+                deadline = time.monotonic() + 30
+                while want not in self._log() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert want in self._log(), f"{s}: the host did not print {want!r}"
+            return
+        if s.lang == "python":
+            path = self.folder / f"snippet_{s.line}.py"
+            path.write_text(self.text(s))
+            cmd = [sys.executable, str(path)]
+        else:
+            cmd = ["bash", "-e", "-c", self.text(s)]
+        done = subprocess.run(cmd, cwd=self.folder, env=self.env, capture_output=True,
+                              text=True, timeout=SNIPPET_TIMEOUT)
+        assert done.returncode == 0, (
+            f"{s} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        if s.mark is not None and s.mark[0] == "prints":
+            assert s.mark[1] in done.stdout, f"{s} did not print {s.mark[1]!r}:\n{done.stdout}"
+
+    def get(self, path: str) -> int:
+        """The status of GET `path` on the page's host, redirects followed."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
+            return int(r.status)
+
+
+_TO_RUN = [page for page in PAGES if any(s.runs for s in _snippets(page))]
+
+
+@pytest.mark.parametrize("page", _TO_RUN, ids=[p.relative_to(ROOT).as_posix() for p in _TO_RUN])
+def test_snippets_run_as_written(page: Path, tmp_path: Path) -> None:
+    """Every Python and shell block of the page that is not marked `not run` runs as written,
+    in order, in one fresh folder, against a real host, and exits 0 (printing what its
+    `prints` mark names); a page that starts the host itself gets a host that serves the
+    addresses the page names (`/ui`) and exits 0 on SIGTERM."""
+    snippets = [s for s in _snippets(page) if s.runs]
+    with _PageRun(tmp_path, snippets) as run:
+        for s in snippets:
+            run.run(s)
+        for path in sorted(set(re.findall(r"http://127\.0\.0\.1:8765(/[\w/-]+)\*\*",
+                                          page.read_text()))):
+            assert run.get(path) == 200, path
 
 
 def _shape(value: object, user_data: bool = False) -> object:
