@@ -16,6 +16,7 @@ Every field is checked here before anything is read or written (`invalid_message
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -76,6 +77,7 @@ __all__ = [
 ]
 
 MAX_OFFSET = 10_000  # `offset` of a retrieve or a paths request
+PATHS_ON_LOOP = 2000  # distinct paths a paths request selects on the loop (more: on a thread)
 MAX_VECTORS_PER_ENTRY = ROWS_PER_ENTRY  # rows of one entry's `vectors` (64)
 DEFAULT_SPACE = "default"  # the space of vectors sent with `vector_space` ""
 _decode = msgspec.json.decode
@@ -246,9 +248,14 @@ class StoreExtensionHandlers:
             t = plugin.clock()
             found = await store.key_paths(session.scope, Query(tiers=tiers), req.field,
                                           req.prefix, t)
-            paths = select_paths((_decode(x) for x in found), req.prefix, req.suffix,
-                                 req.max_depth, min(req.limit, plugin.config.limits.max_limit),
-                                 req.offset)
+
+            def select() -> list[list[str]]:
+                return select_paths((_decode(x) for x in found), req.prefix, req.suffix,
+                                    req.max_depth, min(req.limit, plugin.config.limits.max_limit),
+                                    req.offset)
+
+            # decoding and sorting many distinct paths is Python work: off the loop
+            paths = select() if len(found) <= PATHS_ON_LOOP else await asyncio.to_thread(select)
         return MemoryPathsResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
                                    paths=paths)
 

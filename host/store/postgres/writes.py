@@ -204,18 +204,27 @@ class Writes(StoreState):
 
     async def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> int:
         """Delete the expired entries of `scope`'s namespace it may see in `tiers` (logged as
-        `expired`, under the namespace's lock); how many. Returns after COMMIT."""
+        `expired`), `gc_batch` a transaction under the namespace's lock (as `collect_garbage`:
+        the namespace's writers, and the put batches holding one of them, go between two);
+        how many. Returns after the last COMMIT."""
         if not tiers:
             return 0
         p = _Params()
         vis = " OR ".join(f"(tier = {p(t)} AND owner = {p(owner_for(t, scope.agent))})"
                           for t in tiers)
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT a2e_lock_namespace($1),"
-                               " set_config('a2e.change_op', 'expired', true)",
-                               scope.namespace)
-            status = await conn.execute(
-                f"DELETE FROM a2e_entries WHERE namespace = {p(scope.namespace)} AND ({vis})"
-                f" AND expires_at IS NOT NULL AND expires_at <= {p(now)}", *p.values)
-        return int(status.split()[-1])
+        sql = (f"DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
+               f" WHERE namespace = {p(scope.namespace)} AND ({vis}) AND expires_at IS NOT NULL"
+               f" AND expires_at <= {p(now)} LIMIT {p(self.gc_batch)})")
+        total = 0
+        async with self.pool.acquire() as conn:
+            while True:
+                async with conn.transaction():
+                    await conn.execute("SELECT a2e_lock_namespace($1),"
+                                       " set_config('a2e.change_op', 'expired', true)",
+                                       scope.namespace)
+                    status = await conn.execute(sql, *p.values)
+                n = int(status.split()[-1])
+                total += n
+                if n < self.gc_batch:
+                    return total
 

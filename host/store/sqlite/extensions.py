@@ -27,6 +27,7 @@ __all__ = [
     "client_space_dims",
     "client_space_rows",
     "client_vectors",
+    "key_path_texts",
     "key_paths",
     "refresh_entries",
     "sweep_expired",
@@ -142,9 +143,11 @@ def refresh_entries(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str]
 
 
 def sweep_expired(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], now: float,
-                  deferred: Deferred | None = None) -> int:
+                  deferred: Deferred | None = None, batch: int = 0) -> int:
     """Delete the expired entries of `scope`'s namespace in `tiers` that `scope` may see (its
-    own episodic ones, the semantic ones); the number deleted, logged as `expired`."""
+    own episodic ones, the semantic ones), at most `batch` of them (0: all), soonest expired
+    first (through the expiry index: a large namespace's live rows are not walked); the number
+    deleted, logged as one `expired` change (call again while it is `batch`)."""
     if not tiers:
         return 0
     vis = " OR ".join(["(tier = ? AND owner = ?)"] * len(tiers))
@@ -152,13 +155,21 @@ def sweep_expired(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], 
     for t in tiers:
         params += (t, owner_for(t, scope.agent))
     gone = conn.execute(
-        f"DELETE FROM entries WHERE namespace = ? AND ({vis}) AND expires_at IS NOT NULL"
-        " AND expires_at <= ? RETURNING tier, owner, key, tags", [*params, now]).fetchall()
+        "DELETE FROM entries WHERE id IN (SELECT id FROM entries INDEXED BY entries_expiry"
+        f" WHERE expires_at IS NOT NULL AND expires_at <= ? AND namespace = ? AND ({vis})"
+        " ORDER BY expires_at LIMIT ?) RETURNING tier, owner, key, tags",
+        [now, *params, batch if batch > 0 else -1]).fetchall()
     if gone:
         log_change(conn, scope.namespace, "expired", _removed(gone), now)
         if deferred is None:
             Deferred().flush(conn)
     return len(gone)
+
+
+def key_path_texts(conn: sqlite3.Connection, scope: Scope, q: Query, field: str,
+                   prefix: Sequence[str], now: float) -> list[bytes]:
+    """`key_paths` read whole, as UTF-8."""
+    return [t.encode() for t in key_paths(conn, scope, q, field, prefix, now)]
 
 
 def key_paths(conn: sqlite3.Connection, scope: Scope, q: Query, field: str,

@@ -46,6 +46,7 @@ __all__ = [
     "find_entries",
     "forget_entries",
     "keyword_stats",
+    "namespace_entries",
     "put_entries",
     "scope_token",
     "search_entries",
@@ -170,6 +171,14 @@ def _stored_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]
         where += " AND e.score >= ?"
         params.append(q.min_score)
     return where, params
+
+
+def namespace_entries(conn: sqlite3.Connection, namespace: str) -> int:
+    """The entries `namespace` holds, expired ones not yet collected included (its `usage`
+    row: one point read)."""
+    row = conn.execute("SELECT entries FROM usage WHERE namespace = ? AND agent = ''",
+                       (namespace,)).fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 def find_entries(

@@ -2,7 +2,9 @@
 
 Writes go through one `Writer` thread that commits in groups (WAL, `synchronous=FULL`); a
 write's coroutine returns only after its group committed. Reads run on the event-loop thread
-with their own connection (a WAL snapshot; point reads cost ~20 us here, less than a thread hop).
+with their own connection (a WAL snapshot; point reads cost ~20 us here, less than a thread hop),
+except those that may walk a large namespace (filters, key prefixes, key paths, the total of a
+large namespace): they run on the `ScanReader`'s threads (`host/store/sqlite/scans.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from host.store.sqlite import extensions as ext
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
 from host.store.sqlite.schema import connect, migrate
 from host.store.sqlite.space import DiskSpace
 from host.store.sqlite.writer import CommitObserver, Writer
@@ -74,6 +77,9 @@ class SQLiteEntryStore(Opens):
         self._writer: Writer | None = None
         self._deferred = Deferred()  # the writes a commit group holds for its end (writer thread)
         self._read: sqlite3.Connection | None = None
+        # reads that may scan a namespace of more entries than this run off the loop
+        self.scan_on_loop = SCAN_ON_LOOP
+        self._scans = ScanReader(lambda: connect(self.path))
 
     async def open(self) -> None:
         """Create or migrate the schema, start the writer, open the read connection."""
@@ -90,6 +96,7 @@ class SQLiteEntryStore(Opens):
 
     async def close(self) -> None:
         """Commit what is queued, stop the writer, close the connections. Idempotent."""
+        await asyncio.to_thread(self._scans.close)
         if self._writer is not None:
             await asyncio.to_thread(self._writer.stop)
             self._writer = None
@@ -115,8 +122,18 @@ class SQLiteEntryStore(Opens):
         return self._submit(ops.put_entries, scope, list(entries), now, self.quotas,
                             self._deferred)
 
+    def _scans_many(self, scope: Scope, q: Query) -> bool:
+        """True when reading `q` may walk more than `scan_on_loop` rows of the namespace (no
+        keys: the read counts or filters the visible rows of a large namespace)."""
+        return not q.keys and ops.namespace_entries(self._conn(), scope.namespace) \
+            > self.scan_on_loop
+
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
-        """Entries matching `q`, best stored score first; (page, total)."""
+        """Entries matching `q`, best stored score first; (page, total). Off the loop when it
+        may walk a large namespace."""
+        if self._scans_many(scope, q):
+            return await self._scans.submit(  # type: ignore[no-any-return]
+                scope.namespace, ops.find_entries, scope, q, now)
         return ops.find_entries(self._conn(), scope, q, now)
 
     async def search(
@@ -245,15 +262,25 @@ class SQLiteEntryStore(Opens):
         return self._submit(ext.refresh_entries, scope, list(tiers), list(keys), now,
                             grows=False)
 
-    def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> asyncio.Future[int]:
-        """Delete the expired entries `scope` may see in `tiers`: after the commit, how many."""
-        return self._submit(ext.sweep_expired, scope, list(tiers), now, self._deferred,
-                            grows=False)
+    async def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> int:
+        """Delete the expired entries `scope` may see in `tiers`, `ops.GC_BATCH` a transaction
+        (as the collector: other writes go between two); after the last commit, how many."""
+        total = 0
+        while True:
+            n = await self._submit(ext.sweep_expired, scope, list(tiers), now, self._deferred,
+                                   ops.GC_BATCH, grows=False)
+            total += n
+            if n < ops.GC_BATCH:
+                return total
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
                         now: float) -> list[bytes]:
-        """The distinct JSON arrays under key member `field` that `q` lets `scope` read."""
-        return [t.encode() for t in ext.key_paths(self._conn(), scope, q, field, prefix, now)]
+        """The distinct JSON arrays under key member `field` that `q` lets `scope` read (off
+        the loop in a large namespace)."""
+        if self._scans_many(scope, q):
+            return await self._scans.submit(  # type: ignore[no-any-return]
+                scope.namespace, ext.key_path_texts, scope, q, field, prefix, now)
+        return ext.key_path_texts(self._conn(), scope, q, field, prefix, now)
 
     # -- similarity search (host/search/engine.py; the SQL is in sqlite.vectors) -------------
 
@@ -272,7 +299,11 @@ class SQLiteEntryStore(Opens):
         return vec.neighbour_entries(self._conn(), scope, q, hits, span, now)
 
     async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
-        """Row ids of the live entries `q` (keys, tags, tiers) lets `scope` read."""
+        """Row ids of the live entries `q` (keys, tags, tiers, filters) lets `scope` read (off
+        the loop in a large namespace)."""
+        if self._scans_many(scope, q):
+            return await self._scans.submit(  # type: ignore[no-any-return]
+                scope.namespace, vec.allowed_ids, scope, q, now)
         return vec.allowed_ids(self._conn(), scope, q, now)
 
     async def pending_vectors(

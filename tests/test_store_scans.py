@@ -1,0 +1,153 @@
+"""Scans and sweeps hold no other tenant: a read that may walk a large namespace (a filter, a
+key prefix, a key-path listing) leaves the event loop to the others while it runs, and a sweep
+deletes in batches, each its own transaction, with other writes between them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host.store.base import EntryStore, NewEntry, Query, Scope, StoreExtensions
+from host.store.changes import ChangeLog
+from host.store.filters import parse_filter, parse_key_prefix
+from host.store.postgres.store import PostgresEntryStore
+from host.store.sqlite import ops
+from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
+from host.store.sqlite.schema import connect
+from host.store.sqlite.store import SQLiteEntryStore
+from protocol.keys import canonical_key
+
+pytestmark = pytest.mark.all_backends
+
+A = Scope("ns", "alice")
+T0 = 1_800_000_000.0
+BOTH = ("episodic", "semantic")
+
+
+@pytest.fixture
+async def store(store_db: str) -> AsyncIterator[EntryStore]:
+    """An open store of the parametrised backend."""
+    s: EntryStore
+    if store_db.startswith("postgresql"):
+        s = PostgresEntryStore(store_db, pool_max=4)
+    else:
+        s = SQLiteEntryStore(store_db)
+    async with s:  # type: ignore[attr-defined]
+        yield s
+
+
+def entry(i: int, **kw: Any) -> NewEntry:
+    return NewEntry(tier="semantic", key=canonical_key({"ns": ["u", str(i % 3)], "k": i}),
+                    content=b'{"kind": "note"}', **kw)
+
+
+async def expired_changes(store: EntryStore, namespace: str) -> list[int]:
+    """The sequence numbers of the namespace's `expired` changes."""
+    assert isinstance(store, ChangeLog)
+    return [c.seq for c in await store.changes_after(namespace, 0, 1000) if c.op == "expired"]
+
+
+async def test_a_sweep_of_more_than_a_batch_commits_batch_by_batch(store: EntryStore) -> None:
+    """A sweep of 2,500 expired entries deletes them all in transactions of at most 1,000,
+    each logged as its own `expired` change (one transaction held the writer ~1 s at 50,000)."""
+    assert isinstance(store, StoreExtensions)
+    await store.put(A, [entry(i, ttl=60, updated_at=T0 - 3600) for i in range(2500)], T0)
+    await store.put(A, [entry(9999)], T0)  # live: stays
+    assert await store.sweep(A, ("semantic",), T0) == 2500
+    assert len(await expired_changes(store, "ns")) == 3
+    found, total = await store.find(A, Query(tiers=BOTH), T0)
+    assert total == 1 and [e.key for e in found] == [entry(9999).key]
+
+
+async def test_a_write_lands_between_the_batches_of_a_sweep(tmp_path: Path) -> None:
+    """On SQLite's single writer, a store sent while a sweep runs commits between two of the
+    sweep's transactions, not after all of them."""
+    async with SQLiteEntryStore(tmp_path / "db.sqlite") as store:
+        await store.put(A, [entry(i, ttl=60, updated_at=T0 - 3600) for i in range(2500)], T0)
+        sweep = asyncio.ensure_future(store.sweep(A, ("semantic",), T0))
+        await asyncio.sleep(0)  # the sweep's first batch is queued
+        await store.put(A, [entry(9999)], T0)
+        assert await sweep == 2500
+        stored = [c.seq for c in await store.changes_after("ns", 0, 1000) if c.op == "stored"]
+        assert min(await expired_changes(store, "ns")) < stored[-1] < max(
+            await expired_changes(store, "ns"))
+
+
+Read = Callable[[EntryStore], Awaitable[Any]]
+READS: dict[str, Read] = {
+    "filter": lambda s: s.find(A, Query(tiers=BOTH, where=parse_filter({"kind": "none"})), T0),
+    "key_prefix": lambda s: s.find(
+        A, Query(tiers=BOTH, key_prefix=parse_key_prefix({"ns": ["u", "1"]})), T0),
+    "paths": lambda s: s.key_paths(A, Query(tiers=BOTH), "ns", [], T0),  # type: ignore[attr-defined]
+}
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+async def test_a_read_that_scans_a_large_namespace_lets_the_loop_run(
+        store: EntryStore, read: str) -> None:
+    """A filter, key-prefix or key-path read of a namespace larger than `SCAN_ON_LOOP` entries
+    gives the loop up at once: a task started after it runs before it ends (on the loop, the
+    whole read ran in its first step, every other connection waiting)."""
+    await store.put(A, [entry(i) for i in range(SCAN_ON_LOOP + 1)], T0)
+    order: list[str] = []
+
+    async def scan() -> None:
+        await READS[read](store)
+        order.append("scan")
+
+    async def bystander() -> None:
+        order.append("bystander")
+
+    await asyncio.gather(asyncio.create_task(scan()), asyncio.create_task(bystander()))
+    assert order == ["bystander", "scan"]
+
+
+async def test_a_read_off_the_loop_answers_what_the_loop_would(store: EntryStore) -> None:
+    """The page, order and total of a filtered read of a large namespace are those of the same
+    read on the loop's connection (SQLite), or of the same read (PostgreSQL)."""
+    await store.put(A, [NewEntry(tier="semantic", key=canonical_key({"ns": ["u", str(i % 3)],
+                                                                     "k": i}),
+                                 content=b'{"n": %d}' % (i % 7), score=(i % 10) / 10)
+                        for i in range(SCAN_ON_LOOP + 1)], T0)
+    q = Query(tiers=BOTH, where=parse_filter({"n": {"$gte": 3}}),
+              key_prefix=parse_key_prefix({"ns": ["u", "2"]}), limit=7, offset=5)
+    page, total = await store.find(A, q, T0)
+    paths = await store.key_paths(A, Query(tiers=BOTH), "ns", [], T0)  # type: ignore[attr-defined]
+    assert sorted(json.loads(x) for x in paths) == [["u", "0"], ["u", "1"], ["u", "2"]]
+    if isinstance(store, SQLiteEntryStore):
+        with closing(connect(store.path)) as conn:  # the loop's way: a connection's own read
+            want, want_total = ops.find_entries(conn, A, q, T0)
+        assert (page, total) == (want, want_total)
+    else:
+        assert total == sum(1 for i in range(SCAN_ON_LOOP + 1) if i % 3 == 2 and i % 7 >= 3)
+        assert len(page) == 7
+
+
+async def test_the_scan_reader_takes_the_namespaces_in_turn(tmp_path: Path) -> None:
+    """Three reads queued for one namespace and then one for another: the other namespace's
+    read is not left behind all three (one reader thread)."""
+    path = tmp_path / "db.sqlite"
+    async with SQLiteEntryStore(path):
+        pass  # the schema
+    reader = ScanReader(lambda: connect(str(path)), threads=1)
+    order: list[str] = []
+
+    def job(conn: sqlite3.Connection, name: str) -> str:
+        conn.execute("SELECT count(*) FROM entries").fetchone()
+        order.append(name)
+        return name
+
+    try:
+        futures = [reader.submit("x", job, "x1"), reader.submit("x", job, "x2"),
+                   reader.submit("x", job, "x3"), reader.submit("y", job, "y1")]
+        assert await asyncio.gather(*futures) == ["x1", "x2", "x3", "y1"]
+    finally:
+        reader.close()
+    assert order.index("y1") < order.index("x3")
