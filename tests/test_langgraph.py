@@ -387,6 +387,23 @@ async def test_a_store_opens_a_new_connection_after_the_host_closed_its_last(
         await in_thread(run)
 
 
+async def test_a_store_goes_on_after_its_host_restarted(tmp_path: Path) -> None:
+    """A store whose host stopped and started again on the same address and database reads
+    what it stored, on a new connection, at its next call."""
+    db = tmp_path / "db"
+    async with running_host(make_config(db)) as first:
+        url = url_of(first)
+        store = await in_thread(A2EStore, url, namespace="restart")
+        await in_thread(store.put, ("a",), "k", {"v": 1})
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        async with running_host(make_config(db, server={"port": port})) as again:
+            assert url_of(again) == url
+            assert (await in_thread(store.get, ("a",), "k")).value == {"v": 1}
+    finally:
+        await in_thread(store.close)
+
+
 async def test_entries_other_clients_wrote_never_break_a_search_or_a_listing(
     host: Host, open_store: Callable[..., A2EStore],
 ) -> None:
