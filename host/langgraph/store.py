@@ -1,12 +1,14 @@
 """`A2EStore` and `AsyncA2EStore`: LangGraph's `BaseStore` on an A2E memory host, over the wire.
 
-Both run one `_Session` (a `host.client.MemoryClient` connection with one memory session) and
-turn a batch of LangGraph ops into wire requests, in op order, pipelined on that connection:
-runs of puts are one `memory/store` (and one `memory/forget` for the deletions), runs of gets
-one `memory/retrieve` by keys, each search one retrieve with the store extensions (`filter`,
-`key_prefix`, `offset`, `query` or `vector`, `refresh_ttl`), each namespace listing one
-`memory/paths`. Replies on one connection come in request order and each read sees the writes
-before it, so a batch costs one round trip whatever its size.
+Both run one `_Session` (a `host.client.MemoryClient` connection with one memory session,
+opened again when the connection ended) and turn a batch of LangGraph ops into wire requests,
+all built and checked before any is sent (frame sizes included), then sent in op order,
+pipelined on that connection: runs of puts are `memory/store` requests cut by size (and one
+`memory/forget` for the deletions), runs of gets one `memory/retrieve` by keys, each search a
+retrieve with the store extensions (`filter`, `key_prefix`, `offset`, `query` or `vector`,
+`refresh_ttl`; with a query, a second, plain one fills the page as LangGraph's stores do),
+each namespace listing one `memory/paths`. Replies on one connection come in request order
+and each read sees the writes before it, so a batch costs one round trip whatever its size.
 
 `A2EStore` is sync first (like `SqliteStore`): its connection lives on a private event-loop
 thread; `abatch` waits on it without blocking the caller's loop. `AsyncA2EStore` is async
