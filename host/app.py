@@ -12,14 +12,18 @@ The CLI's `serve` and the tests use this same object. It also serves `GET /metri
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import logging
+import os
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from host.config import Config
+from host import __version__
+from host.config import Config, mask_value
 from host.core.auth import Authenticator
 from host.core.handshake import CoreHandlers
 from host.core.router import Router
@@ -37,13 +41,14 @@ from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
 from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
+from host.store.sqlite.schema import FileState
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps
 from host.ui.mount import route as ui_route
 from protocol.clock import Clock, wall_clock
 
-__all__ = ["Host", "RELOADABLE", "make_store", "quotas_of"]
+__all__ = ["AddressInUse", "Host", "RELOADABLE", "make_store", "quotas_of"]
 
 # Config sections a running host applies on reload (auth through `Authenticator.reload`);
 # a change anywhere else needs a restart.
@@ -65,11 +70,18 @@ def quotas_of(config: Config) -> Quotas:
     )
 
 
-def make_store(config: Config, observer: CommitObserver | None = None) -> EntryStore:
+class AddressInUse(ValueError):
+    """The address the host should listen on is taken (the message names it and the fix)."""
+
+
+def make_store(config: Config, observer: CommitObserver | None = None, *, create: bool = True,
+               adopt: bool = False) -> EntryStore:
     """The persistent store the configuration names: PostgreSQL for a `postgresql://` URL
     (needs the `postgres` extra), else a SQLite file (the default).
 
     `observer(operations, seconds)` is told of each SQLite group commit (the commit metrics).
+    A SQLite file that does not exist is created unless `create` is False; another
+    application's SQLite file is refused unless `adopt` (`schema.check_file`).
     """
     if is_postgres_url(config.store.db):
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),
@@ -81,7 +93,13 @@ def make_store(config: Config, observer: CommitObserver | None = None) -> EntryS
                             batch_max=config.store.batch_max, observer=observer,
                             max_term_docs=config.search.max_term_docs,
                             max_matches=config.search.max_keyword_matches,
-                            disk_reserve_bytes=config.store.disk_reserve_bytes)
+                            disk_reserve_bytes=config.store.disk_reserve_bytes,
+                            create=create, adopt=adopt)
+
+
+def _hostport(host: str) -> str:
+    """`host` as the host part of a URL (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _index_stats(search: SearchEngine) -> Callable[[], dict[str, int]] | None:
@@ -101,12 +119,13 @@ class Host:
 
     def __init__(
         self, config: Config, store: EntryStore | None = None,
-        config_path: str | Path | None = None, clock: Clock = wall_clock,
+        config_path: str | Path | None = None, clock: Clock = wall_clock, adopt: bool = False,
     ) -> None:
         self.config = config
         self.clock = clock  # the time of TTL, recency and collection (tests move it on)
         self.metrics = Metrics()
-        self.store = store if store is not None else make_store(config, self.metrics.commit)
+        self.store = store if store is not None else make_store(
+            config, self.metrics.commit, adopt=adopt)
         # the optional capabilities the host itself reads, checked once (host/store/base.py)
         self._counts = self.store if isinstance(self.store, TierCounts) else None
         self._not_ready = self.store if isinstance(self.store, NotReadyReason) else None
@@ -149,7 +168,8 @@ class Host:
         self.server = HostServer(
             config, self.router, self.store.ready, self._on_request,
             routes={"/metrics": get_only(self._metrics_route),
-                    "/readyz": get_only(self._readyz_route)},
+                    "/readyz": get_only(self._readyz_route),
+                    "/healthz": get_only(self._healthz_route)},
             prefix_routes={} if self.ui is None else {
                 "/ui": ui_route(self.ui, secure=bool(config.server.tls_cert))},
             gates=[bearer_gate(self.auth)], session_checks=[session_gate(self.auth)],
@@ -186,6 +206,14 @@ class Host:
                 ns = s.scope.namespace
                 counts[ns] = counts.get(ns, 0) + len(s.working)
         return counts
+
+    def _healthz_route(self, request: HttpRequest) -> HttpReply:
+        """200 while the process runs: `ok`, or to a request that accepts JSON (`Accept:
+        application/json`) `{"status": "ok", "version": ...}`."""
+        if "application/json" in (request.headers.get("Accept") or ""):
+            return HttpReply(HTTPStatus.OK, json.dumps({"status": "ok", "version": __version__}),
+                             {"Content-Type": "application/json"})
+        return HttpReply(HTTPStatus.OK, "ok\n")
 
     async def _readyz_route(self, request: HttpRequest) -> HttpReply:
         """The server's readiness answer, with the embedding backlog when ready."""
@@ -255,18 +283,48 @@ class Host:
             if self.ui is not None:
                 await self.ui.start()
             await self.memory.watches.start()
-        except BaseException:  # e.g. a TLS key that does not match: undo what started
+        except BaseException as exc:  # e.g. a TLS key that does not match: undo what started
             with contextlib.suppress(Exception):
-                await self.stop()
+                await self.stop(quiet=True)
+            if isinstance(self.store, SQLiteEntryStore):  # a database created now goes again
+                await self.store.discard()
+            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+                raise AddressInUse(
+                    f"cannot listen on {srv.host}:{srv.port}: the address is already in use"
+                    " (another a2e-host?): stop that process, or choose another --port"
+                    " (0 picks a free one)") from None
             raise
         if not listen:
             return
-        scheme = "wss" if srv.tls_cert else "ws"
-        log.info("a2e-host listening on %s://%s:%d (%s transport, HTTP + SSE on the same port,"
-                 " authentication %s)", scheme, srv.host, self.port, srv.transport,
-                 "on" if self.auth.enabled else "off")
+        for line in self.startup_lines():
+            log.info("%s", line)
 
-    async def stop(self) -> None:
+    def startup_lines(self) -> list[str]:
+        """What `serve` logs once it listens: the address, the database it opened (absolute
+        path, and whether it was new), the memory browser's address when it is on."""
+        srv = self.config.server
+        tls = bool(srv.tls_cert)
+        lines = [
+            f"a2e-host {__version__} listening on {'wss' if tls else 'ws'}://{_hostport(srv.host)}"
+            f":{self.port} ({srv.transport} transport, HTTP + SSE on the same port,"
+            f" authentication {'on' if self.auth.enabled else 'off'})",
+            f"database: {self._database_said()}",
+        ]
+        if self.ui is not None:
+            lines.append(f"memory browser: {'https' if tls else 'http'}://{_hostport(srv.host)}"
+                         f":{self.port}/ui")
+        return lines
+
+    def _database_said(self) -> str:
+        if not isinstance(self.store, SQLiteEntryStore):
+            return f"{mask_value(self.config.store.db)} (PostgreSQL)"
+        found = self.store.found
+        state = ("existing" if found is None or not found.new else
+                 "adopted: the host's tables added beside the others"
+                 if found is FileState.ADOPTED else "new")
+        return f"{os.path.abspath(self.store.path)} ({state})"
+
+    async def stop(self, quiet: bool = False) -> None:
         """End the watches (each told its last cursor), stop accepting, drain in-flight
         requests, stop the GC, commit and close the store."""
         await self.memory.watches.stop()
@@ -276,4 +334,5 @@ class Host:
         await self.gc.stop()
         await self.search.stop()
         await self.store.close()
-        log.info("a2e-host stopped")
+        if not quiet:
+            log.info("a2e-host stopped")

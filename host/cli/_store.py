@@ -1,8 +1,10 @@
 """What the store sub-commands share: the SQLite file or PostgreSQL store of the config, its
-quotas, and `open_admin`, the one place that picks the backend's `StoreAdmin`."""
+quotas, `open_admin`, the one place that picks the backend's `StoreAdmin`, and
+`open_sqlite`, which checks a SQLite path before opening it (`schema.check_file`)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,8 +14,9 @@ from host.store.base import StoreAdmin
 from host.store.postgres.admin import PostgresAdmin
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.admin import SQLiteAdmin, open_store_file
+from host.store.sqlite.schema import FileState, check_file, explain, remove_files
 
-__all__ = ["open_admin", "open_postgres", "quotas", "sqlite_path"]
+__all__ = ["open_admin", "open_postgres", "open_sqlite", "quotas", "sqlite_path"]
 
 
 def sqlite_path(config: Config, command: str) -> str:
@@ -26,6 +29,20 @@ def sqlite_path(config: Config, command: str) -> str:
             " (for PostgreSQL use its own tools, e.g. pg_dump)"
         )
     return db
+
+
+def open_sqlite(path: str, create: bool = False) -> sqlite3.Connection:
+    """The store file at `path`, checked (`UnusableDatabase` naming the path and the fix for
+    a folder, a file not SQLite, another application's database, a missing one unless
+    `create`, a folder the file cannot be written in), open with its schema migrated. A file
+    created here is removed again when opening it fails."""
+    found = check_file(path, create=create)
+    try:
+        return open_store_file(path, create=True)
+    except (sqlite3.Error, OSError) as exc:
+        if found is FileState.ABSENT:
+            remove_files(path)
+        raise explain(path, exc) from None
 
 
 @asynccontextmanager
@@ -49,7 +66,7 @@ async def open_admin(config: Config, command: str, create: bool = False) -> Asyn
             yield PostgresAdmin(store, mask_value(config.store.db))
         return
     path = sqlite_path(config, command)
-    conn = open_store_file(path, create=create)
+    conn = open_sqlite(path, create)
     try:
         yield SQLiteAdmin(conn, path, quotas(config))
     finally:

@@ -30,8 +30,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from host import __version__
 from host.config import ENV_FILE, Config, load_config
 from host.extras import MissingExtra
+from host.ops.logs import quiet_libraries
 from host.ops.threads import limit_blas_threads, serve_command
 
 __all__ = [
@@ -103,6 +105,7 @@ def add_db_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="a2e-host", description="The memory host for A2E agents.")
+    parser.add_argument("--version", action="version", version=f"a2e-host {__version__}")
     parser.add_argument(
         "--log-level", help="DEBUG, INFO, WARNING or ERROR (default: log.level of the config)"
     )
@@ -124,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    logging.getLogger("websockets").setLevel(logging.WARNING)  # no per-connection INFO lines
+    quiet_libraries()  # no per-connection or CPU-build INFO lines
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -28,7 +28,8 @@ async def _reindex(args: argparse.Namespace) -> int:
     if embedder is None:
         print("search.embedder is 'none': there are no vectors to compute")
         return 0
-    store = make_store(config)  # SQLite, or PostgreSQL (claims as a host's worker does)
+    # SQLite (which must exist), or PostgreSQL (claims as a host's worker does)
+    store = make_store(config, create=False)
     queue = store if isinstance(store, VectorQueue) else None  # both backends have one
     await store.open()
     engine = SearchEngine(store, embedder, config.search)

@@ -27,10 +27,11 @@ log = logging.getLogger("a2e_host")
 
 async def _serve(
     config: Config, config_path: str | None = None, reread: Callable[[], Config] | None = None,
+    adopt: bool = False,
 ) -> int:
     from host.app import Host
 
-    host = Host(config, config_path=config_path)
+    host = Host(config, config_path=config_path, adopt=adopt)
     await host.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -67,7 +68,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the host until SIGTERM or SIGINT, then drain, commit and exit 0."""
     config = config_from_args(args)
     setup_logging(config.log)
-    return int(run_loop(_serve(config, config_path(args), lambda: config_from_args(args))))
+    return int(run_loop(_serve(config, config_path(args), lambda: config_from_args(args),
+                               adopt=args.adopt)))
 
 
 def register(sub: Any) -> None:
@@ -77,5 +79,8 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port to bind (default 8765; 0 = any free port)")
     p.add_argument("--transport", choices=("websockets", "picows"),
                    help="WebSocket library (default websockets; picows: Cython framing)")
+    p.add_argument("--adopt", action="store_true",
+                   help="use a SQLite file that holds another application's tables: add the"
+                   " host's tables beside them (refused without this flag)")
     add_db_args(p)
     p.set_defaults(func=cmd_serve)

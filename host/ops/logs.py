@@ -19,7 +19,13 @@ from typing import Any, TextIO
 
 from host.config import LogConfig
 
-__all__ = ["JsonFormatter", "RequestLog", "TextFormatter", "setup_logging"]
+__all__ = ["QUIET_LIBRARIES", "JsonFormatter", "RequestLog", "TextFormatter", "quiet_libraries",
+           "setup_logging"]
+
+# Libraries whose INFO lines say nothing an operator acts on: websockets logs every handshake
+# failure and connection, faiss which CPU build it tried ("Could not load library with AVX512
+# support"), httpx every request to an embeddings server. Their warnings and errors still show.
+QUIET_LIBRARIES: tuple[str, ...] = ("websockets", "faiss", "httpx", "httpcore")
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -80,8 +86,14 @@ def setup_logging(config: LogConfig, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(config.level.upper())
-    # websockets logs every handshake failure and connection at INFO: keep them out
-    logging.getLogger("websockets").setLevel(logging.WARNING)
+    quiet_libraries()
+
+
+def quiet_libraries() -> None:
+    """Keep `QUIET_LIBRARIES` at WARNING, whatever the host's level (at DEBUG websockets
+    would log frames, which carry entry content)."""
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class RequestLog:

@@ -40,7 +40,14 @@ from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
-from host.store.sqlite.schema import connect, migrate
+from host.store.sqlite.schema import (
+    FileState,
+    check_file,
+    connect,
+    explain,
+    migrate,
+    remove_files,
+)
 from host.store.sqlite.space import DiskSpace
 from host.store.sqlite.writer import CommitObserver, Writer
 from host.text.bm25 import Analysis, Bm25Stats
@@ -65,8 +72,13 @@ class SQLiteEntryStore(Opens):
         max_term_docs: int = 0,
         max_matches: int = 0,
         disk_reserve_bytes: int = 0,
+        create: bool = True,
+        adopt: bool = False,
     ) -> None:
         self.path = str(path)
+        self.create = create  # False: a missing file is an error, not a new database
+        self.adopt = adopt  # True: another application's SQLite file is joined, not refused
+        self.found: FileState | None = None  # what `open()` found at the path
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self.space = DiskSpace(self.path, 0 if memory else disk_reserve_bytes)
         self.quotas = quotas or ops.Quotas()
@@ -82,17 +94,42 @@ class SQLiteEntryStore(Opens):
         self._scans = ScanReader(lambda: connect(self.path))
 
     async def open(self) -> None:
-        """Create or migrate the schema, start the writer, open the read connection."""
+        """Check the path (`schema.check_file`: `UnusableDatabase` for a folder, a file not
+        SQLite, another application's database unless `adopt`, a missing one unless `create`),
+        create or migrate the schema, start the writer, open the read connection. An error
+        while opening is an `UnusableDatabase` naming the path and the fix; a database this
+        call created is removed again (`discard`)."""
+        self.found = await asyncio.to_thread(
+            check_file, self.path, create=self.create, adopt=self.adopt)
+
         def _open() -> None:
             with closing(connect(self.path)) as conn:
                 migrate(conn)
 
-        await asyncio.to_thread(_open)
-        await asyncio.to_thread(self.space.claim)  # a full disk at start: stores refused
-        self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer,
-                              self._deferred, self.space)
-        await asyncio.to_thread(self._writer.start)
-        self._read = connect(self.path)
+        try:
+            await asyncio.to_thread(_open)
+            await asyncio.to_thread(self.space.claim)  # a full disk at start: stores refused
+            self._writer = Writer(lambda: connect(self.path), self._batch_max, self._observer,
+                                  self._deferred, self.space)
+            await asyncio.to_thread(self._writer.start)
+            self._read = connect(self.path)
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()
+            await self.discard()
+            raise explain(self.path, exc) from None
+        except BaseException:
+            await self.close()
+            await self.discard()
+            raise
+
+    async def discard(self) -> None:
+        """After a failed start, close and delete the database if `open()` created it (with
+        its -wal, -shm and -reserve files), so a start that failed leaves nothing behind;
+        a database that existed before is left as it was."""
+        if self.found is FileState.ABSENT:
+            await self.close()
+            await asyncio.to_thread(remove_files, self.path)
+            self.found = None
 
     async def close(self) -> None:
         """Commit what is queued, stop the writer, close the connections. Idempotent."""
