@@ -126,6 +126,7 @@ class _Session:
         if not url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"an A2E host address is ws://, wss://, http:// or https://: {url}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        resolved = _Index.of(index)  # a bad config raises before any connection
 
         async def opener() -> MemoryClient:
             if url.startswith(("http://", "https://")):
@@ -139,8 +140,7 @@ class _Session:
                 raise
             return client
 
-        return cls(opener, await opener(), tier, _Index.of(index), ttl, min_score,
-                   max_frame_bytes)
+        return cls(opener, await opener(), tier, resolved, ttl, min_score, max_frame_bytes)
 
     async def close(self) -> None:
         self._closed = True
