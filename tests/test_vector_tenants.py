@@ -145,3 +145,20 @@ async def test_a_namespace_whose_index_refuses_its_vectors_stops_no_other(
         assert sum("refused its vectors" in r.getMessage() for r in caplog.records) == 1
     finally:
         await store.close()
+
+
+def test_attack_vectors_holds_on_a_tiny_run() -> None:
+    """scripts/attack_vectors.py runs both attacks on a tiny scale and reports the victim's
+    space never evicted, with every figure."""
+    import json
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "attack_vectors.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--victim-rows", "20", "--spaces", "3", "--budget-mib",
+         "1", "--wide-budget-mib", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = json.loads(out.stdout)
+    assert [r["victim_evicted"] for r in results] == [False, False]
+    assert results[1]["evictions"] >= 1 and results[1]["index_mib"] <= 2
