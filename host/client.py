@@ -169,9 +169,18 @@ class MemoryClient:
         """Send a request struct now and return the awaitable of its reply (which raises
         `RemoteError` on `error`): requests submitted one after the other are sent, and so
         answered, in that order, with no round trip between them (pipelining)."""
+        if self._reader.done():  # the connection ended: no reply could ever come
+            raise ConnectionError("connection closed")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg.id] = fut
-        await self.channel.send(encode(msg).decode())
+        try:
+            await self.channel.send(encode(msg).decode())
+        except BaseException:
+            # not sent: its reply will never come, and the end of the connection must not
+            # be set on a future nobody awaits ("Future exception was never retrieved")
+            self._pending.pop(msg.id, None)
+            fut.cancel()
+            raise
         return self._reply(fut)
 
     @staticmethod
