@@ -89,12 +89,14 @@ def line_chart(values: Sequence[float | None], label: str, fmt: Fmt,
 
 def column_chart(values: Sequence[float | None], label: str, fmt: Fmt,
                  times: tuple[str, str], floor: float) -> str:
-    """A column a sample on a logarithmic scale of whole decades (no lower than `floor`, the
-    smallest value there can be) around the values, each decade a labelled tick (`fmt`); a
-    sample without a value (None) has no column. Columns are drawn with class `second`."""
+    """A column a sample on a logarithmic scale of whole decades, each a labelled tick
+    (`fmt`), from the decade below the smallest value (so that it still has a column: a
+    latency bucket's bound is an upper bound) to the one at or above the largest; `floor`,
+    the smallest value there can be, places the scale when there is none. A sample without
+    a value (None) has no column. Columns are drawn with class `second`."""
     finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    lo_exp = math.floor(math.log10(max(min(finite, default=floor), floor)) + 1e-9)
-    hi_exp = math.ceil(math.log10(max(finite, default=floor * 10)) - 1e-9)
+    lo_exp = math.ceil(math.log10(max(min(finite, default=floor), floor)) - 1e-9) - 1
+    hi_exp = math.ceil(math.log10(max(finite, default=floor)) - 1e-9)
     hi_exp = max(hi_exp, lo_exp + 1)
     decades = hi_exp - lo_exp
 

@@ -99,10 +99,10 @@ def _share(used: int, limit: int) -> str:
 
 def _quota_use(entries: int, size: int, quota: Quota) -> str:
     """The namespace's use of its two quotas, each with its unit: entries and bytes."""
-    return (f'<span class="quota">{entries:,} of {quota.entries:,} entries'
+    return (f'<span class="quotas"><span>{entries:,} of {quota.entries:,} entries'
             f" ({_share(entries, quota.entries)})</span>"
-            f'<span class="quota">{fmt_bytes(size)} of {fmt_bytes(quota.bytes)}'
-            f" ({_share(size, quota.bytes)})</span>")
+            f"<span>{fmt_bytes(size)} of {fmt_bytes(quota.bytes)}"
+            f" ({_share(size, quota.bytes)})</span></span>")
 
 
 def namespaces_page(
@@ -252,17 +252,16 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
             + "</div>")
 
 
-_WHY = (
-    "Under each hit, why it ranked there. <strong>relevance</strong>: how well this entry"
-    " matches the query, from 0 to 1 (the figure a client's <code>min_score</code> filters on"
-    " and its reply reports). <strong>keyword</strong>: how strongly the query's words occur in"
-    " it (BM25, higher is better). <strong>vector</strong>: how close its meaning is to the"
-    " query's (cosine, from -1 to 1). <strong>fused</strong>: keyword and vector together,"
-    " each measured against the other hits', so it says how this hit compares with them."
-    " <strong>importance</strong>: the score the entry was stored with."
-    " <strong>recency</strong>: 1 when just updated, less as it ages. <strong>combined</strong>:"
-    " fused, importance and recency mixed with the host's <code>[ranking]</code> weights;"
-    " the list is in its order, as a client's retrieve is."
+_WHY = (  # the figures under each hit, in the order the cards show them
+    ("combined", "the order of this list, as a client's retrieve orders its reply: fused,"
+     " importance and recency mixed with the host's <code>[ranking]</code> weights"),
+    ("relevance", "how well the entry matches the query, from 0 to 1: what"
+     " <code>min_score</code> filters on and the reply reports"),
+    ("fused", "keyword and vector together, each compared with the other hits'"),
+    ("keyword", "how strongly the query's words occur in the entry (BM25, higher is better)"),
+    ("vector", "how close the entry's meaning is to the query's (cosine, from -1 to 1)"),
+    ("importance", "the score the entry was stored with"),
+    ("recency", "1 when just updated, lower as it ages"),
 )
 
 
@@ -298,8 +297,9 @@ def search_page(
         entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back,
                    extra=score_parts_html(p, top_kw), rank=i)
         for i, (e, p) in enumerate(hits, start=1))
-    return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first.'
-            f" {_WHY}</p>"
+    why = "".join(f"<li><strong>{name}</strong>: {text}</li>" for name, text in _WHY)
+    return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first. Under'
+            f' each hit, why it ranked there:</p><ul class="why muted">{why}</ul>'
             f'<div class="entries" id="hits">{cards}</div>')
 
 
@@ -334,7 +334,8 @@ def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
               if after else " Reload the page for newer ones (this store keeps no change log).")
     cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
                     for e in recent)
-    return (f'<p class="muted" id="live-status">The latest writes, newest first.{follow}</p>'
+    return (f'<p class="muted" id="live-status">The latest writes, newest first.{follow}'
+            ' <span id="live-checked"></span></p>'
             f'{empty}<div class="entries live-list" id="live-list" data-ns="{esc(ns)}"'
             f' data-after="{esc(after)}" data-every="{every_ms}">{cards}</div>')
 
@@ -423,11 +424,12 @@ def health_page(samples: Sequence[HealthSample], gc: GarbageCollector, interval:
             f'<div class="legend one">requests a second (peak {peak:.3g}/s)</div>'
             + line_chart(rates, f"{kind} requests a second", _per_second, times)
             + f'<div class="legend two">p99 latency, log scale (peak'
-            f' {fmt_ms(max(seen)) if seen else "—"}; no column: no request)</div>'
+            f' {fmt_ms(max(seen)) if seen else "—"})</div>'
             + column_chart(shown, f"{kind} p99 latency", fmt_ms, times, LATENCY_BUCKETS[0])))
     if not kinds:
         cards.append(_card("requests", "none yet", "",
                            "a chart a message type appears after its first request"))
     return (f'<p class="muted">Sampled from the host\'s own metrics every {interval:g} s;'
-            f" {esc(span)}, times in UTC. The same figures are at <code>/metrics</code>.</p>"
+            f" {esc(span)}, times in UTC. An interval without a request of a kind has no p99"
+            " column. The same figures are at <code>/metrics</code>.</p>"
             f'<div class="charts" id="charts" data-every="{every_ms}">{"".join(cards)}</div>')

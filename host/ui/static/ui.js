@@ -13,7 +13,7 @@
     var after = list.getAttribute("data-after");
     var every = Number(list.getAttribute("data-every")) || 2000;
     if (!after) { return; }  // the store keeps no change log
-    var status = document.getElementById("live-status");
+    var status = document.getElementById("live-checked");
     function poll() {
       var url = "/ui/live.json?ns=" + encodeURIComponent(ns) + "&after=" + encodeURIComponent(after);
       fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
@@ -31,9 +31,11 @@
             if (empty) { empty.remove(); }
           }
           after = data.after || after;
-          if (status) { status.textContent = "following: checked " + utcClock(new Date()); }
+          if (status) { status.textContent = "Last checked " + utcClock(new Date()) + "."; }
         })
-        .catch(function (err) { if (status) { status.textContent = "paused: " + err.message; } })
+        .catch(function (err) {
+          if (status) { status.textContent = "Paused (" + err.message + "): retrying."; }
+        })
         .then(function () { setTimeout(poll, every); });
     }
     setTimeout(poll, every);
