@@ -256,6 +256,9 @@ class _PageRun:
         self.folder = folder
         self.snippets = snippets
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("A2E_HOST_")}
+        # the commands a page names (a2e-host, python) are this environment's, activated or not
+        self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
+                                            self.env.get("PATH", "")])
         self.host: HostProcess | None = None
         self.serving: subprocess.Popen[bytes] | None = None
         if any(s.serves for s in snippets):
