@@ -1,7 +1,7 @@
-"""The vector indexes under hostile tenants (SQLite): a space of one wide vector is charged
-what it holds, not a thousand rows; one namespace filling the memory budget with many spaces
-evicts its own indexes, never another namespace's; one namespace whose index refuses its
-vectors never stops the embedding of the others."""
+"""The vector indexes under hostile tenants: a space of one wide vector is charged what it
+holds, not a thousand rows; one namespace filling the memory budget with many spaces evicts
+its own indexes, never another namespace's (both backends: the client spaces' indexes); one
+namespace whose index refuses its vectors never stops the embedding of the others."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from host.store.base import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 
-def _config(db: Path, **search: Any) -> Any:
+def _config(db: Path | str, **search: Any) -> Any:
     return make_config(db, search={"embedder": "none", **search})
 
 
@@ -42,13 +42,12 @@ async def _put(c: MemoryClient, space: str, vectors: list[np.ndarray]) -> None:
     assert reply.errors == []
 
 
-async def test_a_space_of_one_wide_vector_is_charged_its_row_not_a_thousand(
-    tmp_path: Path,
-) -> None:
+@pytest.mark.all_backends
+async def test_a_space_of_one_wide_vector_is_charged_its_row_not_a_thousand(store_db: str) -> None:
     """A space holding one vector of the widest dimension adds about that vector's bytes to
     the indexes' figure (what `a2e_vector_index_bytes` shows), not a matrix of 1,024 rows."""
     rng = np.random.default_rng(1)
-    async with running_host(_config(tmp_path / "one.db")) as host:
+    async with running_host(_config(store_db)) as host:
         c = await _client(host, "ns")
         try:
             await _put(c, "wide", [rng.standard_normal((1, MAX_DIMS))])
@@ -57,20 +56,21 @@ async def test_a_space_of_one_wide_vector_is_charged_its_row_not_a_thousand(
             assert len(got.entries) == 1
         finally:
             await c.close()
-        vectors: Any = host.search.vectors
+        vectors: Any = host.search.spaces.indexes  # type: ignore[union-attr]
         assert vectors.keys() == [space_key("ns", "wide")]
         assert vectors.stats()["nbytes"] < 4 * MAX_DIMS + 4096
 
 
-async def test_a_namespace_filling_the_budget_with_spaces_evicts_its_own(tmp_path: Path) -> None:
+@pytest.mark.all_backends
+async def test_a_namespace_filling_the_budget_with_spaces_evicts_its_own(store_db: str) -> None:
     """A victim's space stays loaded (never read again) while another namespace creates and
     queries 40 spaces that together pass the budget: the attacker's own spaces leave, each
     of its retrieves still answers right, the indexes stay within the budget."""
     dims = 256
     rng = np.random.default_rng(2)
     budget = 2_000_000  # the victim ~0.25 MB; each attacker space ~0.07 MB, 40 of them ~2.9 MB
-    async with running_host(_config(tmp_path / "share.db", vector_memory_bytes=budget)) as host:
-        vectors: Any = host.search.vectors
+    async with running_host(_config(store_db, vector_memory_bytes=budget)) as host:
+        vectors: Any = host.search.spaces.indexes  # type: ignore[union-attr]
         victim = await _client(host, "victim")
         attacker = await _client(host, "attacker")
         try:
