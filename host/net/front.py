@@ -20,7 +20,8 @@ and then
   answered once the body is wanted) and is answered by its route (`host.net.http`), keeping
   the connection alive between requests (HTTP/1.1), or 426 (a GET on no route) / 404.
 
-Bad requests get h11's answer (400; a head over 16 KiB: 431) and the connection closes. A
+Bad requests get h11's answer (400; a head over 16 KiB: 431) and the connection closes, as
+after a 413, with a lingering close (`host.net.linger`: the client reads the answer). A
 whole request (head and body) must arrive within 10 s, and an idle kept-alive connection is
 dropped after 30 s.
 
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
+from host.net.linger import Linger
 
 if TYPE_CHECKING:
     from host.net.serving import Server
@@ -293,12 +295,14 @@ class HttpFront(asyncio.Protocol):
         return True
 
     def _refuse(self, reply: HttpReply) -> None:
-        """Answer `reply` and close (the rest of the request is not read)."""
+        """Answer `reply` and close (the rest of the request is not read: the socket lingers,
+        `host.net.linger`, so the client reads the answer instead of a reset)."""
         if self._closed:
             return
         self._write_reply(reply, head_only=False, close=True)
-        self._closed = True
-        self.transport.close()
+        if not self._closed:
+            self._closed = True
+            Linger(self.transport, self.connection_lost)
 
     def _head(self, event: h11.Request) -> None:
         """A request head: refuse it, or note what its body and answer need."""

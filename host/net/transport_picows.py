@@ -11,7 +11,11 @@ socket with no Python step a read.
 As on `websockets`: a frame over `limits.max_frame_bytes` closes the connection with 1009
 (picows does it), a text message that is not UTF-8 with 1007; a binary message is answered
 `parse_error`; pings are answered, and an idle peer is pinged every 20 s and dropped 20 s later
-without a pong.
+without a pong. A connection the host fails (those closes, picows' own or ours, while the client
+may still be sending) ends with a lingering close (`host.net.linger`), so the client reads the
+close frame instead of a reset: picows' parser reads nothing after the close frame, and its
+`disconnect()` then leaves the end to the linger (picows holds the socket's transport through
+`_Held`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ except ImportError as exc:
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
+from host.net.linger import Linger
 from host.net.serving import Served
 
 if TYPE_CHECKING:
@@ -60,6 +65,7 @@ _CONTINUATION = WSMsgType.CONTINUATION
 _CLOSE = WSMsgType.CLOSE
 _PING_SECONDS = 20.0
 CLOSE_WAIT = 2.0  # seconds to wait for the peer's answer to our close frame
+_CLEAN = frozenset({WSCloseCode.OK, WSCloseCode.GOING_AWAY})  # the closes that are no failure
 _SHORT = struct.Struct("!BBH")
 _LONG = struct.Struct("!BBQ")
 
@@ -83,6 +89,7 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
         self._fragments: bytearray | None = None
         self._fragment_text = True
         self._closed = False
+        self._failed = False  # `_fail` closed the connection
 
     # -- picows callbacks ------------------------------------------------------------------
 
@@ -104,6 +111,8 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
         self.pipeline.resume_writing()
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        if self._failed:  # the frames after the one that failed the connection in this read
+            return
         last = frame.last_in_buffer
         if not last and self._out is None:
             # more frames came in this read: gather their replies into one socket write
@@ -115,7 +124,9 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
 
     def _write_out(self) -> None:
         out, self._out = self._out, None
-        if out and not self._closed:
+        transport = self._transport
+        if out and not self._closed and transport is not None and \
+                not transport.is_close_frame_sent:  # nothing after a close frame
             self._raw.write(b"".join(out))
 
     def _write(self, data: bytes) -> None:
@@ -187,9 +198,10 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
             return
         self._write_out()
         self._fragments = None
+        self._failed = True
         if not transport.is_close_frame_sent:
             transport.send_close(code, reason.encode())
-        asyncio.get_running_loop().call_later(CLOSE_WAIT, transport.disconnect)
+        # the frames after it are not read: the socket lingers (`_Protocol.buffer_updated`)
 
     def _message(self, data: str | bytes) -> None:
         self.pipeline.receive(data)
@@ -233,6 +245,29 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
             self._raw.abort()
 
 
+class _Held:
+    """The socket's transport as picows holds it: the same methods (bound to it, so a write
+    costs no more), except `close()`, which leaves the end to a lingering close once one has
+    begun, and `pause_reading()`, which does not stop one."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.linger: Linger | None = None
+        for name in ("write", "writelines", "abort", "get_extra_info", "get_write_buffer_size",
+                     "get_write_buffer_limits", "set_write_buffer_limits", "is_closing",
+                     "resume_reading", "is_reading", "can_write_eof", "write_eof",
+                     "get_protocol", "set_protocol"):
+            setattr(self, name, getattr(transport, name))
+
+    def close(self) -> None:
+        if self.linger is None:
+            self.transport.close()
+
+    def pause_reading(self) -> None:
+        if self.linger is None:
+            self.transport.pause_reading()
+
+
 class _Protocol(WSProtocol):  # type: ignore[misc]
     """picows' server protocol for one connection the front hands over."""
 
@@ -253,6 +288,26 @@ class _Protocol(WSProtocol):  # type: ignore[misc]
         self.server = server
         self.up = upgrade
         self._release = release
+        self.held: _Held | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.held = _Held(transport)
+        super().connection_made(self.held)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        WSProtocol.buffer_updated(self, nbytes)
+        if self.transport.is_close_frame_sent:
+            self._closing()
+
+    def _closing(self) -> None:
+        """A close frame is sent: if it fails the connection (picows' parser or our `_fail`)
+        and the client's close has not come, the socket lingers (nothing more is parsed)."""
+        held = self.held
+        shake = self.transport.close_handshake
+        if held is None or held.linger is not None or shake.recv is not None or \
+                shake.sent.code in _CLEAN or held.transport.is_closing():
+            return
+        held.linger = Linger(held.transport, self.connection_lost)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -271,6 +326,8 @@ def attach(server: Server, transport: Any, request: HttpRequest, data: bytes,
     proto.connection_made(transport)
     view = memoryview(data)
     while view:
+        if proto.held is not None and proto.held.linger is not None:
+            break  # the connection failed: the rest is not read
         buf = proto.get_buffer(len(view))
         n = min(len(buf), len(view))
         buf[:n] = view[:n]

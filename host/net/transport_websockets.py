@@ -9,7 +9,9 @@ One asyncio protocol a connection, of the same shape as the picows adapter: byte
 As the library's own server did: a frame over `limits.max_frame_bytes` closes the connection
 with 1009, a text message that is not UTF-8 with 1007, broken framing with 1002; pings are
 answered; an idle peer is pinged every 20 s and dropped 20 s later without a pong;
-permessage-deflate is negotiated when `server.compression` is on.
+permessage-deflate is negotiated when `server.compression` is on. A connection the host fails
+(those closes, while the client may still be sending) ends with a lingering close
+(`host.net.linger`), so the client reads the close frame instead of a reset.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from websockets.server import ServerProtocol
 
 from host.core.context import ConnectionContext
 from host.net.http import HttpRequest
+from host.net.linger import Linger
 from host.net.serving import Served
 
 if TYPE_CHECKING:
@@ -66,6 +69,8 @@ class WebsocketsConnection(asyncio.Protocol, Served):
         self._text = True
         self._batch = False  # inside data_received: replies go out in one write at its end
         self._open = False
+        self._eof = False  # the client closed its side
+        self._linger: Linger | None = None
         self._lost = asyncio.Event()
         self._seen = _perf()
         self._pinged = 0.0
@@ -105,6 +110,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
             self._write()
 
     def eof_received(self) -> bool | None:
+        self._eof = True
         self.proto.receive_eof()
         self._write()
         return None
@@ -160,7 +166,10 @@ class WebsocketsConnection(asyncio.Protocol, Served):
         if data:
             self.transport.write(data)
         if eof:
-            self.transport.close()
+            if self._eof or self.proto.close_rcvd is not None:
+                self.transport.close()  # the client sends nothing more
+            else:  # the host failed the connection: the client may still be sending
+                self._linger = Linger(self.transport, self.connection_lost)
 
     # -- the pipeline's sink --------------------------------------------------------------------
 
@@ -174,7 +183,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
 
     def set_reading(self, reading: bool) -> None:
         """Read the socket on, or hold off (backpressure)."""
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self._linger is not None:
             return
         if reading:
             self.transport.resume_reading()
