@@ -443,3 +443,21 @@ async def test_a_reconnect_gets_the_kept_events_only(db_path: Path) -> None:
         assert ids[0] > 6 and kept <= 4096
         writer.close()
         await ch.close()
+
+
+async def test_a_browser_at_the_root_is_sent_to_the_memory_browser(db_path: Path) -> None:
+    """A plain GET / (no upgrade) is redirected to /ui when the memory browser is on, and a
+    WebSocket upgrade on / is still served; with the browser off, or on another path, a GET
+    is 426 (the path speaks WebSocket)."""
+    async with running(db_path) as host:
+        answer = await raw(host.port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"
+                                      b"\r\n\r\n")
+        assert status_of(answer) == 302 and b"\r\nlocation: /ui\r\n" in answer.lower()
+        assert status_of(await raw(host.port, b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                              b"Connection: close\r\n\r\n")) == 426
+        client = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}/")
+        assert (await client.ping()).uptime_seconds >= 0
+        await client.close()
+    async with running(db_path, ui={"enabled": False}) as host:
+        assert status_of(await raw(host.port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                              b"Connection: close\r\n\r\n")) == 426

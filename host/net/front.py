@@ -18,7 +18,9 @@ and then
 - any other request reads its body (`Content-Length` or chunked, at most
   `limits.max_frame_bytes`, else 413; a POST without either is 411; `Expect: 100-continue` is
   answered once the body is wanted) and is answered by its route (`host.net.http`), keeping
-  the connection alive between requests (HTTP/1.1), or 426 (a GET on no route) / 404.
+  the connection alive between requests (HTTP/1.1), or 426 (a GET on no route) / 404; a
+  `GET /` without an upgrade (a browser's) is redirected (302) to the memory browser when the
+  host serves it (`Server.home`).
 
 Bad requests get h11's answer (400; a head over 16 KiB: 431) and the connection closes, as
 after a 413, with a lingering close (`host.net.linger`: the client reads the answer). A
@@ -358,9 +360,14 @@ class HttpFront(asyncio.Protocol):
         task, reading no further request meanwhile."""
         try:
             if route is None:
-                if request.method == "GET":
-                    result: Any = _plain(HTTPStatus.UPGRADE_REQUIRED,
-                                         "this path speaks WebSocket: send an upgrade\n")
+                home = self.server.home
+                if request.method in ("GET", "HEAD") and request.path == "/" and home:
+                    result: Any = HttpReply(HTTPStatus.FOUND,
+                                            f"the memory browser is at {home}\n",
+                                            {"Location": home})
+                elif request.method == "GET":
+                    result = _plain(HTTPStatus.UPGRADE_REQUIRED,
+                                    "this path speaks WebSocket: send an upgrade\n")
                 else:
                     result = _plain(HTTPStatus.NOT_FOUND, "not found\n")
             else:

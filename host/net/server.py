@@ -7,7 +7,9 @@ to the framing library's adapter. The routes are given in one place, the constru
 server's own (`/healthz`, `/readyz`), the HTTP + SSE session endpoints (`HttpSessions.routes`)
 and the caller's (the host's `/metrics`, its `/readyz` with the store's reason and the
 embedding backlog, the memory browser's `/ui`), a later one replacing an earlier on the same
-path; `add_route` is for a test's extra route. Each connection's requests go through its
+path; `add_route` is for a test's extra route. A plain `GET /` (a browser's: no upgrade) is
+redirected to `/ui` when the memory browser is served, else answered 426 (the path speaks
+WebSocket). Each connection's requests go through its
 own request core (`host.net.pipeline.Pipeline`); `on_open` hooks see a connection first. A
 `DeadlineWatch` answers requests past `limits.request_timeout`.
 
@@ -54,6 +56,7 @@ TRANSPORTS: dict[str, str] = {
 }
 
 log = logging.getLogger("a2e_host.server")
+BROWSER = "/ui"  # the memory browser's prefix route (host.ui), where a GET / goes
 
 CLOSE_WAIT = 1.0  # seconds of the drain timeout kept for the close handshakes
 
@@ -101,6 +104,8 @@ class HostServer:
         }
         self._prefixes: dict[str, Route] = {
             path.rstrip("/"): route for path, route in (prefix_routes or {}).items()}
+        # a browser's GET / (no upgrade) goes to the memory browser when it is served
+        self.home: str | None = BROWSER if BROWSER in self._prefixes else None
         # checks of an upgrade request (and of each HTTP + SSE request), in order; the first
         # refusal is sent. The Origin and Host checks first (authentication is on when tokens
         # are configured, fixed for the host's life), then the caller's (the bearer gate).

@@ -56,6 +56,7 @@ class Server(Protocol):
     router: Router
     stopping: bool
     fronts: set[Any]
+    home: str | None  # where a plain GET / is redirected (the memory browser), if anywhere
     session_checks: list[Callable[[ConnectionContext, HttpRequest], HttpReply | None]]
 
     def next_conn_id(self, kind: str = ...) -> str:
