@@ -27,6 +27,7 @@ import pytest
 from conftest import HostProcess, run_cli
 
 from host import __version__
+from host.cli._progress import Progress, human_bytes
 from host.client import MemoryClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,3 +266,24 @@ async def test_healthz_gives_the_version_as_json(tmp_path: Path) -> None:
         assert (await asyncio.to_thread(get, {}))[1] == b"ok\n"
     finally:
         assert hp.stop(signal.SIGTERM) == 0
+
+
+def test_progress_shows_sizes_a_rate_and_the_time_left() -> None:
+    """A long command's progress line gives sizes in binary units, the rate since the start and
+    the time left at that rate; drawn on a terminal, silent on a pipe."""
+    bar = Progress("import", 4 << 20, unit="bytes")
+    bar.advance(1 << 20)
+    assert bar.text(bar.started + 2.0).endswith(
+        "1.0 MiB/4.0 MiB  25%  512.0 KiB/s  6.0 s left")
+    count = Progress("reindex", 50_000)
+    count.advance(500)
+    assert count.text(count.started + 2.5).endswith(
+        "500/50,000   1%  200/s  4 min 08 s left")
+    assert [human_bytes(n) for n in (512, 1536, 16 << 20, 5 << 30)] == [
+        "512 B", "1.5 KiB", "16.0 MiB", "5.0 GiB"]
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as tty, Progress("backup", 1 << 20, tty, unit="bytes") as shown:
+        shown.advance(1 << 20)
+    drawn = os.read(master, 1000).decode()
+    os.close(master)
+    assert "backup [" in drawn and "1.0 MiB/1.0 MiB 100%" in drawn and "/s" in drawn

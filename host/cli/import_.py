@@ -74,7 +74,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         src, total = open(args.file, "rb"), os.path.getsize(args.file)
     try:
-        with Progress("import (bytes)", total) as bar:
+        with Progress("import", total, unit="bytes") as bar:
             outcomes = run_loop(_import(config, src, bar))
     finally:
         if src is not sys.stdin.buffer:

@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+from host.cli._progress import human_bytes
 from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.config import Config
@@ -39,12 +40,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         }, indent=2))
         return 0
     width = max([len("namespace")] + [len(r.namespace) for r in rows])
-    print(f"{'namespace':<{width}}  {'tier':<9} {'entries':>10} {'bytes':>12}")
+    print(f"{'namespace':<{width}}  {'tier':<9} {'entries':>10} {'size':>10}")
     for r in rows:
-        print(f"{r.namespace:<{width}}  {r.tier:<9} {r.entries:>10} {r.bytes:>12}")
+        print(f"{r.namespace:<{width}}  {r.tier:<9} {r.entries:>10} {human_bytes(r.bytes):>10}")
     print(f"total entries: {sum(r.entries for r in rows)}")
     print(f"waiting for a vector (embedding backlog): {backlog}")
-    print(f"database: {path} ({size} bytes on disk)")
+    print(f"database: {path} ({human_bytes(size)} on disk)")
     return 0
 
 
