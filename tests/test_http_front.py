@@ -96,13 +96,22 @@ async def test_a_malformed_request_is_400_and_closes(db_path: Path, request_byte
         assert answer.count(b"HTTP/1.1 ") == 1
 
 
-async def test_a_post_without_a_length_is_411(db_path: Path) -> None:
-    """A POST with neither Content-Length nor chunked encoding is 411 (its body cannot be
-    told from the next request)."""
+async def test_a_post_without_a_length_has_an_empty_body_or_is_411_where_one_is_needed(
+        db_path: Path) -> None:
+    """A POST with neither Content-Length nor chunked encoding has an empty body (HTTP/1.1):
+    `POST /session` (as curl -X POST sends it) opens a session; `POST /send`, which needs a
+    body, is 411 and takes nothing."""
     async with running(db_path, search={"embedder": "none"}) as host:
-        answer = await raw(host.port, b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = await raw(host.port, b"POST /session HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                      b"Connection: close\r\n\r\n")
+        assert status_of(answer) == 200, answer
+        sid = json.loads(answer.split(b"\r\n\r\n", 1)[1])["session_id"]
+        assert list(host.server.sessions.open) == [sid]
+        answer = await raw(host.port, b"POST /send HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                      b"X-Session-Id: " + sid.encode() + b"\r\n\r\n")
         assert status_of(answer) == 411, answer
-        assert not host.server.sessions.open
+        session = host.server.sessions.open[sid]
+        assert session.unsent_bytes == 0 and session.pipeline.in_flight == 0
 
 
 async def test_a_head_over_16_kib_is_431(db_path: Path) -> None:

@@ -16,7 +16,8 @@ and then
   (`transport.set_protocol`) with its head (as h11 read it) and the bytes after it: from then
   on the adapter's own protocol reads the socket, so a frame costs nothing here;
 - any other request reads its body (`Content-Length` or chunked, at most
-  `limits.max_frame_bytes`, else 413; a POST without either is 411; `Expect: 100-continue` is
+  `limits.max_frame_bytes`, else 413; a POST without either has an empty body, except on a
+  path that needs one (`POST /send`: 411); `Expect: 100-continue` is
   answered once the body is wanted) and is answered by its route (`host.net.http`), keeping
   the connection alive between requests (HTTP/1.1), or 426 (a GET on no route) / 404; a
   `GET /` without an upgrade (a browser's) is redirected (302) to the memory browser when the
@@ -327,11 +328,11 @@ class HttpFront(asyncio.Protocol):
             self._upgrade = True
             self._request, self._event = request, event
             return
-        if method in _BODY_METHODS and "Content-Length" not in headers \
-                and "Transfer-Encoding" not in headers:
+        if method in _BODY_METHODS and path in self.server.body_required \
+                and "Content-Length" not in headers and "Transfer-Encoding" not in headers:
             self._refuse(_plain(HTTPStatus.LENGTH_REQUIRED,
                                 "send the body with Content-Length (or chunked)\n"))
-            return
+            return  # elsewhere a request with neither has an empty body (RFC 9112, 6.3)
         if self._body_over(int(headers.get("Content-Length") or "0")):  # h11 checked: digits
             return
         if self.conn.they_are_waiting_for_100_continue:

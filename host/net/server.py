@@ -44,7 +44,7 @@ from host.net.limits import ConnectionLimiter, DeadlineWatch, no_release
 from host.net.pipeline import Pipeline, RequestHook, Sink
 from host.net.serving import ServedConnection
 from host.net.tls import ssl_context
-from host.net.transport_http import HttpSessions
+from host.net.transport_http import BODY_REQUIRED, HttpSessions
 
 __all__ = ["CLOSE_WAIT", "TRANSPORTS", "HostServer", "ServedConnection"]
 
@@ -104,6 +104,7 @@ class HostServer:
         }
         self._prefixes: dict[str, Route] = {
             path.rstrip("/"): route for path, route in (prefix_routes or {}).items()}
+        self.body_required = BODY_REQUIRED  # POST paths where no body is 411, not empty
         # a browser's GET / (no upgrade) goes to the memory browser when it is served
         self.home: str | None = BROWSER if BROWSER in self._prefixes else None
         # checks of an upgrade request (and of each HTTP + SSE request), in order; the first

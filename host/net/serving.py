@@ -57,6 +57,7 @@ class Server(Protocol):
     stopping: bool
     fronts: set[Any]
     home: str | None  # where a plain GET / is redirected (the memory browser), if anywhere
+    body_required: frozenset[str]  # paths whose POST without a body is 411
     session_checks: list[Callable[[ConnectionContext, HttpRequest], HttpReply | None]]
 
     def next_conn_id(self, kind: str = ...) -> str:

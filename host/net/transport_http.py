@@ -55,7 +55,7 @@ from host.net.serving import Served
 if TYPE_CHECKING:
     from host.net.serving import Server
 
-__all__ = ["HttpSession", "HttpSessions", "messages_of"]
+__all__ = ["BODY_REQUIRED", "HttpSession", "HttpSessions", "messages_of"]
 
 log = logging.getLogger("a2e_host.http_sessions")
 _perf = time.perf_counter
@@ -68,6 +68,9 @@ def _json(status: HTTPStatus, body: object) -> HttpReply:
 
 
 _ACCEPTED = HttpReply(HTTPStatus.ACCEPTED, '{"ok": true}', dict(_JSON))
+# the paths whose POST needs a body: one without Content-Length (or chunked) is 411 there, an
+# empty body elsewhere (`POST /session` has none)
+BODY_REQUIRED = frozenset({"/send"})
 _BATCH = 64 * 1024  # bytes of events a stream writes in one chunk
 
 
