@@ -12,7 +12,8 @@ the run), from the tree at `--tree` (default: this one; a worktree of another co
 that commit on the same file). While one connection sends each request below, a second one
 pings the host and a third stores one entry at a time in a third namespace, each waiting ~2 ms
 between its requests; printed for each request: its own time (median of `--reps`), and the
-round trips of the pings and of the stores sent during it (p50 / p99 / max, all reps), beside
+round trips of the pings and of the stores sent during it (p50 / p99 / max, all reps), and its
+time alone (median of `--reps` with the bystanders paused; not for the sweep), beside
 the same round trips over an idle second before the requests (the baseline, same run), with
 the load average (a figure taken above 2 is not a result).
 
@@ -77,9 +78,12 @@ async def _build(path: Path, size: int, expired: int) -> None:
 
 
 async def _bystander(c: MemoryClient, act: Callable[[], Awaitable[Any]],
-                     out: list[tuple[float, float]], stop: asyncio.Event) -> None:
-    """`act()` again and again until `stop`, each round trip recorded as (sent, answered)."""
+                     out: list[tuple[float, float]], stop: asyncio.Event,
+                     go: asyncio.Event) -> None:
+    """`act()` again and again until `stop` (while `go` is set), each round trip recorded as
+    (sent, answered)."""
     while not stop.is_set():
+        await go.wait()
         t = time.perf_counter()
         await act()
         out.append((t, time.perf_counter()))
@@ -123,9 +127,10 @@ async def _measure(url: str, reps: int) -> None:
         n[0] += 1
         await storer.store([{"key": {"k": n[0]}, "content": {"n": n[0]}, "tier": "semantic"}])
 
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(_bystander(pinger, pinger.ping, pings, stop)),
-             asyncio.create_task(_bystander(storer, store_one, stores, stop))]
+    stop, go = asyncio.Event(), asyncio.Event()
+    go.set()
+    tasks = [asyncio.create_task(_bystander(pinger, pinger.ping, pings, stop, go)),
+             asyncio.create_task(_bystander(storer, store_one, stores, stop, go))]
     await asyncio.sleep(0.5)  # warm up
     t = time.perf_counter()
     await asyncio.sleep(1.0)
@@ -157,11 +162,19 @@ async def _measure(url: str, reps: int) -> None:
         ("plain retrieve", lambda: req.retrieve()),
         ("20 pipelined filters", pipelined),
     ]
-    print(f"{'request':<26} {'own ms':>8}   {'ping p50/p99/max ms':>20}   "
+    print(f"{'request':<26} {'alone ms':>8} {'own ms':>8}   {'ping p50/p99/max ms':>20}   "
           f"{'store p50/p99/max ms':>20}   load")
-    print(f"{'(idle baseline, 1 s)':<26} {'':>8}   {_stats(_waits(pings, idle)):>20}   "
+    print(f"{'(idle baseline, 1 s)':<26} {'':>8} {'':>8}   {_stats(_waits(pings, idle)):>20}   "
           f"{_stats(_waits(stores, idle)):>20}   {_load()}")
     for name, op in ops:
+        go.clear()  # the request alone first, the bystanders paused
+        await asyncio.sleep(0.1)  # (their requests under way answered)
+        alone: list[float] = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            await op()
+            alone.append(time.perf_counter() - t)
+        go.set()
         own: list[float] = []
         windows: list[Window] = []
         for _ in range(reps):
@@ -171,14 +184,15 @@ async def _measure(url: str, reps: int) -> None:
             own.append(time.perf_counter() - t)
             windows.append((t, time.perf_counter()))
             await _settled(pings, stores)
-        print(f"{name:<26} {statistics.median(own) * 1000:8.1f}   "
+        print(f"{name:<26} {statistics.median(alone) * 1000:8.1f}"
+              f" {statistics.median(own) * 1000:8.1f}   "
               f"{_stats(_waits(pings, windows)):>20}   {_stats(_waits(stores, windows)):>20}"
               f"   {_load()}")
     own, windows = [], []
     await asyncio.sleep(0.3)
     await sweep()
     await _settled(pings, stores)
-    print(f"{'sweep of old':<26} {own[0] * 1000:8.1f}   {_stats(_waits(pings, windows)):>20}   "
+    print(f"{'sweep of old':<26} {'':>8} {own[0] * 1000:8.1f}   {_stats(_waits(pings, windows)):>20}   "
           f"{_stats(_waits(stores, windows)):>20}   {_load()}")
     stop.set()
     await asyncio.gather(*tasks)
