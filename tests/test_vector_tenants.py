@@ -162,3 +162,27 @@ def test_attack_vectors_holds_on_a_tiny_run() -> None:
     results = json.loads(out.stdout)
     assert [r["victim_evicted"] for r in results] == [False, False]
     assert results[1]["evictions"] >= 1 and results[1]["index_mib"] <= 2
+
+
+async def test_a_key_past_its_namespace_share_is_served_and_let_go_not_another_namespace() -> None:
+    """A key bigger than its namespace's share of the budget, opened while another namespace's
+    key is loaded and the budget is passed, answers its caller and leaves memory itself; the
+    other namespace's key stays. Alone on the indexes, the same key stays loaded."""
+    from test_vector_index import SHARED, Store, unit
+
+    store = Store()
+    store.put("victim", list(range(100)), unit(100), [SHARED] * 100)
+    store.put("big\x00s", list(range(1000, 2000)), unit(1000, seed=1), [SHARED] * 1000)
+
+    def indexes() -> VectorIndexes:  # the victim ~25 KB, the big key ~250 KB
+        return VectorIndexes(budget_bytes=200_000, loader=store.loader, namespace_share=0.5)
+
+    shared = indexes()
+    assert await shared.open("victim") is not None
+    big = await shared.open("big\x00s")
+    assert big is not None and len(big) == 1000
+    assert big.search(unit(1, seed=1)[0], 1).ids.tolist() == [1000]
+    assert shared.keys() == ["victim"] and shared.stats()["let_go"] == 1
+    alone = indexes()
+    assert await alone.open("big\x00s") is not None
+    assert alone.keys() == ["big\x00s"] and alone.stats()["let_go"] == 0
