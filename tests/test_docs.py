@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 
-# a name inside the repository: a top-level folder, then a path (no wildcard, brace or ellipsis)
+# a name inside the repository: a top-level folder, then a path (no wildcard, brace or ellipsis;
+# not a URL's host and path, as in postgresql://user@host/db)
 _REPO_PATH = re.compile(
-    r"(?<![\w./-])((?:docs|host|protocol|scripts|configs|examples|tests)/[\w./-]*[\w/])")
+    r"(?<![\w./@:-])((?:docs|host|protocol|scripts|configs|examples|tests)/[\w./-]*[\w/])")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
 # what a reader of the repository alone cannot open: a folder beside the checkout, files of the
 # contract the repository restates in its own words, an issue tracker's numbers
