@@ -67,6 +67,7 @@ def quotas_of(config: Config) -> Quotas:
         max_entries_per_agent=limits.max_entries_per_agent,
         max_bytes_per_namespace=limits.max_bytes_per_namespace,
         max_bytes_per_agent=limits.max_bytes_per_agent,
+        evict=limits.on_full == "evict",
     )
 
 

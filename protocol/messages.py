@@ -136,6 +136,8 @@ class MemoryStoreResponse(Envelope, tag="memory/store/resp"):
     req_id: str = ""
     stored: list[Any] = []
     errors: list[str] = []
+    # an extension (docs/protocol.md): entries the host evicted to make room, sent when > 0
+    evicted: int | UnsetType = UNSET
 
 
 class MemoryRetrieveRequest(Envelope, tag="memory/retrieve/req"):
@@ -175,7 +177,7 @@ class MemoryForgetResponse(Envelope, tag="memory/forget/resp"):
 
 # -- the watch extension (docs/protocol.md, "Change streams"): not part of the A2E spec --------
 
-CHANGE_OPS: tuple[str, ...] = ("stored", "forgotten", "expired")
+CHANGE_OPS: tuple[str, ...] = ("stored", "forgotten", "expired", "evicted")
 WATCH_END_REASONS: tuple[str, ...] = ("lagging", "retention", "unauthorized", "shutdown")
 
 

@@ -157,6 +157,13 @@ class LimitsConfig(_Section):
     max_bytes_per_agent: int = Field(
         256 * MIB, ge=1, description="Persisted key, content and tag bytes written by one agent in a namespace."
     )
+    on_full: Literal["refuse", "evict"] = Field(
+        "refuse", description="What a store that would pass one of the four persisted quotas"
+        " above does once the namespace's expired entries are collected: `refuse` answers"
+        " `memory_full`; `evict` first removes as few as needed of the storing agent's own"
+        " entries in the namespace, worth least first (lowest `score`, then longest since"
+        " written or read), each logged as an `evicted` change (docs/growth.md)."
+    )
     max_connections: int = Field(
         10_000, ge=1, description="Open TCP connections (counted from the accept, before any"
         " upgrade) and, apart, HTTP + SSE sessions; more are refused with HTTP 503."

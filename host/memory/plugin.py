@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from host.config import Config
 from host.core.context import ConnectionContext
@@ -41,6 +42,7 @@ from host.store.base import (
     Scope,
     StoredEntry,
 )
+from host.store.growth import evicted_by
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now, numbers_fit
@@ -259,12 +261,13 @@ class MemoryPlugin:
                                    "vectors: not the dimension of the namespace's space")
                 elif res is not None:
                     outcomes[i] = (ErrorCode(res), "storage quota reached")
-            return self._store_reply(req, keys, outcomes)
+            return self._store_reply(req, keys, outcomes, evicted_by(results))
 
         return then(write, finish)
 
     def _store_reply(
-        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[Failure | None]
+        self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[Failure | None],
+        evicted: int = 0,
     ) -> Any:
         stored = [msgspec.Raw(k) for k, o in zip(keys, outcomes) if o is None and k is not None]
         errors = [f"entries[{i}]: {o[0]}: {o[1]}" for i, o in enumerate(outcomes) if o is not None]
@@ -276,7 +279,7 @@ class MemoryPlugin:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token may not write these tiers",
                                 req_id=req.id, field="entries")
         return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
-                                   stored=stored, errors=errors)
+                                   stored=stored, errors=errors, evicted=evicted or UNSET)
 
     # -- retrieve -----------------------------------------------------------------------
 

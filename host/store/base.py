@@ -209,6 +209,7 @@ class Quotas:
     max_entries_per_agent: int = 100_000
     max_bytes_per_namespace: int = 1 << 30
     max_bytes_per_agent: int = 1 << 28
+    evict: bool = False  # `limits.on_full` "evict": make room by evicting (docs/growth.md)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -602,7 +603,7 @@ class Change:
     """One committed request's changes in one namespace."""
 
     seq: int
-    op: str  # "stored", "forgotten" or "expired"
+    op: str  # "stored", "forgotten", "expired" or "evicted"
     entries: bytes  # the JSON array of records (`host.store.changes.decode_entries`)
 
 

@@ -1,4 +1,4 @@
--- a2e functions version: 4
+-- a2e functions version: 5
 --
 -- Every function and trigger function of the PostgreSQL schema, as it stands (package data
 -- beside schema.py). `host.store.postgres.schema.migrate` applies this file at every start,
@@ -270,6 +270,9 @@ DECLARE
     upd double precision;
     exp double precision;
     size_i bigint;
+    gone integer;  -- entries evicted for entry i (limits.on_full "evict": p_quotas[5] = 1)
+    mine bigint[] := '{}';  -- the rows this request stored: never evicted for it
+    v_id bigint;
 BEGIN
     PERFORM a2e_lock_namespace(p_namespace);
     u := a2e_usage_of(p_namespace, p_agent);
@@ -304,6 +307,16 @@ BEGIN
                AND expires_at IS NOT NULL AND expires_at <= p_now;
             u := a2e_usage_of(p_namespace, p_agent);
         END IF;
+        gone := 0;
+        IF a2e_over(u, g, p_quotas) AND p_quotas[5] = 1 THEN
+            gone := a2e_evict(p_namespace, p_agent, u, g, p_quotas,
+                CASE WHEN live THEN mine || r.id ELSE mine END,
+                CASE WHEN live AND r.agent = p_agent THEN ARRAY[1, r.size]
+                     ELSE ARRAY[0, 0] END::bigint[]);
+            IF gone > 0 THEN
+                u := a2e_usage_of(p_namespace, p_agent);
+            END IF;
+        END IF;
         IF a2e_over(u, g, p_quotas) THEN
             outcomes := outcomes || 'memory_full'::text;
             CONTINUE;
@@ -315,8 +328,11 @@ BEGIN
             VALUES (p_namespace, p_tier[i], p_owner[i], p_key[i], p_agent, p_content[i],
                 p_tags[i]::text[], p_source[i], p_score[i], p_ttl[i],
                 coalesce(p_created[i], upd), upd, exp, size_i, p_lexemes[i]::tsvector,
-                p_doc_len[i]);
+                p_doc_len[i])
+            RETURNING id INTO v_id;
+            mine := mine || v_id;
         ELSE
+            mine := mine || r.id;
             UPDATE a2e_entries SET agent = p_agent, content = p_content[i],
                 tags = p_tags[i]::text[], source = p_source[i], score = p_score[i],
                 ttl = p_ttl[i], updated_at = upd, expires_at = exp, size = size_i,
@@ -333,9 +349,66 @@ BEGIN
             ON CONFLICT (entry_id) DO UPDATE
             SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
         END IF;
-        outcomes := outcomes || NULL::text;
+        outcomes := outcomes || CASE WHEN gone > 0 THEN 'evicted:' || gone END;
     END LOOP;
     RETURN outcomes;
+END $$;
+
+-- Eviction (limits.on_full "evict", docs/growth.md), under the namespace's lock a put holds:
+-- make room for growth g of usage u (a2e_over's arrays) by deleting the fewest of p_agent's
+-- own live entries in the namespace (it wrote them last: its episodic ones and the semantic
+-- ones it wrote), worth least first (lowest score, then the longest since written or read,
+-- then the oldest row); never one of p_keep (the entry the put replaces, those the request
+-- stored before). p_own is [entries, bytes] of p_agent's usage that cannot go (the entry the
+-- put replaces, when the agent's). The namespace's expired entries are collected before (the
+-- first step); superseded and duplicated entries will go second, before the rest, when the
+-- judgement work marks them. Nothing is deleted when even all the candidates would not make
+-- room. The rows go in one DELETE, logged by the delete trigger as one 'evicted' change.
+-- The number deleted.
+CREATE OR REPLACE FUNCTION a2e_evict(
+    p_namespace text, p_agent text, u bigint[], g bigint[], p_quotas bigint[],
+    p_keep bigint[], p_own bigint[]
+) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    ids bigint[] := '{}';
+    n bigint := 0;
+    b bigint := 0;
+    c record;
+    v_op text := current_setting('a2e.change_op', true);
+BEGIN
+    n := u[2] - p_own[1];
+    b := u[4] - p_own[2];
+    IF a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas) THEN
+        RETURN 0;
+    END IF;
+    n := 0;
+    b := 0;
+    -- the episodic and the semantic rank index, each read backwards, merged
+    FOR c IN
+        SELECT s.id, s.size FROM (
+            (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
+              WHERE e.namespace = p_namespace AND e.tier = 'episodic' AND e.owner = p_agent
+                AND e.agent = p_agent AND e.id <> ALL(p_keep)
+              ORDER BY e.score, e.updated_at)
+            UNION ALL
+            (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
+              WHERE e.namespace = p_namespace AND e.tier = 'semantic' AND e.owner = ''
+                AND e.agent = p_agent AND e.id <> ALL(p_keep)
+              ORDER BY e.score, e.updated_at)) s
+        ORDER BY s.score, s.updated_at, s.id
+    LOOP
+        ids := ids || c.id;
+        n := n + 1;
+        b := b + c.size;
+        EXIT WHEN NOT a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas);
+    END LOOP;
+    IF a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas) THEN
+        RETURN 0;
+    END IF;
+    PERFORM set_config('a2e.change_op', 'evicted', true);
+    DELETE FROM a2e_entries WHERE id = ANY(ids);
+    PERFORM set_config('a2e.change_op', coalesce(v_op, ''), true);
+    RETURN n;
 END $$;
 
 -- A group of store requests (a host's group commit, host.store.postgres_batch) in one
@@ -343,7 +416,8 @@ END $$;
 -- by namespace), of namespace p_ns[i], written by p_agent[i] at p_now[i]; p_round[i] is k when
 -- it is the k-th entry of the group with its address (namespace, tier, owner, key), so the
 -- entries of one round have distinct addresses. Returns one outcome an entry, in order: NULL
--- stored, 'memory_full', or 'error: <message>' for every entry of a request that raised.
+-- stored, 'evicted:<n>' stored after evicting n entries (p_quotas[5] = 1, a2e_evict),
+-- 'memory_full', or 'error: <message>' for every entry of a request that raised.
 --
 -- 1. Every namespace's lock, in namespace order (two hosts never wait on each other in a cycle).
 -- 2. Quotas once a namespace: one the whole group could take past a quota (counting every entry
@@ -512,7 +586,7 @@ BEGIN
                    x.owner, x.key, x.i
               FROM unnest(p_put, p_ns, p_now, p_tier, p_owner, p_key, outcomes)
                    WITH ORDINALITY AS x(put, ns, now, tier, owner, key, outcome, i)
-             WHERE x.outcome IS NULL
+             WHERE x.outcome IS NULL OR x.outcome LIKE 'evicted:%'
              ORDER BY x.put, x.tier, x.owner, x.key, x.i DESC)
         SELECT s.put, min(s.ns) AS ns, min(s.now) AS now,
                json_agg(a2e_stored_record(e) ORDER BY s.i) AS entries, array_agg(e.id) AS ids

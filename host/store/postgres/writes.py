@@ -19,6 +19,7 @@ from host.store.base import (
 )
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres.batch import BatchError, PendingWrite
+from host.store.postgres.evict import put_outcomes
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC
 from host.store.postgres.sql import (
     DISK_FULL,
@@ -105,7 +106,7 @@ class Writes(StoreState):
             " SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
             " $13, $14, $15, $16, $17, $18, $19) FROM op",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
-             q.max_bytes_per_agent],
+             q.max_bytes_per_agent, int(q.evict)],  # 5th: limits.on_full "evict"
             *cols,
         )
         results: list[list[StoreOutcome] | BatchError] = []
@@ -114,8 +115,7 @@ class Writes(StoreState):
             mine = list(outcomes[first:first + put.size])
             first += put.size
             failed = next((o for o in mine if o and o.startswith("error: ")), None)
-            results.append(BatchError(failed[7:]) if failed
-                           else [None if o is None else Refusal(o) for o in mine])
+            results.append(BatchError(failed[7:]) if failed else put_outcomes(mine))
         return results
 
     async def forget(

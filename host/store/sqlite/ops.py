@@ -30,10 +30,12 @@ from host.store.base import (
     stored_bytes,
 )
 from host.store.changes import removed_record, stored_record
+from host.store.growth import PutOutcomes
 from host.store.sqlite import bm25, filters
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.client_vectors import space_fits, write_client_vectors
 from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.evict import make_room
 from host.text.bm25 import Bm25Stats
 from host.text.keyword import coverage, fts_match_expression
 from host.text.searchable import stored_text
@@ -670,6 +672,7 @@ def put_entries(
     token = scope_token(ns)
     usage = _Usage(*deferred.usage(conn, ns, agent))
     deleted = collected = False
+    evicted = 0  # entries evicted to make room (host.store.sqlite.evict)
     outcomes: list[StoreOutcome] = []
     changed: list[tuple] = []  # the change-log records of the entries stored
     changed_ids: list[int] = []  # ... and their rows
@@ -725,6 +728,11 @@ def put_entries(
                 ).fetchall(), now)
                 deleted = True
                 usage = _Usage(*deferred.usage(conn, ns, agent))
+            if quotas.evict and usage.over(quotas, *growth):  # limits.on_full "evict"
+                gone = make_room(conn, ns, agent, usage, quotas, growth, row, changed_ids, now)
+                if gone:
+                    evicted, deleted = evicted + gone, True
+                    usage = _Usage(*deferred.usage(conn, ns, agent))
             if usage.over(quotas, *growth):
                 outcomes.append(Refusal.MEMORY_FULL)
                 continue
@@ -759,4 +767,4 @@ def put_entries(
         log_change(conn, ns, "stored", changed, now, changed_ids)
     if not deleted:  # the usage table is as read: the next put of the group need not read it
         deferred.settled(conn)
-    return outcomes
+    return PutOutcomes(outcomes, evicted) if evicted else outcomes
