@@ -287,3 +287,22 @@ def test_progress_shows_sizes_a_rate_and_the_time_left() -> None:
     drawn = os.read(master, 1000).decode()
     os.close(master)
     assert "backup [" in drawn and "1.0 MiB/1.0 MiB 100%" in drawn and "/s" in drawn
+
+
+async def test_library_info_lines_stay_out_of_the_log(tmp_path: Path) -> None:
+    """At INFO a host that searches by meaning (which loads faiss) logs no line of faiss,
+    websockets or httpx: only its own."""
+    hp = HostProcess(tmp_path / "q.db", timeout=30)
+    try:
+        client = await MemoryClient.connect(hp.url)
+        await client.init("ns", {"agent": "a"})
+        await client.store([{"key": {"k": i}, "content": f"a note about apples {i}",
+                             "tier": "episodic"} for i in range(5)])
+        await client.retrieve(query="apples", limit=3)
+        await client.close()
+    finally:
+        assert hp.stop() == 0
+    assert hp.proc.stderr is not None
+    loggers = {json.loads(line)["logger"] for line in hp.proc.stderr.read().decode().splitlines()
+               if line.startswith("{")}
+    assert loggers and all(name.startswith("a2e_host") for name in loggers), loggers
