@@ -18,7 +18,7 @@ from host.store.base import EntryStore, NewEntry, Query, Scope, StoreExtensions
 from host.store.changes import ChangeLog
 from host.store.filters import parse_filter, parse_key_prefix
 from host.store.postgres.store import PostgresEntryStore
-from host.store.sqlite import ops
+from host.store.sqlite import ops, scan_index
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
 from host.store.sqlite.schema import connect
 from host.store.sqlite.store import SQLiteEntryStore
@@ -151,3 +151,43 @@ async def test_the_scan_reader_takes_the_namespaces_in_turn(tmp_path: Path) -> N
     finally:
         reader.close()
     assert order.index("y1") < order.index("x3")
+
+
+KEYS: list[Any] = [["u", "1"], ["u", "1", "x"], ["u", "1x"], ["u"], ["u", "2", "1"],
+                   ["v", "1"], ['u"', "1"], ["u\\", "1"], ["ü", "1"], ["u", ""], [],
+                   '["u","1"]', ["u", 1], {"0": "u"}]
+PREFIXES = [["u"], ["u", "1"], ["u", "1", "x"], ["u", "1x"], ['u"'], ["u\\"], ["ü", "1"],
+            ["u", ""], ["v"], ["w"]]
+
+
+async def test_a_key_prefix_on_ns_reads_the_key_index_and_finds_the_same(
+        tmp_path: Path) -> None:
+    """With the key index (`scan_index.MIGRATION`), a `key_prefix` on `ns` of plain elements
+    reads an index range (the plan names the index), and every prefix (plain, escaped, beside
+    look-alike keys: a string, a number, an object) finds what it found without the index."""
+    path = tmp_path / "db.sqlite"
+    scope = Scope("ns", "alice")
+
+    async def found(store: SQLiteEntryStore) -> list[Any]:
+        out = []
+        for p in PREFIXES:
+            q = Query(tiers=BOTH, key_prefix=parse_key_prefix({"ns": p}))
+            page, total = await store.find(scope, q, T0)
+            paths = await store.key_paths(scope, Query(tiers=BOTH), "ns", p, T0)
+            out.append((sorted(e.key for e in page), total, sorted(paths)))
+        return out
+
+    async with SQLiteEntryStore(path) as store:
+        await store.put(scope, [NewEntry(tier="semantic", key=canonical_key({"ns": k, "k": i}),
+                                         content=b"{}") for i, k in enumerate(KEYS)], T0)
+        without = await found(store)
+        with closing(connect(str(path))) as conn:
+            conn.executescript(scan_index.MIGRATION)
+        assert await found(store) == without
+        assert [t for _, t, _ in without] == [7, 2, 1, 1, 1, 1, 1, 1, 1, 0]
+        q = Query(tiers=("semantic",), key_prefix=parse_key_prefix({"ns": ["u", "1"]}))
+        where, params = ops._where(scope, q, T0)
+        with closing(connect(str(path))) as conn:
+            plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT count(*) FROM entries e"
+                                f" WHERE {where}", params).fetchall()
+    assert "entries_key_ns" in str(plan)

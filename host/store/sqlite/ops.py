@@ -31,7 +31,7 @@ from host.store.base import (
 )
 from host.store.changes import removed_record, stored_record
 from host.store.growth import PutOutcomes
-from host.store.sqlite import bm25, filters
+from host.store.sqlite import bm25, filters, scan_index
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.client_vectors import space_fits, write_client_vectors
 from host.store.sqlite.deferred import Deferred
@@ -162,7 +162,9 @@ def _where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
     sql = _where_sql(len(q.tiers), len(q.keys), len(tags))
     if q.where or q.key_prefix:  # the store extensions' filters (host/store/sqlite/filters.py)
         more, more_params = filters.where_sql(q.where, q.key_prefix)
-        return sql + more, params + more_params
+        # and the index range of a key prefix, where it has one (host/store/sqlite/scan_index.py)
+        span, span_params = scan_index.prefix_range(q.key_prefix)
+        return sql + more + span, params + more_params + span_params
     return sql, params
 
 
