@@ -10,8 +10,10 @@ import numpy as np
 
 from host.store import filters
 from host.store.base import Query, Scope, StoredEntry
+from host.store.key_index import leading
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres import filters as pg_filters
+from host.store.postgres.scan_index import prefix_range
 from host.store.postgres.sql import (
     _COLUMNS,
     StoreState,
@@ -37,7 +39,7 @@ class Reads(StoreState):
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
         """Entries matching `q`, best stored score first, then newest; (page, total)."""
         p = _Params()
-        where = _where(scope, q, now, p)
+        where = _where(scope, q, now, p) + prefix_range(q.key_prefix, p)  # (an index range)
         if q.min_score > 0:
             where += f" AND e.score >= {p(q.min_score)}"
         rows = await self.pool.fetch(
@@ -123,7 +125,7 @@ class Reads(StoreState):
         if any("\x00" in el for el in prefix):
             return []  # no key read here holds U+0000 (postgres/filters.py)
         p = _Params()
-        where = _where(scope, q, now, p)
+        where = _where(scope, q, now, p) + prefix_range([leading(field, prefix)], p)
         member = f"({pg_filters.KEY} -> {p(field)}::text)"
         extra = "".join(f" AND ({member} -> {i}) = to_jsonb({p(el)}::text)"
                         for i, el in enumerate(prefix) if el != "*")

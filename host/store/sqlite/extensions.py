@@ -7,7 +7,6 @@ functions run in the writer's transaction.
 
 from __future__ import annotations
 
-import itertools
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -16,7 +15,7 @@ import numpy as np
 
 from host.store.base import Query, Scope, owner_for
 from host.store.changes import whole_changes
-from host.store.filters import KeyPrefix
+from host.store.key_index import leading
 from host.store.sqlite import changes
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
@@ -182,9 +181,8 @@ def key_paths(conn: sqlite3.Connection, scope: Scope, q: Query, field: str,
     if any("\x00" in el for el in prefix):
         return  # no key read here holds U+0000 (sqlite/filters.py)
     member = json_path((field,))
-    leading = tuple(itertools.takewhile(lambda el: el != "*", prefix))
     where, params = _where(scope, q, now)
-    span, span_params = prefix_range([KeyPrefix(field, leading)])  # an index range, if any
+    span, span_params = prefix_range([leading(field, prefix)])  # an index range, if any
     sql = [f"SELECT DISTINCT json_extract(e.key, '{member}') FROM entries e WHERE {where}{span}"
            f" AND json_type(e.key, '{member}') = 'array' AND {NO_NUL_KEY}"]
     params += span_params
