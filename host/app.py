@@ -37,6 +37,7 @@ from host.ops.gc import GarbageCollector
 from host.ops.logs import RequestLog
 from host.ops.metrics import CONTENT_TYPE, EntryCounts, HostGauges, Metrics
 from host.ops.threads import blas_threads
+from host.ops.usage import QuotaUsage
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
 from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
@@ -142,6 +143,10 @@ class Host:
         self._request_log = RequestLog(lambda: self.config.log)
         self.gc = GarbageCollector(self.store, config.gc.interval, clock)
         self.gc.after.append(self.memory.watches.collected)
+        # tenants' usage against their quotas: /metrics, a warning at 80 % (docs/growth.md)
+        self.usage = QuotaUsage(self.store, lambda: quotas_of(self.config))
+        self.gc.after.append(self.usage.check)
+        self.metrics.registry.register(self.usage.collector())
         self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(
@@ -230,6 +235,7 @@ class Host:
 
     async def _metrics_route(self, request: HttpRequest) -> HttpReply:
         await self._entry_counts.refresh()
+        await self.usage.refresh()
         if self.search.enabled:
             await self.search.count_backlog()
         return HttpReply(HTTPStatus.OK, self.metrics.render().decode(),
