@@ -41,6 +41,7 @@ from host.ops.usage import QuotaUsage
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
 from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
+from host.store.postgres.schema import explain_open_error
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.schema import FileState
 from host.store.sqlite.store import SQLiteEntryStore
@@ -49,7 +50,7 @@ from host.ui import UiApp, UiDeps
 from host.ui.mount import route as ui_route
 from protocol.clock import Clock, wall_clock
 
-__all__ = ["AddressInUse", "Host", "RELOADABLE", "make_store", "quotas_of"]
+__all__ = ["AddressInUse", "Host", "RELOADABLE", "make_store", "open_store", "quotas_of"]
 
 # Config sections a running host applies on reload (auth through `Authenticator.reload`);
 # a change anywhere else needs a restart.
@@ -97,6 +98,18 @@ def make_store(config: Config, observer: CommitObserver | None = None, *, create
                             max_matches=config.search.max_keyword_matches,
                             disk_reserve_bytes=config.store.disk_reserve_bytes,
                             create=create, adopt=adopt)
+
+
+async def open_store(store: EntryStore, config: Config) -> None:
+    """`store.open()`; a PostgreSQL server that cannot be reached, or refuses the login or the
+    database, is an `UnreachableDatabase` naming the URL (password masked) and the fix."""
+    try:
+        await store.open()
+    except Exception as exc:
+        if isinstance(store, PostgresEntryStore) and (
+                err := explain_open_error(mask_value(config.store.db), exc)) is not None:
+            raise err from None
+        raise
 
 
 def _hostport(host: str) -> str:
@@ -283,7 +296,7 @@ class Host:
         if listen:
             self.auth.check_exposure(srv.host, self.config.auth.allow_anonymous_remote)
         try:
-            await self.store.open()
+            await open_store(self.store, self.config)
             await self.search.start()
             await self.server.start(listen)
             self.gc.start()

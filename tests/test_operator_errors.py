@@ -22,6 +22,7 @@ import tomllib
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import HostProcess, run_cli
@@ -306,3 +307,23 @@ async def test_library_info_lines_stay_out_of_the_log(tmp_path: Path) -> None:
     loggers = {json.loads(line)["logger"] for line in hp.proc.stderr.read().decode().splitlines()
                if line.startswith("{")}
     assert loggers and all(name.startswith("a2e_host") for name in loggers), loggers
+
+
+def test_a_postgresql_store_that_cannot_be_opened_is_one_line(pg_server: Any) -> None:
+    """A PostgreSQL URL naming a database that does not exist, a role that does not exist or a
+    port nobody listens on: `serve` and `stats` exit 2 with one line naming the URL (password
+    masked) and the fix."""
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    closed = free.getsockname()[1]
+    free.close()
+    host = pg_server.url.split("@", 1)[1].split("/", 1)[0]
+    cases = {
+        pg_server.url_for("no_such_db"): ("no_such_db", "createdb"),
+        f"postgresql://nobody:secret@{host}/postgres": ("nobody", "fix the user"),
+        f"postgresql://u:secret@127.0.0.1:{closed}/db": (f"127.0.0.1:{closed}", "is the server"),
+    }
+    for url, says in cases.items():
+        for command in (["serve", "--port", "0"], ["stats"]):
+            line = _one_line_error(run_cli(*command, "--db", url), "PostgreSQL", *says)
+            assert "secret" not in line, line

@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from host.app import open_store
 from host.app import quotas_of as quotas
 from host.config import Config, mask_value
 from host.store.base import StoreAdmin
@@ -49,7 +50,7 @@ def open_sqlite(path: str, create: bool = False) -> sqlite3.Connection:
 async def open_postgres(config: Config) -> AsyncIterator[PostgresEntryStore]:
     """The PostgreSQL store `store.db` names, open (schema migrated) with a small pool."""
     store = PostgresEntryStore(config.store.db, quotas=quotas(config), pool_min=1, pool_max=2)
-    await store.open()
+    await open_store(store, config)
     try:
         yield store
     finally:

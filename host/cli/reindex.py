@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from host.app import make_store
+from host.app import make_store, open_store
 from host.cli._progress import Progress
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.search.embed import make_embedder
@@ -31,7 +31,7 @@ async def _reindex(args: argparse.Namespace) -> int:
     # SQLite (which must exist), or PostgreSQL (claims as a host's worker does)
     store = make_store(config, create=False)
     queue = store if isinstance(store, VectorQueue) else None  # both backends have one
-    await store.open()
+    await open_store(store, config)
     engine = SearchEngine(store, embedder, config.search)
     try:
         await engine.start(worker=False)

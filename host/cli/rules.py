@@ -21,10 +21,10 @@ __all__ = ["register", "run_load"]
 
 async def run_load(config: Config, root: str, namespace: str) -> LoadReport:
     """Open the configured store, load `root` into `namespace`, close the store."""
-    from host.app import make_store
+    from host.app import make_store, open_store
 
     store = make_store(config)
-    await store.open()
+    await open_store(store, config)
     try:
         return await load_into_store(store, namespace, root, config)
     finally:

@@ -60,6 +60,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -73,10 +74,12 @@ __all__ = [
     "LOCK_GC",
     "LOCK_MIGRATE",
     "MIGRATIONS",
+    "UnreachableDatabase",
     "advisory_lock",
     "apply_functions",
     "enable_vectors",
     "ensure_vector_index",
+    "explain_open_error",
     "migrate",
     "vector_index",
 ]
@@ -88,6 +91,40 @@ log = logging.getLogger("a2e_host.store")
 LOCK_CLASS = 0x4132  # "A2"
 LOCK_MIGRATE = 1
 LOCK_GC = 2
+
+# SQLSTATEs of an open that fails for a reason the operator fixes, and the fix
+_FIXES = {
+    "3D000": "create it (createdb) or fix the database name at the end of the URL",
+    "28000": "fix the user in the URL",
+    "28P01": "fix the user and password in the URL",
+    "42501": "grant the user CREATE on the database's public schema, or use another user",
+    "53300": "raise max_connections, or lower store.pool_size",
+    "57P03": "wait until the server has started",
+}
+
+
+class UnreachableDatabase(ValueError):
+    """The PostgreSQL store cannot be opened for a reason the operator fixes: the message is one
+    line naming the (masked) URL and the fix (the CLI prints it and exits 2)."""
+
+
+def explain_open_error(where: str, exc: BaseException) -> UnreachableDatabase | None:
+    """The operator's message for `exc`, raised while opening the store at `where` (the URL,
+    its password masked): a server that cannot be reached, a login or database it refuses, a
+    user without the rights to create the tables. None for any other error."""
+    if isinstance(exc, socket.gaierror):
+        return UnreachableDatabase(f"cannot reach PostgreSQL at {where}: its host name does not"
+                                   f" resolve ({exc.strerror}): fix the host in the URL")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or (
+            isinstance(exc, OSError) and not getattr(exc, "sqlstate", None)):
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or "timed out"
+        return UnreachableDatabase(f"cannot reach PostgreSQL at {where} ({why}): is the server"
+                                   " running, and are the host and port of the URL right?")
+    fix = _FIXES.get(str(getattr(exc, "sqlstate", "")))
+    if fix is None:
+        return None
+    return UnreachableDatabase(f"PostgreSQL at {where} refused: {exc}: {fix}")
+
 
 MIGRATIONS_DIR = "migrations"  # beside this module: NNNN_name.sql, package data in the wheel
 FUNCTIONS_FILE = "functions.sql"  # beside this module, package data in the wheel
