@@ -25,6 +25,7 @@ __all__ = [
     "TIERS",
     "MemoryEntry",
     "EntryOut",
+    "Collapsed",
     "Envelope",
     "MemoryInitRequest",
     "MemoryInitResponse",
@@ -104,6 +105,17 @@ class EntryOut(Struct, kw_only=True):
     updated_at: float
     relevance: float | UnsetType = UNSET
     combined: float | UnsetType = UNSET
+    # the judgement extension (docs/protocol.md, "Judgement"): in a query's reply, the keys of
+    # the older entries this one supersedes, and the near-duplicates it stands for
+    supersedes: list[Raw] | UnsetType = UNSET
+    collapsed: Collapsed | UnsetType = UNSET
+
+
+class Collapsed(Struct, kw_only=True):
+    """The near-duplicates a reply's entry stands for: how many, and their keys."""
+
+    count: int
+    keys: list[Raw]
 
 
 class Envelope(Struct, kw_only=True, tag_field="type"):
@@ -155,6 +167,10 @@ class MemoryRetrieveRequest(Envelope, tag="memory/retrieve/req"):
     vector: list[float] = []
     vector_space: str = ""
     refresh_ttl: bool = False
+    # the judgement extension (docs/protocol.md, "Judgement") of a query: an update ranks
+    # above what it supersedes; near-duplicates collapse into one entry (asked for)
+    supersede: bool = True
+    collapse: bool = False
 
 
 class MemoryRetrieveResponse(Envelope, tag="memory/retrieve/resp"):

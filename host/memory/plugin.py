@@ -29,6 +29,7 @@ from host.memory.extensions import (
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
 from host.memory.watch import WatchHub
 from host.memory.working import ByteBudget, WorkingTier
+from host.search import judgement
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
 from host.store.base import (
@@ -308,7 +309,7 @@ class MemoryPlugin:
             ticket = max((s.vector_ticket for s in sessions.by_id.values()), default=0) \
                 if sessions is not None else session.vector_ticket
             entries, total = await self._search(session, tiers, q, req.query, t, ticket,
-                                                ctx.conn_id)
+                                                ctx.conn_id, req.supersede, req.collapse)
         else:
             entries, total = await self._find(session, tiers, q, t)
         if req.refresh_ttl and entries:
@@ -338,14 +339,20 @@ class MemoryPlugin:
 
     async def _search(
         self, session: Session, tiers: Sequence[str], q: Query, query: str, t: float,
-        ticket: int = 0, conn: str = "",
+        ticket: int = 0, conn: str = "", supersede: bool = False, collapse: bool = False,
     ) -> tuple[list[EntryOut], int]:
         ranked = await self.ranked(session.scope, q, query, t,
                                    session.working if "working" in tiers else None, ticket, conn)
         if "working" in tiers and (q.where or q.key_prefix):  # stores filter their own
             ranked = [(c, e) for c, e in ranked if e.tier != "working"
                       or working_matches(e, q.where, q.key_prefix)]
-        return [_out(e, c) for c, e in ranked[q.offset:q.offset + q.limit]], len(ranked)
+        notes: dict[int, judgement.Judged] = {}
+        if (supersede or collapse) and self.search.embedder is not None:
+            ranked, notes = await judgement.judge(  # the present first, no repeats
+                ranked, self.search.store, self.search.embedder.dim,
+                supersede=supersede, collapse=collapse)
+        return [judgement.mark(_out(e, c), notes.get(id(e)))
+                for c, e in ranked[q.offset:q.offset + q.limit]], len(ranked)
 
     async def ranked(
         self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None,

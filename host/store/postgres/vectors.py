@@ -226,3 +226,18 @@ class Vectors(StoreState):
             out[pos[int(r[0])]] = float(v @ q) / norm
         return out
 
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        """The stored vectors of entry `ids` that have one of `dim` values: (ids, `(n, dim)`
+        float32 unit rows), in no particular order (SQLite's `vectors_of`: the judgement of a
+        reply compares its entries with one another, `host.search.judgement`)."""
+        if not len(ids):
+            return [], np.zeros((0, dim), dtype=np.float32)
+        rows = await self.pool.fetch(
+            "SELECT entry_id, embedding FROM a2e_vectors WHERE entry_id = ANY($1::bigint[])"
+            " AND dim = $2", [int(i) for i in ids], dim)
+        if not rows:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        vecs = np.asarray([r[1] for r in rows], dtype=np.float32)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return [int(r[0]) for r in rows], vecs
+

@@ -1,0 +1,255 @@
+"""Judgement of a query's reply: the present first, and no repeats (docs/search.md, "Judgement").
+
+A query's matches, ranked by their combined score (`host.search.rank.rank_matches`), are
+judged among themselves, at read time, deterministically (no model call beyond the vectors the
+host already keeps), within the first `DEPTH` of them:
+
+1. **near-duplicates collapse.** Two matches are near-duplicates when the cosine similarity of
+   their stored vectors is at least `DUPLICATE` and their names and numbers do not conflict
+   (`conflict`: a number in one and not the other, or capitalised names on both sides that
+   share none: "Atlas ... 3 March" is not "Borealis ... 21 April" however close the rest).
+   Groups are complete-linkage (every member a near-duplicate of every other), formed in rank
+   order; a group is replaced by its newest member (`updated_at`, then the row id), at the
+   place of its best-ranked one, carrying the others' keys (`collapsed`).
+2. **an update supersedes.** A match supersedes an older one when their cosine is at least
+   `SUPERSEDE` and the newer says it changed: it holds a word of `CHANGE_WORDS` the older
+   does not ("now", "switched", "moved", "instead", ...) and none of `MORE_WORDS` ("also",
+   "another": an addition, not a change). The newer then ranks right above the oldest match
+   it supersedes (if it was below) and carries the keys it supersedes (`supersedes`); the
+   older stays in the reply, just below it.
+
+Nothing else moves: a match that no newer one supersedes keeps the place its relevance gave
+it. The thresholds were chosen on the tuning half of `scripts/eval_judgement.py`'s families
+and checked on the other half; a match without a vector (not embedded yet, a working entry)
+is never judged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from msgspec import Raw
+
+from host.text.keyword import COMMON_WORDS, STOP_WORDS
+from host.text.searchable import searchable_text
+from protocol.messages import Collapsed, EntryOut
+
+__all__ = ["CHANGE_WORDS", "DEPTH", "DUPLICATE", "MORE_WORDS", "SUPERSEDE", "Judged",
+           "Thresholds", "conflict", "content_text", "judge", "mark", "plan", "says_change",
+           "stored_vectors"]
+
+DUPLICATE = 0.80
+SUPERSEDE = 0.50
+DEPTH = 50
+RELEVANCE = 0.2
+SINGLE = False
+
+# words by which a newer entry says that something changed (compared as lower-case words)
+CHANGE_WORDS = frozenset((
+    "now", "switched", "switch", "moved", "changed", "change", "new", "instead", "replaced",
+    "anymore", "longer", "lately", "stopped", "quit", "left", "cancelled", "canceled",
+    "dropped", "raised", "lowered", "migrated", "sold", "finished", "became", "updated",
+    "gave", "nowadays", "currently", "former", "formerly",
+))
+# words by which it says that it adds to it
+MORE_WORDS = frozenset(("also", "too", "another", "second", "additionally", "besides"))
+
+COMMON = STOP_WORDS | COMMON_WORDS | {"user", "users", "please", "our", "my", "the"}
+# words of time, compared without a final "s" ("Mondays" is "monday")
+TIME_WORDS = frozenset((
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january",
+    "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "yesterday", "today", "tonight", "tomorrow", "morning",
+    "afternoon", "evening", "night", "week", "weekend", "month", "year", "spring", "summer",
+    "autumn", "fall", "winter", "holiday", "ago", "daily", "weekly", "monthly", "yearly",
+))
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d.,:/-]*")
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The rule's parameters (the module's constants by default)."""
+
+    duplicate: float = DUPLICATE
+    supersede: float = SUPERSEDE
+    depth: int = DEPTH
+    relevance: float = RELEVANCE
+    single: bool = SINGLE
+
+
+class _Entry(Protocol):
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def updated_at(self) -> float: ...
+
+
+E = TypeVar("E", bound=_Entry)
+
+
+@dataclass(slots=True)
+class Judged:
+    """What a judged match says beyond its entry: the keys it supersedes and those of the
+    near-duplicates it stands for (best-ranked first)."""
+
+    supersedes: list[bytes] = field(default_factory=list)
+    collapsed: list[bytes] = field(default_factory=list)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _names(words: list[str]) -> set[str]:
+    """Capitalised words, but a first word that is a common word ("The", "My": a sentence's
+    first word is capitalised anyway) and "I"."""
+    out = {w.lower() for w in words[1:] if w[0].isupper()}
+    if words and words[0][0].isupper() and words[0].lower() not in COMMON:
+        out.add(words[0].lower())
+    return out - {"i", "i'm", "i've", "i'd", "i'll"}
+
+
+def _times(words: list[str]) -> set[str]:
+    return {w.lower().rstrip("s") for w in words} & TIME_WORDS
+
+
+def conflict(a: str, b: str) -> bool:
+    """Whether texts `a` and `b` name different things: a number or a word of time
+    (`TIME_WORDS`) in one that the other lacks, or capitalised names on both sides with none
+    in common."""
+    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+        return True
+    wa, wb = _words(a), _words(b)
+    if _times(wa) != _times(wb):
+        return True
+    na, nb = _names(wa), _names(wb)
+    return bool(na) and bool(nb) and not (na & nb)
+
+
+def says_change(newer: str, older: str) -> bool:
+    """Whether `newer` says that what `older` says changed: a `CHANGE_WORDS` word `older`
+    lacks, and no `MORE_WORDS` word."""
+    wn = {w.lower() for w in _words(newer)}
+    wo = {w.lower() for w in _words(older)}
+    return bool((wn - wo) & CHANGE_WORDS) and not (wn & MORE_WORDS)
+
+
+def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, int]],
+         th: Thresholds = Thresholds(), relevance: Sequence[float] | None = None,
+         supersede: bool = True, collapse: bool = True,
+         ) -> list[tuple[int, list[int], list[int]]]:
+    """The judged order of `n` ranked matches (best first) from their pairwise cosines `sims`
+    (`(n, n)`, NaN for a match without a vector), their texts and their newness (`updated_at`,
+    row id) and `relevance` to the query (a match below `th.relevance` is not judged): a list
+    of (match index, indices it supersedes, indices it stands for), each index in exactly
+    one row as the first item or among those it stands for. Steps 1 and 2 of the module's
+    docstring, each when asked (`collapse`, `supersede`)."""
+    n = len(texts)
+    ok = np.isfinite(np.diag(sims)) if n else np.zeros(0, dtype=bool)
+    if relevance is not None:
+        ok = ok & (np.asarray(relevance, dtype=np.float64) >= th.relevance)
+    groups: list[list[int]] = []
+    for i in range(n):
+        if ok[i] and collapse:
+            for g in groups:
+                near = [sims[i, j] >= th.duplicate for j in g]
+                if ok[g[0]] and (any(near) if th.single else all(near)) and not any(
+                        conflict(texts[i], texts[j]) or says_change(texts[i], texts[j])
+                        or says_change(texts[j], texts[i]) for j in g):
+                    g.append(i)
+                    break
+            else:
+                groups.append([i])
+        else:
+            groups.append([i])
+    reps = [max(g, key=lambda j: newness[j]) for g in groups]
+    sup: list[list[int]] = [[] for _ in groups]
+    for a, ra in enumerate(reps):
+        if not ok[ra] or not supersede:
+            continue
+        for b, rb in enumerate(reps):
+            if (a != b and ok[rb] and newness[ra] > newness[rb]
+                    and sims[ra, rb] >= th.supersede and says_change(texts[ra], texts[rb])):
+                sup[a].append(b)
+    slot = [min([a] + sup[a]) for a in range(len(groups))]
+    # an entry superseded by a later one moves with it: its slot is that of its superseder's
+    order = sorted(range(len(groups)), key=lambda a: (
+        min([slot[a]] + [slot[c] for c in range(len(groups)) if a in sup[c]]),
+        0 if sup[a] or any(a in s for s in sup) else 1, tuple(-x for x in newness[reps[a]]), a))
+    return [(reps[a], [reps[b] for b in sorted(sup[a])], [j for j in groups[a] if j != reps[a]])
+            for a in order]
+
+
+def content_text(e: _Entry) -> str:
+    """The text of an entry's content (its strings, as the keyword index reads them), without
+    its key: a turn number in a key is no number of what it says."""
+    try:
+        return searchable_text(json.loads(e.content))
+    except ValueError:
+        return e.content.decode("utf-8", "replace")
+
+
+async def stored_vectors(store: Any, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
+    """The stored vectors of entry `ids` ({id: unit vector}) from a store that reads them back
+    (`vectors_of`: SQLite's and PostgreSQL's); empty for one that cannot."""
+    read = getattr(store, "vectors_of", None)
+    if read is None or not ids:
+        return {}
+    got, vecs = await read(list(ids), dim)
+    return {int(i): np.asarray(v, dtype=np.float64) for i, v in zip(got, vecs, strict=True)}
+
+
+def mark(out: EntryOut, judged: Judged | None) -> EntryOut:
+    """`out` (a reply's entry) with what its judgement says it carries, if anything."""
+    if judged is not None:
+        if judged.supersedes:
+            out.supersedes = [Raw(k) for k in judged.supersedes]
+        if judged.collapsed:
+            out.collapsed = Collapsed(count=len(judged.collapsed),
+                                      keys=[Raw(k) for k in judged.collapsed])
+    return out
+
+
+async def judge(
+    ranked: list[tuple[float, E]], store: Any, dim: int, th: Thresholds = Thresholds(),
+    text: Any = None, supersede: bool = True, collapse: bool = True,
+) -> tuple[list[tuple[float, E]], dict[int, Judged]]:
+    """The ranked matches judged (first `th.depth` of them; the rest follow as they were) and,
+    by `id()` of the entries that carry something, what they carry. `text(entry)` gives the
+    text compared for names, numbers and words of change (default: the content, decoded)."""
+    head = ranked[: th.depth]
+    if len(head) < 2:
+        return ranked, {}
+    ids = [e.id for _c, e in head if e.id is not None]
+    vecs = await stored_vectors(store, ids, dim)
+    if len(vecs) < 2:
+        return ranked, {}
+    n = len(head)
+    mat = np.full((n, dim), np.nan)
+    for k, (_c, e) in enumerate(head):
+        v = vecs.get(e.id) if e.id is not None else None
+        if v is not None:
+            mat[k] = v
+    sims = mat @ mat.T
+    texts = [(text or content_text)(e) for _c, e in head]
+    newness = [(e.updated_at, e.id or 0) for _c, e in head]
+    out: list[tuple[float, E]] = []
+    notes: dict[int, Judged] = {}
+    rel = [getattr(e, "relevance", None) or 0.0 for _c, e in head]
+    for k, sup, coll in plan(sims, texts, newness, th, rel, supersede, collapse):
+        c, e = head[k]
+        if sup or coll:
+            notes[id(e)] = Judged([head[j][1].key for j in sup], [head[j][1].key for j in coll])
+            c = max([c] + [head[j][0] for j in coll])
+        out.append((c, e))
+    return out + ranked[th.depth:], notes
