@@ -5,14 +5,20 @@ namespace whose index refuses its vectors never stops the embedding of the other
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_config, running_host, url_of
+from conftest import _EmbeddingHandler, make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
@@ -186,3 +192,70 @@ async def test_a_key_past_its_namespace_share_is_served_and_let_go_not_another_n
     alone = indexes()
     assert await alone.open("big\x00s") is not None
     assert alone.keys() == ["big\x00s"] and alone.stats()["let_go"] == 0
+
+
+class _ShortContext(_EmbeddingHandler):
+    """An OpenAI-compatible embeddings endpoint with a context smaller than the host's
+    `max_embed_chars`, as some local model servers have: a request holding an input longer
+    than `LIMIT` characters answers 400, the others `_Hash8` vectors."""
+
+    LIMIT = 500
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        if any(len(t) > self.LIMIT for t in json.loads(raw)["input"]):
+            self.send_error(400, "input too long for the context")
+            return
+        self.rfile = io.BytesIO(raw)
+        super().do_POST()
+
+
+@contextmanager
+def _short_context_endpoint() -> Iterator[str]:
+    handler = type("H", (_ShortContext,), {"embedder": _Hash8(), "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.all_backends
+async def test_an_entry_the_embedder_fails_on_is_set_aside_and_the_rest_embedded(
+    store_db: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With an embeddings endpoint that refuses one stored text (longer than its context),
+    the worker embeds every other entry, of that namespace and of others, batch after batch;
+    the refused entry alone stays queued, set aside (logged once, counted)."""
+    with _short_context_endpoint() as url:
+        config = make_config(store_db, search={
+            "embedder": "openai", "base_url": url, "model": "m", "dim": 8, "batch_size": 4})
+        async with running_host(config) as host:
+            await host.search.drain()  # nothing yet
+            long = await _client(host, "long")
+            other = await _client(host, "other")
+            try:
+                with caplog.at_level(logging.WARNING, logger="a2e_host.search"):
+                    await other.store([{"key": {"k": i}, "content": f"note {i}",
+                                        "tier": "semantic"} for i in range(3)])
+                    await long.store([{"key": {"k": "long"}, "content": "word " * 200,
+                                       "tier": "semantic"}])
+                    await long.store([{"key": {"k": i}, "content": f"short {i}",
+                                       "tier": "semantic"} for i in range(2)])
+                    await other.store([{"key": {"k": i}, "content": f"later {i}",
+                                        "tier": "semantic"} for i in range(3, 9)])
+                    await host.search.drain()
+                    assert await host.search.count_backlog() == 1
+                    await other.store([{"key": {"k": "last"}, "content": "the last note",
+                                        "tier": "semantic"}])
+                    await host.search.drain()
+                    assert await host.search.count_backlog() == 1
+            finally:
+                await long.close()
+                await other.close()
+            worker: Any = host.search.worker
+            assert worker.set_aside == 1 and worker.embedded_total >= 12
+            assert sum("failed to embed" in r.getMessage() for r in caplog.records) == 1

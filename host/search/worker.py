@@ -60,6 +60,14 @@ _RETRY_MAX = 60.0
 # namespaces whose index refused vectors, remembered so each is logged once (bounded: past
 # it, the set starts again)
 _REFUSED_KEPT = 1024
+# An entry whose text the embedder fails on (while it embeds others) is set aside: skipped
+# by the batches for `_ASIDE` seconds, doubled at each failure up to `_ASIDE_MAX`, at most
+# `_ASIDE_KEPT` entries at a time (past it, the one due first is forgotten: retried at once)
+_ASIDE = 60.0
+_ASIDE_MAX = 3600.0
+_ASIDE_KEPT = 256
+# what the worker embeds to tell a failing embedder from a text it fails on
+_PROBE = "a"
 
 
 def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
@@ -83,6 +91,10 @@ class EmbeddingWorker:
         self.backlog = 0  # entries waiting for a vector, as last counted
         self.embedded_total = 0
         self.failures = 0  # failed steps since start (each retried later)
+        self.set_aside = 0  # entries set aside since start (their embedding failed alone; an
+        # entry counted once however often it fails again)
+        # entry id -> (monotonic time it is due again, failures in a row)
+        self._aside: dict[int, tuple[float, int]] = {}
         self._ticket = 0
         self._through_all = 0  # every write up to this ticket has its vector
         self._through: dict[str, int] = {}  # the same, per namespace
@@ -293,6 +305,59 @@ class EmbeddingWorker:
     def _bound(self, text: str) -> str:
         return text[: self.cfg.max_embed_chars]
 
+    # -- entries the embedder fails on -------------------------------------------------------
+
+    def _due(self, entry_id: int) -> bool:
+        """False while `entry_id` is set aside."""
+        aside = self._aside.get(entry_id)
+        return aside is None or aside[0] <= time.monotonic()
+
+    async def _embed_apart(self, ids: Sequence[int], texts: list[str]
+                           ) -> tuple[np.ndarray, list[int]]:
+        """Vectors of `texts` (of entries `ids`), and the positions of those the embedder
+        fails on alone, set aside (`_aside`): when the batch fails, a probe tells a failing
+        embedder (raised, the step retried later) from texts it fails on; then each text is
+        embedded alone. An entry embedded leaves `_aside`."""
+        try:
+            vecs = await self._embed(texts)
+        except Exception:
+            # raises when the embedder itself fails (not counted as an entry embedded)
+            await self._lanes[0].run(self.embedder.embed, [_PROBE])
+            vecs = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+            failed = []
+            for j, text in enumerate(texts):
+                try:
+                    vecs[j] = (await self._embed([text]))[0]
+                except Exception as e:
+                    failed.append(j)
+                    self._put_aside(ids[j], e)
+            for j in set(range(len(texts))) - set(failed):
+                self._aside.pop(ids[j], None)
+            return vecs, failed
+        for i in ids:
+            self._aside.pop(i, None)
+        return vecs, []
+
+    def _forget_aside(self) -> None:
+        """Forget the entries set aside whose time came `_ASIDE_MAX` ago (embedded by another
+        host, deleted, or waiting like any other entry)."""
+        old = time.monotonic() - _ASIDE_MAX
+        for i in [i for i, (due, _) in self._aside.items() if due < old]:
+            del self._aside[i]
+
+    def _put_aside(self, entry_id: int, err: Exception) -> None:
+        self._forget_aside()
+        now = time.monotonic()
+        _, times = self._aside.pop(entry_id, (0.0, 0))
+        if len(self._aside) >= _ASIDE_KEPT:
+            del self._aside[min(self._aside, key=lambda i: self._aside[i][0])]
+        wait = min(_ASIDE * 2 ** times, _ASIDE_MAX)
+        self._aside[entry_id] = (now + wait, times + 1)
+        if not times:
+            self.set_aside += 1
+            log.warning("an entry's text failed to embed (%s): set aside, retried in %.0f s,"
+                        " the others embedded", err, wait)
+
 
 class LocalWorker(EmbeddingWorker):
     """Writes vectors to the store and into the in-memory `index` (SQLite).
@@ -367,22 +432,31 @@ class LocalWorker(EmbeddingWorker):
             self.index.remove(gone)
             await self.store.clear_vectors_gone(gone)
         limit = self.cfg.batch_size
-        batch: list[tuple[Pending, bytes | None]] = (
-            await self.store.pending_vectors(limit) if namespace is None
-            else await self.store.pending_vectors(limit, namespace=namespace))
-        if not batch:
+        self._forget_aside()
+        window = limit + len(self._aside)  # the entries set aside are skipped: read past them
+        queued: list[tuple[Pending, bytes | None]] = (
+            await self.store.pending_vectors(window) if namespace is None
+            else await self.store.pending_vectors(window, namespace=namespace))
+        if not queued:
             self.backlog = 0 if namespace is None else self.backlog
+            return 0, True
+        due = [(p, d) for p, d in queued if self._due(p.id)]
+        batch = due[:limit]
+        if not batch:  # only entries set aside are queued: they wait for their time
+            await self.count_backlog()
             return 0, True
         fresh = [p for p, d in batch if d is None or d != digest(p.text)
                  or not self._moved(p)]
-        vecs = await self._embed([self._bound(p.text) for p in fresh])
+        vecs, failed = await self._embed_apart([p.id for p in fresh],
+                                               [self._bound(p.text) for p in fresh])
+        skipped = {fresh[j].id for j in failed}
         blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
         done = set(await self.store.write_vectors(
-            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch]))
+            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch if p.id not in skipped]))
         written = [j for j, p in enumerate(fresh) if p.id in done]
         self._add([fresh[j] for j in written], vecs[written])
         await self.count_backlog()
-        return len(batch), len(batch) < limit
+        return len(batch), len(queued) < window and len(due) <= limit
 
     def _moved(self, p: Pending) -> bool:
         """Give the indexed row of `p` (whose stored vector is current) its group and expiry;
@@ -420,11 +494,19 @@ class SharedWorker(EmbeddingWorker):
         limit = self.cfg.batch_size
         batch = await self.store.claim_vectors(limit, self.cfg.embed_lease)
         if not batch:
-            return 0, await self.count_backlog() == 0
-        vecs = await self._embed([self._bound(p.text) for p, _seq in batch])
+            return 0, await self._drained()
+        vecs, failed = await self._embed_apart([p.id for p, _seq in batch],
+                                               [self._bound(p.text) for p, _seq in batch])
+        # an entry the embedder fails on stays claimed: its lease (`embed_lease`) passes
+        # before any host claims it again
+        bad = set(failed)
         await self.store.put_vectors(
-            self.embedder.name, [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch)])
-        return len(batch), await self.count_backlog() == 0
+            self.embedder.name,
+            [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch) if j not in bad])
+        return len(batch), await self._drained()
 
     async def _drained(self) -> bool:
-        return await self.count_backlog() == 0
+        """Nothing queued but, at most, the entries set aside (claimed till their lease ends:
+        a reindex does not wait for them)."""
+        self._forget_aside()
+        return await self.count_backlog() <= len(self._aside)
