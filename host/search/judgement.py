@@ -1,27 +1,33 @@
 """Judgement of a query's reply: the present first, and no repeats (docs/search.md, "Judgement").
 
 A query's matches, ranked by their combined score (`host.search.rank.rank_matches`), are
-judged among themselves, at read time, deterministically (no model call beyond the vectors the
-host already keeps), within the first `DEPTH` of them:
+judged among themselves, at read time, deterministically (no model call: the vectors the host
+already keeps, read back from the store), within the first `DEPTH` of them and among those
+whose relevance to the query is at least `RELEVANCE` (both must answer the question):
 
-1. **near-duplicates collapse.** Two matches are near-duplicates when the cosine similarity of
-   their stored vectors is at least `DUPLICATE` and their names and numbers do not conflict
-   (`conflict`: a number in one and not the other, or capitalised names on both sides that
-   share none: "Atlas ... 3 March" is not "Borealis ... 21 April" however close the rest).
+1. **near-duplicates collapse** (when the request asks, `collapse`). Two matches are
+   near-duplicates when the cosine similarity of their stored vectors is at least `DUPLICATE`,
+   neither says the other changed (step 2's words) and they do not `conflict`: a number or a
+   word of time in one and not the other, or capitalised names on both sides with none in
+   common ("Atlas ... 3 March" is not "Borealis ... 21 April" however close the rest).
    Groups are complete-linkage (every member a near-duplicate of every other), formed in rank
    order; a group is replaced by its newest member (`updated_at`, then the row id), at the
-   place of its best-ranked one, carrying the others' keys (`collapsed`).
-2. **an update supersedes.** A match supersedes an older one when their cosine is at least
-   `SUPERSEDE` and the newer says it changed: it holds a word of `CHANGE_WORDS` the older
-   does not ("now", "switched", "moved", "instead", ...) and none of `MORE_WORDS` ("also",
-   "another": an addition, not a change). The newer then ranks right above the oldest match
-   it supersedes (if it was below) and carries the keys it supersedes (`supersedes`); the
-   older stays in the reply, just below it.
+   place of its best-ranked one and with its combined score, carrying the others' keys
+   (`collapsed`).
+2. **an update supersedes** (by default, `supersede`). A match supersedes an older one when
+   their cosine is at least `SUPERSEDE` and the newer says it changed: it holds a word of
+   `CHANGE_WORDS` the older does not ("now", "switched", "moved", "instead", ...) and none
+   of `MORE_WORDS` ("also", "too": an addition, not a change). The newer then ranks right
+   above the oldest match it supersedes (if it was below) and carries the keys it supersedes
+   (`supersedes`); the older stays in the reply, just below it.
 
 Nothing else moves: a match that no newer one supersedes keeps the place its relevance gave
-it. The thresholds were chosen on the tuning half of `scripts/eval_judgement.py`'s families
-and checked on the other half; a match without a vector (not embedded yet, a working entry)
-is never judged.
+it. A newer fact that does not say it changed ("My favourite food is ramen." after "... is
+sushi.") is not told from a second, different fact ("I'm allergic to penicillin." after "...
+to peanuts."): it is left where the ranking puts it. The thresholds were chosen on the tuning
+half of `scripts/eval_judgement.py`'s families and checked on the other half; a match without
+a vector (not embedded yet, a working entry, one stored with a client's vectors only) is never
+judged.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ CHANGE_WORDS = frozenset((
     "gave", "nowadays", "currently", "former", "formerly",
 ))
 # words by which it says that it adds to it
-MORE_WORDS = frozenset(("also", "too", "another", "second", "additionally", "besides"))
+MORE_WORDS = frozenset(("also", "too", "additionally", "besides", "as well"))
 
 COMMON = STOP_WORDS | COMMON_WORDS | {"user", "users", "please", "our", "my", "the"}
 # words of time, compared without a final "s" ("Mondays" is "monday")
