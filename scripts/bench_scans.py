@@ -7,7 +7,7 @@ For each SIZE (default 100000) a SQLite file holds SIZE entries in namespace `bi
 `{"ns": ["users", "u<i % 100>", "docs"], "k": i}`, content `{"text": ..., "kind": "note",
 "n": i}`) and `--expired` expired entries in namespace `old`; it is built once (in process,
 through the store) and kept in `--cache` (a copy is served, so the sweep starts from the same
-file every run). `a2e-host serve` runs on it in a subprocess (no embedder, no collection during
+file every run; `--key-index` creates the key index on the copy). `a2e-host serve` runs on it in a subprocess (no embedder, no collection during
 the run), from the tree at `--tree` (default: this one; a worktree of another commit measures
 that commit on the same file). While one connection sends each request below, a second one
 pings the host and a third stores one entry at a time in a third namespace, each waiting ~2 ms
@@ -29,11 +29,13 @@ import argparse
 import asyncio
 import os
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ from support.procs import HostProcess  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 from host.store.base import NewEntry, Quotas, Scope  # noqa: E402
+from host.store.sqlite import scan_index  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 from protocol.codec import new_id, now  # noqa: E402
 from protocol.keys import canonical_key  # noqa: E402
@@ -51,6 +54,8 @@ from protocol.messages import VERSION, MemoryRetrieveRequest  # noqa: E402
 
 AGENT = "bench"
 GAP = 0.002  # seconds a bystander waits between two of its requests
+# the clients send no keepalive pings: a connection with 20 scans queued is not read until they
+# are answered (its pending requests are bounded), so a ping of it would time out
 Window = tuple[float, float]
 
 
@@ -114,10 +119,10 @@ def _stats(ms: list[float]) -> str:
 
 
 async def _measure(url: str, reps: int) -> None:
-    req = await MemoryClient.connect(url)
+    req = await MemoryClient.connect(url, ping_interval=None)
     await req.init("big", {"agent": AGENT})
-    pinger = await MemoryClient.connect(url)
-    storer = await MemoryClient.connect(url)
+    pinger = await MemoryClient.connect(url, ping_interval=None)
+    storer = await MemoryClient.connect(url, ping_interval=None)
     await storer.init("bystander", {"agent": "other"})
     pings: list[tuple[float, float]] = []
     stores: list[tuple[float, float]] = []
@@ -144,7 +149,7 @@ async def _measure(url: str, reps: int) -> None:
         await asyncio.gather(*replies)
 
     async def sweep() -> None:
-        old = await MemoryClient.connect(url)
+        old = await MemoryClient.connect(url, ping_interval=None)
         try:
             await old.init("old", {"agent": AGENT})
             t = time.perf_counter()
@@ -207,6 +212,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tree", default=str(Path(__file__).resolve().parent.parent),
                     help="the source tree whose host is measured")
+    ap.add_argument("--key-index", action="store_true",
+                    help="create the key index (host/store/sqlite/scan_index.py) on the copy")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "a2e-bench-scans"),
                     help="where the built files are kept")
     args = ap.parse_args()
@@ -227,8 +234,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "bench.db"
             shutil.copyfile(built, db)
+            if args.key_index:  # until the schema's list has the migration
+                with closing(sqlite3.connect(db)) as conn:
+                    conn.executescript(scan_index.MIGRATION)
             print(f"\n{size:,} entries in `big`, {args.expired:,} expired in `old`;"
-                  f" tree {args.tree}; load {_load()}")
+                  f" tree {args.tree}{'; key index' if args.key_index else ''}; load {_load()}")
             host = HostProcess(db, cwd=args.tree, env=env)
             try:
                 asyncio.run(_measure(host.url, args.reps))

@@ -184,7 +184,7 @@ async def key_plan(store: EntryStore, q: Query) -> str:
 async def test_a_key_prefix_on_ns_reads_the_key_index_and_finds_the_same(
         store: EntryStore) -> None:
     """A `key_prefix` on `ns` of plain elements reads a range of the key index (the plan names
-    it), and every prefix (plain, escaped, beside look-alike keys: a string holding an array's
+    it; a read without one does not use it), and every prefix (plain, escaped, beside look-alike keys: a string holding an array's
     text, a number, an object) finds what the prefix means, before and after the index."""
 
     async def found() -> list[Any]:
@@ -202,6 +202,9 @@ async def test_a_key_prefix_on_ns_reads_the_key_index_and_finds_the_same(
     before = await found()
     q = Query(tiers=("semantic",), key_prefix=parse_key_prefix({"ns": ["u", "1"]}))
     assert "key_ns" in await key_plan(store, q)  # (SQLite: the index created here)
+    # a read without such a prefix keeps its own index (walking this one reads rows unordered)
+    assert "key_ns" not in await key_plan(store, Query(tiers=("semantic",),
+                                                       where=parse_filter({"kind": "x"})))
     assert await found() == before
     for (keys, total, paths), pre in zip(before, PREFIXES, strict=True):
         want = [i for i, k in enumerate(KEYS) if isinstance(k, list) and k[:len(pre)] == pre]

@@ -18,6 +18,7 @@ from host.store.postgres.filters import KEY
 __all__ = ["prefix_range"]
 
 _TEXT = f"(({KEY} -> '{INDEXED_MEMBER}')::text COLLATE \"C\")"
+_ARRAY = f"jsonb_typeof({KEY} -> '{INDEXED_MEMBER}') = 'array'"  # the index's WHERE
 
 
 def prefix_range(prefixes: Sequence[KeyPrefix], p: Callable[[Any], str]) -> str:
@@ -27,4 +28,4 @@ def prefix_range(prefixes: Sequence[KeyPrefix], p: Callable[[Any], str]) -> str:
     if bounds is None:
         return ""
     low, high = bounds
-    return f" AND {_TEXT} >= {p(low)}::text AND {_TEXT} < {p(high)}::text"
+    return f" AND {_ARRAY} AND {_TEXT} >= {p(low)}::text AND {_TEXT} < {p(high)}::text"
