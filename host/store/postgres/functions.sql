@@ -1,4 +1,4 @@
--- a2e functions version: 5
+-- a2e functions version: 6
 --
 -- Every function and trigger function of the PostgreSQL schema, as it stands (package data
 -- beside schema.py). `host.store.postgres.schema.migrate` applies this file at every start,
@@ -370,41 +370,50 @@ CREATE OR REPLACE FUNCTION a2e_evict(
     p_keep bigint[], p_own bigint[]
 ) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    ids bigint[] := '{}';
-    n bigint := 0;
-    b bigint := 0;
+    ids bigint[];
+    n bigint := u[2] - p_own[1];
+    b bigint := u[4] - p_own[2];
+    got integer;
+    v_limit integer := 16;
     c record;
     v_op text := current_setting('a2e.change_op', true);
 BEGIN
-    n := u[2] - p_own[1];
-    b := u[4] - p_own[2];
     IF a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas) THEN
         RETURN 0;
     END IF;
-    n := 0;
-    b := 0;
-    -- the episodic and the semantic rank index, each read backwards, merged
-    FOR c IN
-        SELECT s.id, s.size FROM (
-            (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
-              WHERE e.namespace = p_namespace AND e.tier = 'episodic' AND e.owner = p_agent
-                AND e.agent = p_agent AND e.id <> ALL(p_keep)
-              ORDER BY e.score, e.updated_at)
-            UNION ALL
-            (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
-              WHERE e.namespace = p_namespace AND e.tier = 'semantic' AND e.owner = ''
-                AND e.agent = p_agent AND e.id <> ALL(p_keep)
-              ORDER BY e.score, e.updated_at)) s
-        ORDER BY s.score, s.updated_at, s.id
+    -- the first v_limit candidates (each arm: its rank index read backwards, LIMIT so the
+    -- planner takes the index rather than sort every entry of the agent), more if they do not
+    -- make room
     LOOP
-        ids := ids || c.id;
-        n := n + 1;
-        b := b + c.size;
+        ids := '{}';
+        n := 0;
+        b := 0;
+        got := 0;
+        FOR c IN
+            SELECT s.id, s.size FROM (
+                (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
+                  WHERE e.namespace = p_namespace AND e.tier = 'episodic' AND e.owner = p_agent
+                    AND e.agent = p_agent AND e.id <> ALL(p_keep)
+                  ORDER BY e.score, e.updated_at LIMIT v_limit)
+                UNION ALL
+                (SELECT e.id, e.size, e.score, e.updated_at FROM a2e_entries e
+                  WHERE e.namespace = p_namespace AND e.tier = 'semantic' AND e.owner = ''
+                    AND e.agent = p_agent AND e.id <> ALL(p_keep)
+                  ORDER BY e.score, e.updated_at LIMIT v_limit)) s
+            ORDER BY s.score, s.updated_at, s.id LIMIT v_limit
+        LOOP
+            got := got + 1;
+            ids := ids || c.id;
+            n := n + 1;
+            b := b + c.size;
+            EXIT WHEN NOT a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas);
+        END LOOP;
         EXIT WHEN NOT a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas);
+        IF got < v_limit THEN  -- every candidate read, and still no room
+            RETURN 0;
+        END IF;
+        v_limit := v_limit * 8;
     END LOOP;
-    IF a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas) THEN
-        RETURN 0;
-    END IF;
     PERFORM set_config('a2e.change_op', 'evicted', true);
     DELETE FROM a2e_entries WHERE id = ANY(ids);
     PERFORM set_config('a2e.change_op', coalesce(v_op, ''), true);
