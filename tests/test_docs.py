@@ -22,6 +22,7 @@ from websockets.sync.client import connect
 
 from host.cli.main import build_parser
 from host.cli.reference import _subparsers
+from host.client import MemoryClient
 from scripts.support.procs import HostProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -386,5 +387,27 @@ def test_readme_wire_example_is_what_the_host_answers(tmp_path: Path) -> None:
                 got = json.loads(ws.recv(timeout=30))
                 memory_id = memory_id or got.get("memory_id", "")
                 assert _shape(got) == _shape(_shown(resp)), (req, got)
+    finally:
+        host.terminate()
+
+
+async def test_readme_total_with_a_query_is_what_paging_walks(tmp_path: Path) -> None:
+    """What the README says of `total`: without a query it counts every match; with one it
+    counts the candidates the search ranked (a common word's 300 holders give far fewer), and
+    paging through them with `offset` returns exactly that many entries, each once."""
+    host = HostProcess(tmp_path / "total.db", env={"A2E_HOST_SEARCH_EMBEDDER": "none"},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        async with await MemoryClient.connect(host.url) as c:
+            await c.init("total", {"agent": "reader"})
+            await c.store([{"key": {"n": n}, "content": f"apple note {n}", "tier": "episodic"}
+                           for n in range(300)])
+            assert (await c.retrieve(tier="episodic", limit=5)).total == 300
+            total = (await c.retrieve(query="apple", limit=5)).total
+            walked: list[str] = []
+            while batch := (await c.retrieve(query="apple", limit=40,
+                                             offset=len(walked))).entries:
+                walked += [json.dumps(e["key"], sort_keys=True) for e in batch]
+            assert 0 < total < 300 and len(walked) == len(set(walked)) == total
     finally:
         host.terminate()
