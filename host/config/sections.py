@@ -108,7 +108,8 @@ class StoreConfig(_Section):
 
 
 class LimitsConfig(_Section):
-    """Size and count limits; over a count quota a store answers `memory_full`."""
+    """Size and count limits; over a quota of persisted entries a store answers `memory_full`,
+    or first evicts the storing agent's entries worth least (`on_full`, docs/growth.md)."""
 
     max_frame_bytes: int = Field(1 * MIB, ge=1024, description="Largest text frame accepted.")
     max_entry_bytes: int = Field(
