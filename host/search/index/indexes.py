@@ -1,5 +1,6 @@
 """`VectorIndexes`: the vector indexes of every key (namespace, or namespace and vector space),
-loaded on first use, evicted least recently used past a memory budget.
+loaded on first use, evicted least recently used past a memory budget (the keys of a namespace
+over its share of the budget first, `namespace_share`: one tenant cannot evict the others).
 
 A key's rows come from the store through `loader(key)` (blocking: `open` runs it in a thread).
 A key below `ann_min_rows` rows is an `ExactIndex`; past it, an `AnnIndex` (approximate search,
