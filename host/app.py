@@ -169,6 +169,7 @@ class Host:
             gc_deleted=lambda: self.gc.deleted_total,
             entries=self._entries_by_tier,
             embed_backlog=(lambda: self.search.backlog) if self.search.enabled else None,
+            embed_faults=self._embed_faults if self.search.enabled else None,
             watches=lambda: (self.memory.watches.count, self.memory.watches.events_sent,
                              self.memory.watches.ended),
             vectors=_index_stats(self.search),
@@ -211,6 +212,9 @@ class Host:
         for c in self.server.connections:
             counts[c.kind] = counts.get(c.kind, 0) + 1
         return counts
+
+    def _embed_faults(self) -> dict[str, int]:
+        return self.search.worker.faults() if self.search.worker is not None else {}
 
     def _entries_by_tier(self) -> dict[str, int]:
         counts = self._entry_counts()

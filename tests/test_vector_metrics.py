@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import running_host
+from conftest import make_config, running_host
 from test_client_vectors_index import SPACE, Model, _clients, _config, _put
 from test_metrics import _get, get, metric_value
 
@@ -64,3 +64,17 @@ async def test_metrics_show_the_vector_indexes(tmp_path: Path) -> None:
         assert metric_value(text, "a2e_vector_index_evictions_total") == stats["evictions"] == 1
         assert metric_value(text, "a2e_vector_index_rows") == stats["rows"] > 0
         assert metric_value(text, "a2e_blas_threads") >= 1  # numpy's OpenBLAS, in this process
+
+
+async def test_metrics_show_the_embedding_workers_faults(tmp_path: Path) -> None:
+    """/metrics shows the embedding worker's fault counters and the keys let go past a
+    namespace's share, each as the worker and the indexes count them (zero on a quiet host)."""
+    async with running_host(make_config(tmp_path / "f.db")) as host:
+        worker = host.search.worker
+        assert worker is not None
+        worker.failures, worker.set_aside, worker.refused = 3, 2, 1  # as the worker counts them
+        _, _, text = await get(host.port, "/metrics")
+        assert metric_value(text, "a2e_embed_failures_total") == 3
+        assert metric_value(text, "a2e_embed_set_aside_total") == 2
+        assert metric_value(text, "a2e_embed_refused_total") == 1
+        assert metric_value(text, "a2e_vector_index_let_go_total") == 0

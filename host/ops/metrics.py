@@ -37,7 +37,8 @@ class HostGauges:
     {transport: count} (`websocket`, `http`, `stdio`); `entries` returns {tier: count} (may be
     cached: counting a big table is not free); `embed_backlog` the entries waiting for a vector
     (as last counted; None: no embedder); `watches` (open, events sent, {reason: ended}) of
-    the change streams (None: not shown); `vectors` the in-memory vector indexes' figures
+    the change streams (None: not shown); `embed_faults` the embedding worker's fault counters
+    (`EmbeddingWorker.faults()`; None: no embedder); `vectors` the in-memory vector indexes' figures
     (`VectorIndexes.stats()`; None: no such indexes, e.g. PostgreSQL); `blas_threads` the
     threads numpy's OpenBLAS uses (`host.ops.threads.blas_threads`; None: not shown).
     """
@@ -53,6 +54,7 @@ class HostGauges:
         watches: Callable[[], tuple[int, int, dict[str, int]]] | None = None,
         vectors: Callable[[], dict[str, int]] | None = None,
         blas_threads: Callable[[], int | None] | None = None,
+        embed_faults: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.connections_open = connections_open
         self.connections_total = connections_total
@@ -63,6 +65,7 @@ class HostGauges:
         self.watches = watches
         self.vectors = vectors
         self.blas_threads = blas_threads
+        self.embed_faults = embed_faults
 
 
 # `VectorIndexes.stats()` keys shown: (metric, help, counter?); a key the stats lack is skipped
@@ -85,6 +88,17 @@ _VECTOR_FIGURES = (
      "Keys promoted to approximate indexes since start.", True),
     ("saved_hits", "a2e_vector_index_saved_hits",
      "Approximate indexes read back from their saved files since start.", True),
+    ("let_go", "a2e_vector_index_let_go",
+     "Keys let go as they were opened or written: their namespace past its share of the budget.",
+     True),
+)
+# The embedding worker's faults (`EmbeddingWorker.faults()`): (metric, help), all counters
+_EMBED_FAULTS = (
+    ("failures", "a2e_embed_failures", "Embedding steps that failed as a whole (each retried)."),
+    ("set_aside", "a2e_embed_set_aside",
+     "Entries set aside since start: their text failed alone (retried later)."),
+    ("refused", "a2e_embed_refused",
+     "Namespaces' vector index writes refused since start (the others still embedded)."),
 )
 
 
@@ -120,6 +134,10 @@ class _ScrapeCollector(Collector):
                 "a2e_embed_backlog", "Stored entries waiting for their vector.",
                 value=g.embed_backlog(),
             )
+        if g.embed_faults is not None:
+            faults = g.embed_faults()
+            for key, name, doc in _EMBED_FAULTS:
+                yield CounterMetricFamily(name, doc, value=faults.get(key, 0))
 
         if g.watches is not None:
             open_, events, ended = g.watches()

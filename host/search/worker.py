@@ -93,6 +93,7 @@ class EmbeddingWorker:
         self.failures = 0  # failed steps since start (each retried later)
         self.set_aside = 0  # entries set aside since start (their embedding failed alone; an
         # entry counted once however often it fails again)
+        self.refused = 0  # namespaces' index writes refused since start (LocalWorker's `_add`)
         # entry id -> (monotonic time it is due again, failures in a row)
         self._aside: dict[int, tuple[float, int]] = {}
         self._ticket = 0
@@ -105,6 +106,11 @@ class EmbeddingWorker:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.parallel = bool(getattr(embedder, "parallel", False))
+
+    def faults(self) -> dict[str, int]:
+        """The fault counters since start, by name (`failures`, `set_aside`, `refused`)."""
+        return {"failures": self.failures, "set_aside": self.set_aside,
+                "refused": self.refused}
 
     # -- tickets and waiting ---------------------------------------------------------------
 
@@ -377,7 +383,6 @@ class LocalWorker(EmbeddingWorker):
         self._catch = store if isinstance(store, VectorCatchUp) else None
         self._seq: int | None = None  # the newest write of vectors the index has seen
         self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
-        self.refused = 0  # namespaces' index writes refused since start (`_add`)
         self._refused: set[str] = set()  # ... those logged
 
     def _add(self, rows: Sequence[Pending], vecs: np.ndarray) -> None:
