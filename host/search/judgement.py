@@ -15,11 +15,13 @@ whose relevance to the query is at least `RELEVANCE` (both must answer the quest
    place of its best-ranked one and with its combined score, carrying the others' keys
    (`collapsed`).
 2. **an update supersedes** (by default, `supersede`). A match supersedes an older one when
-   their cosine is at least `SUPERSEDE` and the newer says it changed: it holds a word of
+   each is the other's most similar among the judged matches (about the same thing), their
+   cosine is at least `SUPERSEDE`, and the newer says it changed: it holds a word of
    `CHANGE_WORDS` the older does not ("now", "switched", "moved", "instead", ...) and none
    of `MORE_WORDS` ("also", "too": an addition, not a change). The newer then ranks right
-   above the oldest match it supersedes (if it was below) and carries the keys it supersedes
-   (`supersedes`); the older stays in the reply, just below it.
+   above the match it supersedes (if it was below) and carries its key (`supersedes`); the
+   older stays in the reply, just below it. Without the mutual nearest, a long turn of a
+   conversation that says "now" superseded dozens (LoCoMo recall@10 0.78 -> 0.73).
 
 Nothing else moves: a match that no newer one supersedes keeps the place its relevance gave
 it. A newer fact that does not say it changed ("My favourite food is ramen." after "... is
@@ -50,7 +52,7 @@ __all__ = ["CHANGE_WORDS", "DEPTH", "DUPLICATE", "MORE_WORDS", "SUPERSEDE", "Jud
            "stored_vectors"]
 
 DUPLICATE = 0.80
-SUPERSEDE = 0.50
+SUPERSEDE = 0.5
 DEPTH = 50
 RELEVANCE = 0.2
 SINGLE = False
@@ -112,42 +114,64 @@ class Judged:
     collapsed: list[bytes] = field(default_factory=list)
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text)
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """What the rule reads of a text: its numbers, words of time, names and lower-case words."""
+
+    numbers: frozenset[str]
+    times: frozenset[str]
+    names: frozenset[str]
+    words: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> _Said:
+        words = _WORD.findall(text)
+        low = frozenset(w.lower() for w in words)
+        return cls(frozenset(_NUMBER.findall(text)),
+                   frozenset(w.rstrip("s") for w in low) & TIME_WORDS, _names(words), low)
 
 
-def _names(words: list[str]) -> set[str]:
+def _names(words: list[str]) -> frozenset[str]:
     """Capitalised words, but a first word that is a common word ("The", "My": a sentence's
     first word is capitalised anyway) and "I"."""
     out = {w.lower() for w in words[1:] if w[0].isupper()}
     if words and words[0][0].isupper() and words[0].lower() not in COMMON:
         out.add(words[0].lower())
-    return out - {"i", "i'm", "i've", "i'd", "i'll"}
+    return frozenset(out - {"i", "i'm", "i've", "i'd", "i'll"})
 
 
-def _times(words: list[str]) -> set[str]:
-    return {w.lower().rstrip("s") for w in words} & TIME_WORDS
+def _conflict(a: _Said, b: _Said) -> bool:
+    return (a.numbers != b.numbers or a.times != b.times
+            or (bool(a.names) and bool(b.names) and not a.names & b.names))
+
+
+def _says_change(newer: _Said, older: _Said) -> bool:
+    return bool((newer.words - older.words) & CHANGE_WORDS) and not newer.words & MORE_WORDS
 
 
 def conflict(a: str, b: str) -> bool:
     """Whether texts `a` and `b` name different things: a number or a word of time
     (`TIME_WORDS`) in one that the other lacks, or capitalised names on both sides with none
     in common."""
-    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
-        return True
-    wa, wb = _words(a), _words(b)
-    if _times(wa) != _times(wb):
-        return True
-    na, nb = _names(wa), _names(wb)
-    return bool(na) and bool(nb) and not (na & nb)
+    return _conflict(_Said.of(a), _Said.of(b))
 
 
 def says_change(newer: str, older: str) -> bool:
     """Whether `newer` says that what `older` says changed: a `CHANGE_WORDS` word `older`
     lacks, and no `MORE_WORDS` word."""
-    wn = {w.lower() for w in _words(newer)}
-    wo = {w.lower() for w in _words(older)}
-    return bool((wn - wo) & CHANGE_WORDS) and not (wn & MORE_WORDS)
+    return _says_change(_Said.of(newer), _Said.of(older))
+
+
+class _Lazy(dict[int, _Said]):
+    """`_Said` of each text, read when first asked for."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def __missing__(self, i: int) -> _Said:
+        out = self[i] = _Said.of(self.texts[i])
+        return out
 
 
 def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, int]],
@@ -164,14 +188,15 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
     ok = np.isfinite(np.diag(sims)) if n else np.zeros(0, dtype=bool)
     if relevance is not None:
         ok = ok & (np.asarray(relevance, dtype=np.float64) >= th.relevance)
+    said = _Lazy(texts)
     groups: list[list[int]] = []
     for i in range(n):
         if ok[i] and collapse:
             for g in groups:
                 near = [sims[i, j] >= th.duplicate for j in g]
                 if ok[g[0]] and (any(near) if th.single else all(near)) and not any(
-                        conflict(texts[i], texts[j]) or says_change(texts[i], texts[j])
-                        or says_change(texts[j], texts[i]) for j in g):
+                        _conflict(said[i], said[j]) or _says_change(said[i], said[j])
+                        or _says_change(said[j], said[i]) for j in g):
                     g.append(i)
                     break
             else:
@@ -180,18 +205,23 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
             groups.append([i])
     reps = [max(g, key=lambda j: newness[j]) for g in groups]
     sup: list[list[int]] = [[] for _ in groups]
-    for a, ra in enumerate(reps):
-        if not ok[ra] or not supersede:
-            continue
-        for b, rb in enumerate(reps):
-            if (a != b and ok[rb] and newness[ra] > newness[rb]
-                    and sims[ra, rb] >= th.supersede and says_change(texts[ra], texts[rb])):
+    judged = [a for a, r in enumerate(reps) if ok[r]] if supersede else []
+    if len(judged) > 1:
+        rows = [reps[a] for a in judged]
+        close = sims[np.ix_(rows, rows)].copy()
+        np.fill_diagonal(close, -np.inf)
+        nearest = close.argmax(axis=1).tolist()
+        for x, a in enumerate(judged):  # each other's nearest: about the same thing
+            y = nearest[x]
+            b = judged[y]
+            ra, rb = reps[a], reps[b]
+            if (nearest[y] == x and newness[ra] > newness[rb] and sims[ra, rb] >= th.supersede
+                    and _says_change(said[ra], said[rb])):
                 sup[a].append(b)
-    slot = [min([a] + sup[a]) for a in range(len(groups))]
-    # an entry superseded by a later one moves with it: its slot is that of its superseder's
+    # a superseding match takes the place of the best-ranked match it supersedes, just
+    # above it (the newest first among those that share a place); nothing else moves
     order = sorted(range(len(groups)), key=lambda a: (
-        min([slot[a]] + [slot[c] for c in range(len(groups)) if a in sup[c]]),
-        0 if sup[a] or any(a in s for s in sup) else 1, tuple(-x for x in newness[reps[a]]), a))
+        min([a] + sup[a]), 0 if sup[a] else 1, tuple(-x for x in newness[reps[a]]), a))
     return [(reps[a], [reps[b] for b in sorted(sup[a])], [j for j in groups[a] if j != reps[a]])
             for a in order]
 
@@ -234,9 +264,11 @@ async def judge(
     by `id()` of the entries that carry something, what they carry. `text(entry)` gives the
     text compared for names, numbers and words of change (default: the content, decoded)."""
     head = ranked[: th.depth]
-    if len(head) < 2:
+    # only the matches that answer the question are judged: the others' vectors are not read
+    ids = [e.id for _c, e in head
+           if e.id is not None and (getattr(e, "relevance", None) or 0.0) >= th.relevance]
+    if len(ids) < 2:
         return ranked, {}
-    ids = [e.id for _c, e in head if e.id is not None]
     vecs = await stored_vectors(store, ids, dim)
     if len(vecs) < 2:
         return ranked, {}
