@@ -6,6 +6,7 @@ default) answers `memory_full` as before."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -228,3 +229,29 @@ async def test_refuse_is_the_default_and_unchanged(store_db: str) -> None:
         assert await keys(c) == [1, 2]
     config = make_config(store_db)
     assert config.limits.on_full == "refuse"
+
+
+async def test_two_hosts_on_one_postgres_database_keep_the_agent_at_its_quota(
+    pg_url: str,
+) -> None:
+    """Two hosts storing for one agent at once, on one PostgreSQL database, evict under the
+    namespace's lock: every store succeeds, the agent ends at its quota exactly, and the
+    evictions the replies count are the entries stored beyond it."""
+    limits = {"max_entries_per_agent": 10, "on_full": "evict"}
+    async with running_host(make_config(pg_url, limits=limits)) as h1, \
+            running_host(make_config(pg_url, limits=limits)) as h2:
+        clients = []
+        for h in (h1, h2, h1, h2):
+            c = await MemoryClient.connect(url_of(h))
+            await c.init("ns", {"agent": "a1"})
+            clients.append(c)
+        try:
+            replies = await asyncio.gather(*(
+                c.store([entry(100 * n + k)]) for k in range(15)
+                for n, c in enumerate(clients)))
+            assert all(r.errors == [] and len(r.stored) == 1 for r in replies)
+            assert sum(r.evicted or 0 for r in replies) == 60 - 10
+            assert (await clients[0].retrieve(limit=100)).total == 10
+        finally:
+            for c in clients:
+                await c.close()
