@@ -15,12 +15,14 @@ which
 - 10 % an update of one of `--facts` facts (`{"fact": f}`, score 0.9, its content naming the
   fact's own word and its version: the current fact is the last one written);
 - 10 % a fact repeated as a turn (a new key, score 0.3, the fact's word and an old version).
-After each tenth of the run: the agent's entries, the database's size (SQLite: the file and its
-WAL; PostgreSQL: `pg_database_size`), this process's RSS (the host and the client: VmRSS), the
+After each tenth of the run, once the host's collector has run (as it does every
+`gc.interval`: expired entries, the change log pruned to `watch.retention_seconds` of the
+simulated clock): the agent's entries, the database's size (SQLite: the file and its WAL;
+PostgreSQL: `pg_database_size`), this process's RSS (the host and the client: VmRSS), the
 store p50/p99 of that tenth, and `--queries` keyword queries (the word of a random written
 fact; top 10) p50/p99; then, over every fact written so far, how often its current version is
-still stored (read by key: "survives") and comes first among the query's hits for its word
-that carry it ("found": the current version in the top 10 of its word's query).
+still stored ("survives": read by key) and how often a query of its word has the current
+version in its top 10 ("found").
 
 Modes: `evict` (`limits.max_entries_per_agent = --quota`, `on_full = "evict"`) and `none` (no
 quota: every entry stays). Prints a table a mode and the load average before and after; a
@@ -139,6 +141,7 @@ async def run(db: str, year: list[tuple[dict[str, Any], int]], quota: int | None
                 clock.advance(step)
                 if i % tenth and i != len(year):
                     continue
+                await host.gc.collect_once()  # its periodic run: expiry, the change log pruned
                 query_ms: list[float] = []
                 found = 0
                 asked = rng.sample(sorted(current), min(queries, len(current)))
