@@ -39,6 +39,14 @@ Migration 5 (change streams, `host/store/sqlite/changes.py`): `changes`, one row
 request that changed entries (what `memory/watch` replays), and `change_floor`. Migration 9:
 a namespace's changes numbered on their own (`seq`), and `change_keys`, so that the content of
 a deleted entry leaves the log with it.
+
+Before a store or a command opens a file, `check_file` looks at it, changing nothing: a folder,
+a file that is not SQLite, another application's SQLite database (tables but not the host's
+`entries` at a `user_version` of 1 or more; joined only when asked, `serve --adopt`) and a
+path in a missing folder are refused with an `UnusableDatabase` naming the path and the fix.
+An error while opening is said the same way by `explain`, which finds what the folder or file
+refuses by trying to create a file there (root passes permission bits, a read-only file system
+stops everyone). `remove_files` takes away what a failed first start created.
 """
 
 from __future__ import annotations
@@ -50,14 +58,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from enum import Enum
-from urllib.request import pathname2url
+from urllib.parse import quote
 
 from host.store.sqlite.bm25 import row_length
 
 __all__ = [
     "MIGRATIONS", "FileState", "UnusableDatabase", "check_file", "check_folder", "connect",
-    "explain",
-    "migrate", "remove_files", "write_transaction",
+    "explain", "migrate", "remove_files", "write_transaction",
 ]
 
 MIGRATIONS: tuple[str, ...] = (
@@ -472,7 +479,7 @@ def check_file(path: str, *, create: bool, adopt: bool = False, option: str = "-
             f"{full} is not a SQLite database: point {option} at the host's database, or at a"
             " path where a new one may be created")
     try:  # read-write but only reading: its last close removes the -wal and -shm it opened
-        with closing(sqlite3.connect(f"file:{pathname2url(full)}?mode=rw", uri=True)) as conn:
+        with closing(sqlite3.connect(f"file:{quote(full)}?mode=rw", uri=True)) as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = [r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
