@@ -237,7 +237,8 @@ def _grid(args: argparse.Namespace) -> list[Thresholds]:
     if not args.grid:
         return []
     return [Thresholds(d, s, relevance=r, single=one) for d in (0.7, 0.75, 0.8, 0.85, 0.9)
-            for s in (0.45, 0.5, 0.55, 0.6) for r in (0.1, 0.2, 0.3) for one in (False, True)]
+            for s in (0.35, 0.4, 0.45, 0.5, 0.55, 0.6) for r in (0.1, 0.2, 0.3)
+            for one in (False, True)]
 
 
 @contextlib.contextmanager
