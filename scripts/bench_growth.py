@@ -116,8 +116,9 @@ async def db_bytes(host: Host, db: str) -> int:
 
 
 async def run(db: str, year: list[tuple[dict[str, Any], int]], quota: int | None,
-              queries: int, seed: int) -> list[dict[str, Any]]:
-    """One mode over `year`: a row of figures a tenth."""
+              queries: int, seed: int, echo: bool = False) -> list[dict[str, Any]]:
+    """One mode over `year`: a row of figures a tenth (each printed as it comes with
+    `echo`, so a run cut short keeps what it measured)."""
     rng = random.Random(seed + 1)
     clock = ShiftedClock()
     step = YEAR / len(year)
@@ -167,15 +168,17 @@ async def run(db: str, year: list[tuple[dict[str, Any], int]], quota: int | None
                     "survives": round(survived / len(current), 3) if current else None,
                     "found": round(found / len(asked), 3) if asked else None,
                 })
+                if echo:
+                    print(table(rows[-1:], header=len(rows) == 1), flush=True)
                 store_ms = []
     finally:
         await host.stop()
     return rows
 
 
-def table(mode: str, rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], header: bool = True) -> str:
     cols = list(rows[0]) if rows else []
-    lines = [f"mode {mode}", "  ".join(f"{c:>12}" for c in cols)]
+    lines = ["  ".join(f"{c:>12}" for c in cols)] if header else []
     lines += ["  ".join(f"{r[c]!s:>12}" for c in cols) for r in rows]
     return "\n".join(lines)
 
@@ -209,12 +212,13 @@ async def main() -> int:
                 else:
                     db = str(Path(work) / f"{mode}.db")
                 started = time.perf_counter()
+                if not args.json:
+                    print(f"mode {mode}", flush=True)
                 rows = await run(db, year, quota if mode == "evict" else None, args.queries,
-                                 args.seed)
+                                 args.seed, echo=not args.json)
                 report["modes"][mode] = {"seconds": round(time.perf_counter() - started, 1),
                                          "tenths": rows}
                 if not args.json:
-                    print(table(mode, rows))
                     print(f"  ({report['modes'][mode]['seconds']} s)", flush=True)
         finally:
             if pg is not None:
