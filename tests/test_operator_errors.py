@@ -311,8 +311,8 @@ async def test_library_info_lines_stay_out_of_the_log(tmp_path: Path) -> None:
 
 def test_a_postgresql_store_that_cannot_be_opened_is_one_line(pg_server: Any) -> None:
     """A PostgreSQL URL naming a database that does not exist, a role that does not exist or a
-    port nobody listens on: `serve` and `stats` exit 2 with one line naming the URL (password
-    masked) and the fix."""
+    port nobody listens on: `serve` and `stats` (and `mcp`, for the refusals) exit 2 with one
+    line naming the URL (password masked) and the fix."""
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     closed = free.getsockname()[1]
@@ -324,6 +324,9 @@ def test_a_postgresql_store_that_cannot_be_opened_is_one_line(pg_server: Any) ->
         f"postgresql://u:secret@127.0.0.1:{closed}/db": (f"127.0.0.1:{closed}", "is the server"),
     }
     for url, says in cases.items():
-        for command in (["serve", "--port", "0"], ["stats"]):
-            line = _one_line_error(run_cli(*command, "--db", url), "PostgreSQL", *says)
+        commands = [["serve", "--port", "0"], ["stats"]]
+        if "secret" not in url or "nobody" in url:  # the refusals, also from `mcp`
+            commands.append(["mcp"])
+        for command in commands:
+            line = _one_line_error(run_cli(*command, "--db", url, input=b""), "PostgreSQL", *says)
             assert "secret" not in line, line

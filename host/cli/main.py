@@ -31,10 +31,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from host import __version__
-from host.config import ENV_FILE, Config, load_config
+from host.config import ENV_FILE, Config, load_config, mask_value
 from host.extras import MissingExtra
 from host.ops.logs import quiet_libraries
 from host.ops.threads import limit_blas_threads, serve_command
+from host.store.postgres.schema import explain_open_error
 
 __all__ = [
     "COMMANDS",
@@ -137,6 +138,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, MissingExtra) as err:
         print(f"a2e-host: {err}", file=sys.stderr)
         return 2
+    except Exception as err:
+        # a PostgreSQL refusal from a command that opens its store on its own (`mcp`)
+        said = explain_open_error(_db_of(args), err) if getattr(err, "sqlstate", None) else None
+        if said is None:
+            raise
+        print(f"a2e-host: {said}", file=sys.stderr)
+        return 2
+
+
+def _db_of(args: argparse.Namespace) -> str:
+    """The database the command works on, password masked (for a message)."""
+    try:
+        return mask_value(config_from_args(args).store.db)
+    except Exception:  # noqa: BLE001 - a bad configuration was reported before this
+        return "store.db"
 
 
 if __name__ == "__main__":
