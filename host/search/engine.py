@@ -230,7 +230,8 @@ class SearchEngine:
             return
         if await self._vectors.set_vector_model(self.embedder.name, self.embedder.dim):
             log.info("embedding model recorded: %s (entries embedded by another model, if any,"
-                     " are re-embedded in the background)", self.embedder.name)
+                     " are re-embedded %s)", self.embedder.name,
+                     "in the background" if worker else "by this command")
         if isinstance(self.worker, LocalWorker):
             await asyncio.to_thread(self.worker.load)
         await self.worker.count_backlog()
