@@ -128,3 +128,20 @@ async def test_a_collapsed_reply_names_what_it_collapsed(client: MemoryClient, h
     assert not any("collapsed" in e for e in every.entries)
     assert reply.total == every.total - 2
     assert json.loads(json.dumps(reply.entries))  # plain JSON
+
+
+async def test_an_old_fact_that_alone_answers_keeps_its_place(client: MemoryClient, host: Host
+                                                             ) -> None:
+    """Newer entries that say something changed about other things leave an old fact that alone
+    answers the question where its relevance put it: first, carrying nothing, the reply the
+    same with and without judgement."""
+    texts = ["My blood type is O negative.", *CHATTER,
+             "I switched my phone plan to a cheaper one now.",
+             "We moved the book club to the library instead."]
+    await stored(client, host, texts)
+    got = (await client.retrieve(query="What is my blood type?", limit=10)).entries
+    plain = (await client.retrieve(query="What is my blood type?", limit=10,
+                                   supersede=False)).entries
+    assert turn(got[0]) == 0
+    assert [turn(e) for e in got] == [turn(e) for e in plain]
+    assert not any("supersedes" in e for e in got)
