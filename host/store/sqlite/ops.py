@@ -723,8 +723,10 @@ def put_entries(
                 growth = (0, size - row[3]), ((0, size - row[3]) if row[2] == agent else (1, size))
             if usage.over(quotas, *growth) and not collected:
                 collected = True
+                # through the expiry index (the unary +): by the namespace's rank index each
+                # put at a quota walked every entry of the namespace
                 _log_expired(conn, conn.execute(
-                    "DELETE FROM entries WHERE namespace = ? AND expires_at IS NOT NULL"
+                    "DELETE FROM entries WHERE +namespace = ? AND expires_at IS NOT NULL"
                     " AND expires_at <= ? RETURNING namespace, tier, owner, key, tags",
                     (ns, now),
                 ).fetchall(), now)
