@@ -60,6 +60,7 @@ from contextlib import closing, contextmanager
 from enum import Enum
 from urllib.parse import quote
 
+from host.store.sqlite import scan_index
 from host.store.sqlite.bm25 import row_length
 
 __all__ = [
@@ -343,6 +344,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX entries_order ON entries (namespace, tier, owner, id);
     """,
+    # 13: a key prefix on the member `ns` (LangGraph's namespace) reads a range of this index,
+    # not the whole namespace (host/store/sqlite/scan_index.py)
+    scan_index.MIGRATION,
 )
 
 
