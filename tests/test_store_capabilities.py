@@ -26,7 +26,7 @@ CAPABILITIES: dict[str, type] = {
     if isinstance(obj := getattr(base, name), type) and getattr(obj, "_is_runtime_protocol", False)
 }
 SHARED = {"EntryStore", "StoreExtensions", "ClientVectors", "KeywordStats", "TierCounts",
-          "AdjustableQuotas", "VectorQueue", "ChangeLog", "Browse"}
+          "AdjustableQuotas", "VectorQueue", "ChangeLog", "Browse", "StoredVectors"}
 SQLITE = SHARED | {"NotReadyReason", "VectorStore", "NamespaceVectors", "VectorCatchUp",
                    "ClientSpaceReads"}
 POSTGRES = SHARED | {"VectorSearch", "ChangeNotices", "ClientSpaceReads", "NearSearch"}

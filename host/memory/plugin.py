@@ -42,6 +42,7 @@ from host.store.base import (
     Refusal,
     Scope,
     StoredEntry,
+    StoredVectors,
 )
 from host.store.growth import evicted_by
 from host.text.searchable import searchable_text
@@ -116,6 +117,9 @@ class MemoryPlugin:
         self.weights = RankWeights.from_config(config.ranking)
         # the store's optional capabilities, checked once here (host/store/base.py)
         self._client_vectors = isinstance(store, ClientVectors)
+        # the judgement of a reply reads the stored vectors of its matches back
+        self._stored_vectors = (self.search.store
+                                if isinstance(self.search.store, StoredVectors) else None)
         self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
                                 self.access, max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
@@ -349,7 +353,7 @@ class MemoryPlugin:
         notes: dict[int, judgement.Judged] = {}
         if (supersede or collapse) and self.search.embedder is not None:
             ranked, notes = await judgement.judge(  # the present first, no repeats
-                ranked, self.search.store, self.search.embedder.dim,
+                ranked, self._stored_vectors, self.search.embedder.dim,
                 supersede=supersede, collapse=collapse)
         return [judgement.mark(_out(e, c), notes.get(id(e)))
                 for c, e in ranked[q.offset:q.offset + q.limit]], len(ranked)

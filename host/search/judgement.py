@@ -43,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from msgspec import Raw
 
+from host.store.base import StoredVectors
 from host.text.keyword import COMMON_WORDS, STOP_WORDS
 from host.text.searchable import searchable_text
 from protocol.messages import Collapsed, EntryOut
@@ -235,13 +236,13 @@ def content_text(e: _Entry) -> str:
         return e.content.decode("utf-8", "replace")
 
 
-async def stored_vectors(store: Any, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
+async def stored_vectors(store: StoredVectors | None, ids: Sequence[int], dim: int
+                         ) -> dict[int, np.ndarray]:
     """The stored vectors of entry `ids` ({id: unit vector}) from a store that reads them back
-    (`vectors_of`: SQLite's and PostgreSQL's); empty for one that cannot."""
-    read = getattr(store, "vectors_of", None)
-    if read is None or not ids:
+    (SQLite's and PostgreSQL's); empty without one."""
+    if store is None or not ids:
         return {}
-    got, vecs = await read(list(ids), dim)
+    got, vecs = await store.vectors_of(list(ids), dim)
     return {int(i): np.asarray(v, dtype=np.float64) for i, v in zip(got, vecs, strict=True)}
 
 
@@ -257,7 +258,8 @@ def mark(out: EntryOut, judged: Judged | None) -> EntryOut:
 
 
 async def judge(
-    ranked: list[tuple[float, E]], store: Any, dim: int, th: Thresholds = Thresholds(),
+    ranked: list[tuple[float, E]], store: StoredVectors | None, dim: int,
+    th: Thresholds = Thresholds(),
     text: Any = None, supersede: bool = True, collapse: bool = True,
 ) -> tuple[list[tuple[float, E]], dict[int, Judged]]:
     """The ranked matches judged (first `th.depth` of them; the rest follow as they were) and,

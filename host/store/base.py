@@ -66,6 +66,7 @@ __all__ = [
     "StoredEntry",
     "StoreAdmin",
     "StoreExtensions",
+    "StoredVectors",
     "StoreOutcome",
     "TierCounts",
     "VectorCatchUp",
@@ -400,6 +401,16 @@ class TierCounts(Protocol):
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
         """Live entries at `now` by persistent tier (a scan: called every few seconds)."""
+
+
+@runtime_checkable
+class StoredVectors(Protocol):
+    """Optional capability of an `EntryStore`: it reads back the stored vectors of entries by
+    id (both backends; the judgement of a reply, `host.search.judgement`, compares them)."""
+
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        """The ids that have a stored vector of `dim` and their float32 unit rows, in no
+        particular order."""
 
 
 @runtime_checkable
