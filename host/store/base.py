@@ -301,8 +301,9 @@ class StoreExtensions(Protocol):
         seconds after `now`. Returns after the commit: how many."""
 
     def sweep(self, scope: Scope, tiers: Sequence[str], now: float) -> Awaitable[int]:
-        """Delete the expired entries of `scope`'s namespace it may see in `tiers` (logged as
-        `expired`). Returns after the commit: how many."""
+        """Delete the expired entries of `scope`'s namespace it may see in `tiers`, 1,000 a
+        transaction (each batch logged as one `expired` change; other writes may land between
+        batches). Returns after the last commit: how many."""
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
                         now: float) -> list[bytes]:
