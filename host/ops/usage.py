@@ -12,7 +12,6 @@ them through whichever store or `StoreAdmin` it is given."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,10 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 
 from host.store.base import Quotas
-from host.store.growth import FRACTION_BUCKETS, TenantUsage, UsageSummary
-from host.store.postgres import usage as pg_usage
-from host.store.sqlite import usage as sqlite_usage
-from host.store.sqlite.schema import connect
+from host.store.growth import FRACTION_BUCKETS, QuotaReport, TenantUsage, UsageSummary
 
 __all__ = ["WARN_AT", "QuotaUsage", "read_usage"]
 
@@ -35,27 +31,11 @@ WARN_AT = 0.8  # the share of a quota at which the log warns
 WATCHED = 100  # the fullest tenants the warning reads a time (the rest are under them)
 
 
-def _sqlite_file(path: str, quotas: Quotas, top: int) -> UsageSummary:
-    conn = connect(path)
-    try:
-        return sqlite_usage.quota_usage(conn, quotas, top)
-    finally:
-        conn.close()
-
-
-async def read_usage(store: Any, quotas: Quotas, top: int) -> UsageSummary | None:
-    """The usage summary of a store or `StoreAdmin` (None: one that keeps no quota counters):
-    PostgreSQL's through its pool, SQLite's through the admin's connection or, for the host's
-    store, a connection of its own in a thread (never the event loop)."""
-    pool = getattr(store, "pool", None) or getattr(getattr(store, "store", None), "pool", None)
-    if pool is not None:
-        return await pg_usage.quota_usage(pool, quotas, top)
-    conn = getattr(store, "conn", None)
-    if conn is not None:
-        return sqlite_usage.quota_usage(conn, quotas, top)
-    path = getattr(store, "path", None)
-    if isinstance(path, str) and path != ":memory:" and not path.startswith("file::memory:"):
-        return await asyncio.to_thread(_sqlite_file, path, quotas, top)
+async def read_usage(store: object, quotas: Quotas, top: int) -> UsageSummary | None:
+    """The usage summary of a store or `StoreAdmin` that reads one (`QuotaReport`: both
+    backends' stores and admins), else None."""
+    if isinstance(store, QuotaReport):
+        return await store.quota_usage(quotas, top)
     return None
 
 

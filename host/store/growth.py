@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from host.store.base import Quotas, StoreOutcome
 
-__all__ = ["FRACTION_BUCKETS", "PutOutcomes", "TenantUsage", "UsageSummary", "evicted_by",
-           "summary_of", "usage_sql"]
+__all__ = ["FRACTION_BUCKETS", "PutOutcomes", "QuotaReport", "TenantUsage", "UsageSummary",
+           "evicted_by", "summary_of", "usage_sql"]
 
 # the upper bounds of the usage-fraction histogram (the share of its most used quota, entries
 # or bytes, a tenant has taken), the last one the quota itself
@@ -105,3 +106,13 @@ def summary_of(quotas: Quotas, histogram: Sequence[Sequence[object]],
         tenants.append(TenantUsage(str(namespace), str(agent), e, b, me, mb,
                                    max(e / me, b / mb)))
     return UsageSummary(buckets, {s: sum(c) for s, c in per.items()}, sums, tenants)
+
+
+@runtime_checkable
+class QuotaReport(Protocol):
+    """Optional capability of a store or a `StoreAdmin`: it reads how full its tenants are
+    (both backends' stores and admins; `host.ops.usage`)."""
+
+    async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
+        """Tenants by usage fraction and the `top` fullest (None: no quota counters to read,
+        e.g. an in-memory database)."""

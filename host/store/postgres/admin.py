@@ -16,7 +16,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import msgspec
 
-from host.store.base import ExportRow, NamespaceStats, NewEntry, Scope, StoreOutcome
+from host.store.base import ExportRow, NamespaceStats, NewEntry, Quotas, Scope, StoreOutcome
+from host.store.growth import UsageSummary
 from host.store.postgres.store import PostgresEntryStore
 
 __all__ = ["PostgresAdmin", "database_bytes", "export_rows", "import_batch", "stats"]
@@ -91,6 +92,9 @@ class PostgresAdmin:
 
     async def stats(self, now: float) -> list[NamespaceStats]:
         return await stats(self.store, now)
+
+    async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
+        return await self.store.quota_usage(quotas, top)
 
     async def database_bytes(self) -> int:
         return await database_bytes(self.store)

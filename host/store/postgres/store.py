@@ -40,7 +40,9 @@ from collections.abc import Sequence
 from host.extras import require
 from host.lifecycle import Opens
 from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview, Quotas
+from host.store.growth import UsageSummary
 from host.store.postgres import browse as pg_browse
+from host.store.postgres import usage as pg_usage
 from host.store.postgres.batch import WriteBatcher
 from host.store.postgres.changes import Changes
 from host.store.postgres.client_space import ClientSpace
@@ -149,6 +151,10 @@ class PostgresEntryStore(Writes, Reads, Vectors, Changes, ClientSpace, Opens):
                                limit: int = 1000) -> list[BrowsedEntry]:
         """A page of the live entries of `namespace`: row ids above `after`, in order."""
         return await pg_browse.export_namespace(self.pool, namespace, now, after, limit)
+
+    async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
+        """How full the tenants are (`host.store.growth.QuotaReport`), one snapshot."""
+        return await pg_usage.quota_usage(self.pool, quotas, top)
 
     async def ready(self) -> bool:
         """True when the database answers."""

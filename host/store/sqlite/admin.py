@@ -16,7 +16,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from host.store.base import ExportRow, NamespaceStats, NewEntry, Quotas, Scope, StoreOutcome
+from host.store.growth import UsageSummary
 from host.store.sqlite import ops
+from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite.schema import connect, migrate, write_transaction
 
 __all__ = [
@@ -195,6 +197,9 @@ class SQLiteAdmin:
 
     async def stats(self, now: float) -> list[NamespaceStats]:
         return stats(self.conn, now)
+
+    async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
+        return sqlite_usage.quota_usage(self.conn, quotas, top)
 
     async def database_bytes(self) -> int:
         return database_bytes(self.where)

@@ -27,15 +27,18 @@ from host.store.base import (
     NamespaceOverview,
     NewEntry,
     Query,
+    Quotas,
     Scope,
     StoredEntry,
     StoreOutcome,
 )
 from host.store.changes import Change
+from host.store.growth import UsageSummary
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
 from host.store.sqlite import changes, ops
 from host.store.sqlite import extensions as ext
+from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
@@ -436,6 +439,17 @@ class SQLiteEntryStore(Opens):
         """The vectors written after number `after` (by any process on the file; see
         `sqlite.vectors.vectors_since`)."""
         return vec.vectors_since(self._conn(), after, dim, limit)
+
+    async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
+        """How full the tenants are (`host.store.growth.QuotaReport`), read in a thread on a
+        connection of its own (never on the loop); None for an in-memory database."""
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            return None
+
+        def read() -> UsageSummary:
+            with closing(connect(self.path)) as conn:
+                return sqlite_usage.quota_usage(conn, quotas, top)
+        return await asyncio.to_thread(read)
 
     async def ready(self) -> bool:
         """True when the database answers and its disk has room for writes."""
