@@ -305,7 +305,8 @@ def search_page(
 
 def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """One card an entry of the change log, in the order given: what happened (`stored`,
-    `forgotten`, `expired`), the key, tier, tags, and for a store its content and times."""
+    `forgotten`, `expired`, `evicted`), the key, tier, tags, and for a store its content and
+    times."""
     cards = []
     for op, e in events:
         facts = [("tags", _tags(e.get("tags", [])))]
@@ -329,8 +330,8 @@ def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
     """The latest writes of a namespace, newest first; with a change log (`after`, its
     cursor) the script puts each change (stores, forgets, expiries) on top as it commits."""
     empty = '<p class="notice" id="live-empty">No entry yet.</p>' if not recent else ""
-    follow = (" With JavaScript on, every change (stored, forgotten, expired) appears on top"
-              " as it is committed; without it, the page reloads itself every 10 s."
+    follow = (" With JavaScript on, every change (stored, forgotten, expired, evicted) appears"
+              " on top as it is committed; without it, the page reloads itself every 10 s."
               if after else " Reload the page for newer ones (this store keeps no change log).")
     cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
                     for e in recent)
