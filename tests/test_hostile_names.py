@@ -161,3 +161,15 @@ async def test_integer_fields_beyond_an_exact_double_are_refused(
         assert await bad(c.paths(max_depth=n)) == "max_depth"
         assert await bad(c.paths(limit=n)) == "limit"
     assert (await c.retrieve(limit=2**53 - 1)).entries == []
+
+
+def test_patterns_outside_the_wire_match_whole_names_too() -> None:
+    """A LangGraph filter key and a TOML bare key with a trailing newline are refused or
+    quoted, as the wire's names are (a `$` let the newline through)."""
+    from host.cli.reference import toml_value
+    from host.langgraph.mapping import check_filter
+
+    check_filter({"kind": 1})
+    with pytest.raises(ValueError):
+        check_filter({"kind\n": 1})
+    assert toml_value({"k\n": 1}) == '{ "k\\n" = 1 }' and toml_value({"k": 1}) == "{ k = 1 }"

@@ -36,7 +36,7 @@ __all__ = [
 
 BEGIN = "<!-- BEGIN GENERATED: {name} (python scripts/gen_reference.py) -->"
 END = "<!-- END GENERATED: {name} -->"
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def sections() -> list[tuple[str, type[BaseModel]]]:
@@ -66,7 +66,7 @@ def toml_value(value: Any) -> str:
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
         items = [
-            f"{k if _BARE_KEY.match(str(k)) else json.dumps(str(k))} = {toml_value(v)}"
+            f"{k if _BARE_KEY.fullmatch(str(k)) else json.dumps(str(k))} = {toml_value(v)}"
             for k, v in value.items()
         ]
         return "{ " + ", ".join(items) + " }" if items else "{}"

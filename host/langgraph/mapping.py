@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 FIELD = "ns"  # the key member holding the LangGraph namespace
-_FILTER_KEY = re.compile(r"^[a-zA-Z0-9_.-]+$")  # the keys LangGraph's stores accept
+_FILTER_KEY = re.compile(r"[a-zA-Z0-9_.-]+")  # the keys LangGraph's stores accept
 
 
 def entry_key(namespace: Sequence[str], key: str) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def check_filter(spec: Mapping[str, Any] | None) -> None:
     """Refuse a filter key as LangGraph's stores do (`ValueError`), and a member name that
     is not a string inside a filter's value, before anything is sent."""
     for key in spec or {}:
-        if not isinstance(key, str) or not _FILTER_KEY.match(key):
+        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
             raise ValueError(f"Invalid filter key: '{key}'. Filter keys must contain only"
                              " alphanumeric characters, underscores, dots, and hyphens.")
     bad = _non_string_key(dict(spec or {}))

@@ -36,7 +36,7 @@ log = logging.getLogger("a2e_host.ui")
 TOKEN_COOKIE = "a2e_ui_token"
 BIND_COOKIE = "a2e_ui_csrf"
 _COOKIE_PATH = "/ui"
-_TOKEN_TEXT = re.compile(r"^[A-Za-z0-9._~+/=-]{1,512}$")  # what a cookie may carry as is
+_TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{1,512}")  # what a cookie may carry as is
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class Gatekeeper:
         """Check a token typed into the sign-in form: (its grant, "") when it is a valid admin
         token, else (None, why). Logs the outcome, never the token."""
         token = token.strip()
-        grant = self.auth.check(token) if _TOKEN_TEXT.match(token) else None
+        grant = self.auth.check(token) if _TOKEN_TEXT.fullmatch(token) else None
         if grant is None:
             log.warning("ui: sign-in refused from %s: unknown token", req.remote or "?")
             return None, "That token is not valid here."
