@@ -197,12 +197,18 @@ async def test_evictions_are_changes_a_watch_sees_and_replays(store_db: str) -> 
         watcher = await session("a1")
         w = await watcher.watch()
         await stored_one_by_one(writer, clock, range(1, 3), tags=["t"])
-        await writer.store([entry(3)])
         seen = []
-        while len(seen) < 4:
-            ev = await watcher.next_event()
-            assert isinstance(ev, MemoryChangedEvent)
-            seen.append((ev.op, ev.entries))
+
+        async def read_until(n: int) -> None:
+            while len(seen) < n:
+                ev = await watcher.next_event()
+                assert isinstance(ev, MemoryChangedEvent)
+                seen.append((ev.op, ev.entries))
+        # both stores seen before the eviction: a live watch that had not yet read a `stored`
+        # change when its entry went would find it emptied (a removal removes the content)
+        await read_until(2)
+        await writer.store([entry(3)])
+        await read_until(4)
         assert [op for op, _ in seen] == ["stored", "stored", "evicted", "stored"]
         assert seen[2][1] == [{"key": {"k": 1}, "tier": "episodic", "tags": ["t"]}]
         again = await session("a1")
