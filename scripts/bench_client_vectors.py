@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from host.config import load_config  # noqa: E402
 from host.search.client_vectors import nearest  # noqa: E402
 from host.search.engine import SearchEngine  # noqa: E402
-from host.search.vectors import VectorIndexes  # noqa: E402
+from host.search.index import VectorIndexes  # noqa: E402
 from host.search.worker import LocalWorker  # noqa: E402
 from host.store.base import NewEntry, Query, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402

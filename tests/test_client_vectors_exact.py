@@ -83,6 +83,7 @@ async def test_the_host_vectors_of_an_approximate_index_are_ranked_exactly(
 
     from host.config import load_config
     from host.search.engine import SearchEngine
+    from host.search.vectors import LocalVectors
     from host.store.base import NewEntry, Query, Scope
     from host.store.sqlite.store import SQLiteEntryStore
     from protocol.keys import canonical_key
@@ -106,22 +107,25 @@ async def test_the_host_vectors_of_an_approximate_index_are_ranked_exactly(
         ids = np.array([r[0] for r in rows])
         m = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, DIMS)
         even = np.array(["even" in (r[2] or "") for r in rows])
-        await engine._index_of("ns")
+        vectors = engine.retrieval.vectors
+        assert isinstance(vectors, LocalVectors) and vectors.indexes is not None
+        await vectors.open("ns")
         await _promoted(engine.vectors)
-        index = await engine._index_of("ns")
-        assert index is not None and index.kind == "ann"
+        lookup = await vectors.open("ns")
+        index = vectors.indexes.get("ns")
+        assert lookup is not None and index is not None and index.kind == "ann"
         rng = np.random.default_rng(5)
         for _ in range(8):
             qv = rng.standard_normal(DIMS).astype(np.float32)
             qv /= np.linalg.norm(qv)
             for q, allowed in ((Query(tiers=("semantic",), tags=("even",)), even),
                                (Query(tiers=("semantic",)), np.ones(len(ids), bool))):
-                hits = await engine._nearest(scope, q, qv, 2.0, index)
+                hits = await lookup.nearest(scope, q, qv, 2.0)
                 sims = m[allowed] @ qv
                 order = np.lexsort((-ids[allowed], -sims))[: cfg.fusion_pool]
                 assert hits.ids.tolist() == ids[allowed][order].tolist()
                 assert np.allclose(hits.similarities, sims[order], rtol=0, atol=1e-6)
-            got = await engine._similarity(index, qv, ids[:50].tolist())
+            got = await lookup.similarity(qv, ids[:50].tolist())
             assert np.allclose(got, m[:50] @ qv, rtol=0, atol=1e-6)
     finally:
         await engine.stop()

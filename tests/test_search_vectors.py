@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from host.search.vectors import VectorIndex, VectorIndexes, group_of
+from host.search.index import VectorIndex, VectorIndexes, group_of
 
 TEXTS = [
     "Alice keeps her passport in the top drawer of the desk.",

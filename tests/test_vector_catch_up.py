@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from host.config import Config
-from host.search.vectors import VectorIndexes
+from host.search.index import VectorIndexes
 from host.search.worker import LocalWorker
 from host.store.base import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore

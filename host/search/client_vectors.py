@@ -1,6 +1,6 @@
 """Search by client-supplied vectors (the store extension): cosine similarity, nothing else.
 
-Apart from the host's own ranking (engine.py, fusion, rank): a retrieve with `vector` asks
+Apart from the host's own ranking (retrieve.py, ranking.py, rank.py): a retrieve with `vector` asks
 for the entries nearest to a vector the client computed in its own space, and its relevance
 is their cosine similarity, as LangGraph's stores report it. An entry with several vectors
 (one a field it embedded) scores its best one.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from host.search.vectors import VectorIndexes, approximate, group_of
+from host.search.index import VectorIndexes, approximate, group_of
 from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",

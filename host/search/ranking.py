@@ -45,7 +45,7 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
    orders the reply; `min_score` filters on relevance.
 
 A vector-only hit (sharing no keyword) is a candidate when its similarity stands out from the
-memory it was found in (`SearchEngine._standouts`) or, whatever the memory, when its cosine
+memory it was found in (`standouts`) or, whatever the memory, when its cosine
 alone gives relevance 0.5 (`cosine_at_half`): a paraphrase in a memory of three entries is found.
 """
 
@@ -62,10 +62,10 @@ from host.text.searchable import EntryTerms
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
-    from host.store.base import StoredEntry
+    from host.store.base import Hits, StoredEntry
 
-__all__ = ["CALIBRATIONS", "FEATURES", "FLAT_BM25_CV", "FLAT_KEYWORD", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "flat_bm25", "fuse", "fused_z",
-           "neighbour_floor", "orders", "pair_features", "pair_relevance", "score", "zscores"]
+__all__ = ["CALIBRATIONS", "FEATURES", "FLAT_BM25_CV", "FLAT_KEYWORD", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "PRIOR_ROWS", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "flat_bm25", "fuse", "fused_z",
+           "neighbour_floor", "orders", "pair_features", "pair_relevance", "score", "standouts", "zscores"]
 
 # The inputs of the pair relevance, in the order of `search.calibration`'s weights (after its
 # bias): the cosine similarity and the query's mean cosine to `REFERENCE_TEXTS` (both 0 without
@@ -75,7 +75,7 @@ FEATURES = ("cosine", "reference", "coverage", "no_vector", "coverage_no_vector"
 
 # Texts on unrelated subjects: a query's similarity to them is what "no relation" looks like
 # for it (the `reference` feature), and their similarity to the unrelated `REFERENCE_QUERIES`
-# the prior of `SearchEngine._standouts` for memories too small to tell.
+# the prior of `standouts` for memories too small to tell.
 REFERENCE_TEXTS = (
     "The meeting was moved to Thursday at three.", "She planted tomatoes in the garden.",
     "The invoice total is 420 euros.", "Our cat sleeps on the windowsill.",
@@ -105,6 +105,9 @@ NEIGHBOUR_PRIOR_ROWS = 10.0
 # FLAT_KEYWORD less in the order (scripts/learn_fusion.py; docs/search.md, "Ranking").
 FLAT_BM25_CV = 0.3
 FLAT_KEYWORD = 0.2
+# Pseudo-rows at the prior (the highest similarity unrelated texts reach) in the match
+# threshold of a vector-only hit (`standouts`).
+PRIOR_ROWS = 10.0
 
 CALIBRATIONS: dict[str, list[float]] = {
     "minilm": [-8.398, 24.303, -28.580, 1.494, 4.672, 4.778],
@@ -208,6 +211,21 @@ def cosine_at_half(weights: Sequence[float], reference: float = 0.0) -> float:
     if len(weights) < 3 or weights[1] <= 0:
         return math.inf
     return -(weights[0] + weights[2] * reference) / weights[1]
+
+
+def standouts(hits: Hits, min_z: float, prior: float, weights: Sequence[float],
+              reference: float = 0.0) -> np.ndarray:
+    """The ids of the nearest `hits` that are candidates: those whose similarity passes the
+    match threshold, `min_z` (`search.vector_min_z`) standard deviations above the query's mean
+    similarity to the memory it may read, blended (as `PRIOR_ROWS` rows) with the highest
+    similarity unrelated texts reach (`prior`), so that in a memory of a few entries only a
+    clear paraphrase counts; and, in any memory, those whose cosine alone gives relevance 0.5
+    (`cosine_at_half`; `reference`: the query's reference similarity)."""
+    n = float(hits.allowed)
+    scope = hits.mean + min_z * hits.std
+    threshold = (n * scope + PRIOR_ROWS * prior) / (n + PRIOR_ROWS)
+    half = cosine_at_half(weights, reference)
+    return hits.ids[(hits.similarities >= threshold) | (hits.similarities >= half)]
 
 
 def orders(

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from host.search.embed import Embedder
+from host.search.index import Pending, VectorIndexes, digest, group_of
 from host.search.lanes import Lane
-from host.search.vectors import Pending, VectorIndexes, digest, group_of
 from host.store.base import StorageFull, VectorCatchUp, VectorQueue, VectorSearch, VectorStore
 
 if TYPE_CHECKING:
