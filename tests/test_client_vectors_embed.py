@@ -107,49 +107,6 @@ async def test_model_change_reindex_and_refresh_leave_client_vector_entries_unqu
         await store.close()
 
 
-async def test_migration_17_takes_client_vector_entries_out_of_the_host_embedding(
-    pg_url: str
-) -> None:
-    """On a database written by hosts before this rule (an entry with client vectors queued and
-    embedded by the host, client vectors of a content its entry no longer holds), migration 17
-    leaves the queue and the host's vectors to the plain entries and drops the stale vectors."""
-    import asyncpg
-
-    from host.store.postgres.schema import MIGRATIONS
-    from host.store.postgres.store import PostgresEntryStore
-
-    store = PostgresEntryStore(pg_url)
-    await store.open()
-    try:
-        scope = Scope("ns", "a1")
-        vecs = unit_rows([[1.0, 0.0, 0.0]]).tobytes()
-        assert await store.put(scope, [
-            NewEntry(tier="semantic", key=K1, content=b'"plain"'),
-            NewEntry(tier="semantic", key=K2, content=b'"given"', vectors=vecs,
-                     vector_space=SPACE, dims=3)], 1.0) == [None, None]
-    finally:
-        await store.close()
-    sql = await asyncpg.connect(pg_url)
-    try:
-        # as an older host left it: both queued, both embedded, K1's vectors of an older text
-        await sql.execute("INSERT INTO a2e_embed_queue (entry_id) SELECT id FROM a2e_entries"
-                          " ON CONFLICT DO NOTHING")
-        await sql.execute("INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
-                          " SELECT id, 'm', 2, '{1,0}' FROM a2e_entries")
-        await sql.execute(
-            "INSERT INTO a2e_client_vectors (namespace, tier, owner, key_hash, digest, space,"
-            " vecs) VALUES ('ns', 'semantic', '', a2e_key_hash($1), sha256('\"older\"'), $2,"
-            " $3)", K1.decode(), SPACE, vecs)
-        async with sql.transaction():
-            await sql.execute(MIGRATIONS[16])
-        plain = await sql.fetchval("SELECT id FROM a2e_entries WHERE key = $1", K1.decode())
-        assert [r[0] for r in await sql.fetch("SELECT entry_id FROM a2e_embed_queue")] == [plain]
-        assert [r[0] for r in await sql.fetch("SELECT entry_id FROM a2e_vectors")] == [plain]
-        assert await sql.fetchval("SELECT count(*) FROM a2e_client_vectors") == 1
-    finally:
-        await sql.close()
-
-
 async def test_a_claim_from_before_client_vectors_never_writes_its_vector(pg_url: str) -> None:
     """PostgreSQL: a worker claims an entry (text 1), the entry is stored with vectors and text 2
     (it leaves the queue), then stored plain with text 2 (queued again): the worker's vector of

@@ -1,6 +1,6 @@
-"""The PostgreSQL functions file (host/store/postgres/functions.sql): it defines every function
-of the schema, every start applies it after the migrations, and a host never puts older
-functions over a newer host's."""
+"""The PostgreSQL functions (host/store/postgres/functions/, one file a concern): with the
+baseline they define every function of the schema, each once; every start applies them after
+the migrations; and a host never puts older functions over a newer host's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from host.store.base import Query, Scope
 from host.store.postgres.schema import (
     FUNCTIONS,
     LOCK_MIGRATE,
+    MIGRATION_FUNCTIONS,
+    MIGRATIONS,
     Functions,
     advisory_lock,
     apply_functions,
@@ -39,25 +41,36 @@ async def _opened(pg_url: str) -> None:
 
 
 def _newer(marker: int) -> Functions:
-    """This host's functions file as a newer host's, with one more function answering
-    `marker`."""
-    sql = re.sub(r"^-- a2e functions version: \d+",
-                 f"-- a2e functions version: {FUNCTIONS.version + 1}", FUNCTIONS.sql)
-    return Functions.parse(sql + "\nCREATE OR REPLACE FUNCTION a2e_marker() RETURNS integer"
-                           f" LANGUAGE sql AS $$ SELECT {marker} $$;\n")
+    """This host's functions as a newer host's, with one more function answering `marker`."""
+    return Functions.of(FUNCTIONS.version + 1, FUNCTIONS.sql + "\nCREATE OR REPLACE FUNCTION"
+                        f" a2e_marker() RETURNS integer LANGUAGE sql AS $$ SELECT {marker} $$;\n")
 
 
-async def test_the_file_defines_every_function_of_the_schema(
+async def test_the_folder_and_the_baseline_define_every_function_of_the_schema(
         pg_url: str, sql: asyncpg.Connection) -> None:
-    """After a start, the schema's functions are exactly those the file names, and the database
-    records the file's version and digest."""
+    """After a start, the schema's functions are exactly those the folder and the migrations
+    name, and the database records the folder's version and digest."""
     await _opened(pg_url)
     names = {r[0] for r in await sql.fetch(_OURS)}
-    in_file = set(re.findall(r"^CREATE OR REPLACE FUNCTION (\w+)\(", FUNCTIONS.sql, re.M))
-    assert names == in_file
+    assert names == FUNCTIONS.names | MIGRATION_FUNCTIONS
     assert not re.search(r"^CREATE FUNCTION", FUNCTIONS.sql, re.M)  # all re-appliable
     row = await sql.fetchrow("SELECT version, digest FROM a2e_functions")
     assert (row[0], row[1]) == (FUNCTIONS.version, FUNCTIONS.digest)
+
+
+def test_each_function_has_one_body() -> None:
+    """Each function is defined once in the folder, and a function a migration declares for
+    its trigger is a stub there (its body is the folder's); only `a2e_key_hash`, part of the
+    address index, has its body in the baseline."""
+    defined = re.findall(r"^CREATE OR REPLACE FUNCTION (\w+)\(", FUNCTIONS.sql, re.M)
+    assert len(defined) == len(set(defined))
+    for sql in MIGRATIONS.values():
+        for name, body in re.findall(r"^CREATE FUNCTION (\w+)\(.*?AS \$\$(.*?)\$\$;", sql,
+                                     re.M | re.S):
+            if name == "a2e_key_hash":
+                assert name not in defined
+            else:
+                assert name in defined and body.strip() == "BEGIN RETURN NULL; END"
 
 
 async def test_every_start_reapplies_the_file(pg_url: str, sql: asyncpg.Connection) -> None:
@@ -92,8 +105,14 @@ async def test_an_older_host_keeps_a_newer_hosts_functions(
     assert await sql.fetchval("SELECT a2e_marker()") == 8
 
 
-def test_a_functions_file_starts_with_its_version() -> None:
-    assert FUNCTIONS.version >= 1
-    with pytest.raises(RuntimeError, match="version"):
-        Functions.parse("CREATE OR REPLACE FUNCTION a2e_x() RETURNS integer"
-                        " LANGUAGE sql AS $$ SELECT 1 $$;")
+async def test_a_function_no_longer_defined_is_dropped_at_the_next_start(
+        pg_url: str, sql: asyncpg.Connection) -> None:
+    """An `a2e_` function neither the folder nor the migrations define (one a version before
+    had) is gone after a start; another application's function stays."""
+    await _opened(pg_url)
+    await sql.execute("CREATE FUNCTION a2e_put(p text) RETURNS text LANGUAGE sql AS $$ SELECT p $$")
+    await sql.execute("CREATE FUNCTION other_app(p text) RETURNS text LANGUAGE sql"
+                      " AS $$ SELECT p $$")
+    await _opened(pg_url)
+    assert await sql.fetchval("SELECT to_regproc('a2e_put')") is None
+    assert await sql.fetchval("SELECT to_regproc('other_app')::text") == "other_app"

@@ -1,19 +1,16 @@
-"""The host's HNSW indexes on PostgreSQL are on `halfvec` (migration 18): a new dimension's index
-is built on `embedding::halfvec(dim)`, a database indexed on `vector` before is rebuilt so, the
-nearest-vectors statement orders by the index's expression (its plan uses the index), and the
-similarities it returns are computed on 32-bit floats, as before the change."""
+"""The host's HNSW indexes on PostgreSQL are on `halfvec`: a new dimension's index is built on
+`embedding::halfvec(dim)`, the nearest-vectors statement orders by the index's expression (its
+plan uses the index), and the similarities it returns are computed on 32-bit floats."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import asyncpg
 import numpy as np
 import pytest
 from test_store_contract import BOTH, T0, entry, key
 
 from host.store.base import Query, Scope
-from host.store.postgres.schema import MIGRATIONS
 from host.store.postgres.store import PostgresEntryStore
 
 INDEXES = ("SELECT indexname FROM pg_indexes WHERE tablename = 'a2e_vectors'"
@@ -64,30 +61,3 @@ async def test_the_index_is_on_halfvec_and_serves_the_nearest_vectors_query(
         await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
         plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *values))
     assert "a2e_vectors_hnsw_half_3" in plan
-
-
-async def test_migration_18_rebuilds_an_index_on_vector_as_halfvec(
-    store: PostgresEntryStore, pg_url: str
-) -> None:
-    """A database indexed before migration 18 (on `embedding::vector(dim)`) has its index
-    rebuilt on halfvec and the old one dropped; the nearest entries found stay the same."""
-    ids = await _embedded(store, {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0]})
-    assert len(ids) == 3
-    scope, q = Scope("ns", "alice"), [0.9, 0.3]
-    before = await store.nearest_vectors(scope, Query(tiers=BOTH), "m", q, T0, 3)
-    sql = await asyncpg.connect(pg_url)
-    try:
-        await sql.execute("DROP INDEX a2e_vectors_hnsw_half_2")
-        await sql.execute("CREATE INDEX a2e_vectors_hnsw_2 ON a2e_vectors USING hnsw"
-                          " ((embedding::vector(2)) vector_cosine_ops) WHERE dim = 2")
-        async with sql.transaction():
-            await sql.execute(MIGRATIONS[17])
-        assert [r[0] for r in await sql.fetch(INDEXES)] == ["a2e_vectors_hnsw_half_2"]
-        definition = await sql.fetchval(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = 'a2e_vectors_hnsw_half_2'")
-        assert "halfvec(2)" in definition and "halfvec_cosine_ops" in definition
-    finally:
-        await sql.close()
-    after = await store.nearest_vectors(scope, Query(tiers=BOTH), "m", q, T0, 3)
-    assert after.ids.tolist() == before.ids.tolist()
-    assert after.similarities.tolist() == pytest.approx(before.similarities.tolist(), abs=1e-7)

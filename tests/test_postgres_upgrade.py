@@ -1,77 +1,64 @@
-"""Upgrading a PostgreSQL database with data: a change log written by schema 11 (before a forget
-forgot in the log) keeps its numbers and cursors, loses the content of what is already gone,
-and forgets what is forgotten after the upgrade."""
+"""Databases made by older trees: the schema starts at a baseline (migration 19, the development
+versions' migrations 1-19 squashed). A database those versions brought to 19 opens as the
+baseline (their leftover functions go, the data stays); one they left below it is refused with a
+message naming what to do, and nothing in it changes."""
 
 from __future__ import annotations
 
 import asyncpg
+import pytest
+from test_store_contract import T0, entry, key
 
-from host.store.base import Scope
-from host.store.postgres.schema import MIGRATIONS
+from host.store.base import Query, Scope
+from host.store.postgres.schema import BASELINE, FUNCTIONS, MIGRATIONS, OlderSchema
 from host.store.postgres.store import PostgresEntryStore
 
-_ENTRY = ("INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags, source,"
-          " score, ttl, created_at, updated_at, expires_at, size, lexemes)"
-          " VALUES ($1, 'semantic', '', $2, 'w', $3, '{}', '', 0.5, 0, 1.0, 1.0, NULL, 10, '')")
-# a 'stored' change as schema 10-11 logged one: the records of the rows, by a2e_stored_record
-_STORED = ("SELECT a2e_log_change($1, 'stored', 1.0, json_agg(a2e_stored_record(e)"
-           " ORDER BY e.id)::text) FROM a2e_entries e WHERE e.namespace = $1 AND e.key = ANY($2)")
+_TABLES = ("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables"
+           " WHERE schemaname = current_schema()")
 
 
-async def _schema_11(url: str) -> None:
-    """Migrations 1-11 applied, as a host of that version left them, and some history: in
-    namespace a a store of two entries (one forgotten since, logged as schema 11 logged it),
-    a store in b, a store of a third entry in a."""
-    conn = await asyncpg.connect(url)
+async def test_a_database_below_the_baseline_is_refused_and_left_as_it_is(pg_url: str) -> None:
+    """A database whose ledger stops at migration 11 is refused with `OlderSchema` naming the
+    migration, export and import; its tables and ledger are as they were."""
+    conn = await asyncpg.connect(pg_url)
     try:
         await conn.execute("CREATE TABLE a2e_migrations (version integer PRIMARY KEY,"
                            " applied_at timestamptz NOT NULL DEFAULT now())")
-        for number, script in enumerate(MIGRATIONS[:11], start=1):
-            async with conn.transaction():
-                await conn.execute(script)
-                await conn.execute("INSERT INTO a2e_migrations (version) VALUES ($1)", number)
-        for ns, key, content in (("a", '{"k":"gone"}', '"GONE-CONTENT"'),
-                                 ("a", '{"k":"kept"}', '"KEPT-CONTENT"'),
-                                 ("b", '{"k":"b"}', '"B-CONTENT"'),
-                                 ("a", '{"k":"later"}', '"LATER-CONTENT"')):
-            await conn.execute(_ENTRY, ns, key, content)
-        await conn.fetchval(_STORED, "a", ['{"k":"gone"}', '{"k":"kept"}'])
-        await conn.fetchval(_STORED, "b", ['{"k":"b"}'])
-        async with conn.transaction():
-            await conn.execute("SELECT set_config('a2e.change_op', 'forgotten', true)")
-            await conn.execute("DELETE FROM a2e_entries WHERE key = '{\"k\":\"gone\"}'")
-        await conn.fetchval(_STORED, "a", ['{"k":"later"}'])
+        await conn.execute("INSERT INTO a2e_migrations SELECT generate_series(1, 11)")
+        await conn.execute("CREATE TABLE a2e_entries (id bigint PRIMARY KEY, content text)")
+        await conn.execute("INSERT INTO a2e_entries VALUES (1, '\"kept\"')")
+        tables = await conn.fetchval(_TABLES)
+        with pytest.raises(OlderSchema, match="migration 11.*export.*import"):
+            await PostgresEntryStore(pg_url, pool_max=1).open()
+        assert await conn.fetchval(_TABLES) == tables
+        assert await conn.fetchval("SELECT max(version) FROM a2e_migrations") == 11
+        assert await conn.fetchval("SELECT content FROM a2e_entries") == '"kept"'
     finally:
         await conn.close()
 
 
-async def test_a_schema_11_change_log_upgrades_with_its_numbers_and_forgets(pg_url: str) -> None:
-    """After the upgrade each namespace's changes keep their numbers (cursors given out before
-    resume) and the next one follows them; the content of the entry forgotten before the
-    upgrade is gone from the log while its `forgotten` change stays; an entry forgotten after
-    the upgrade takes its content out of the old `stored` change too."""
-    await _schema_11(pg_url)
+async def test_a_database_at_migration_19_opens_as_the_baseline(pg_url: str) -> None:
+    """A database with the development versions' ledger 1-19, their functions version and a
+    function they had that the baseline dropped opens: no migration runs again, the leftover
+    function is gone, the functions are this host's, and its entries are found."""
+    s = Scope("ns", "a")
+    async with PostgresEntryStore(pg_url, pool_max=1) as store:
+        await store.put(s, [entry("k", content=b'"apples and pears"')], T0)
     conn = await asyncpg.connect(pg_url)
-    try:  # before the upgrade the log still holds the forgotten content
-        assert "GONE-CONTENT" in await conn.fetchval("SELECT string_agg(entries, '')"
-                                                     " FROM a2e_changes")
+    try:  # as the development versions left it
+        await conn.execute("INSERT INTO a2e_migrations SELECT generate_series(1, $1 - 1)",
+                           BASELINE)
+        await conn.execute("UPDATE a2e_functions SET version = 6, digest = 'older'")
+        await conn.execute("CREATE FUNCTION a2e_put_batch(p_namespace text[]) RETURNS text[]"
+                           " LANGUAGE sql AS $$ SELECT p_namespace $$")
+        async with PostgresEntryStore(pg_url, pool_max=1) as store:
+            hits = await store.search(s, Query(tiers=("episodic",)), "apples", T0, 10)
+            assert [h.key for h in hits] == [key("k")]
+        versions = [r[0] for r in await conn.fetch("SELECT version FROM a2e_migrations"
+                                                   " ORDER BY 1")]
+        assert versions == list(range(1, BASELINE + len(MIGRATIONS)))
+        assert await conn.fetchval("SELECT to_regproc('a2e_put_batch')") is None
+        row = await conn.fetchrow("SELECT version, digest FROM a2e_functions")
+        assert (row[0], row[1]) == (FUNCTIONS.version, FUNCTIONS.digest)
     finally:
         await conn.close()
-    store = PostgresEntryStore(pg_url, pool_max=2)
-    await store.open()
-    try:
-        a = await store.changes_after("a", 0, 100)
-        assert [(c.seq, c.op) for c in a] == [(1, "stored"), (2, "forgotten"), (3, "stored")]
-        assert [c.seq for c in await store.changes_after("b", 0, 100)] == [1]
-        text = b"".join(c.entries for c in a)
-        assert b"GONE-CONTENT" not in text and b"KEPT-CONTENT" in text
-        assert b'"gone"' in a[1].entries  # the forgotten change itself says what went
-        assert [c.seq for c in await store.changes_after("a", 1, 100)] == [2, 3]
-        assert await store.forget(Scope("a", "w"), ["semantic"], [b'{"k":"kept"}'], [], 2.0) == 1
-        after = await store.changes_after("a", 0, 100)
-        assert [(c.seq, c.op) for c in after][-1] == (4, "forgotten")
-        text = b"".join(c.entries for c in after)
-        assert b"KEPT-CONTENT" not in text and b"LATER-CONTENT" in text
-        assert await store.change_head("a") == 4 and await store.change_head("b") == 1
-    finally:
-        await store.close()

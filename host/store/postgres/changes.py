@@ -1,6 +1,6 @@
 """The PostgreSQL store's change log (`host.store.changes.ChangeLog`): read from
 `a2e_changes` / `a2e_change_heads`, written by the triggers and the logged write functions
-(`functions.sql`), announced by NOTIFY on `a2e_changes`."""
+(`functions/changes.sql`), announced by NOTIFY on `a2e_changes`."""
 
 from __future__ import annotations
 

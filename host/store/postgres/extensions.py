@@ -1,4 +1,4 @@
-"""Client-supplied vectors on PostgreSQL (the store extension; migration 13).
+"""Client-supplied vectors on PostgreSQL (the store extension; the baseline's `a2e_client_vectors`).
 
 A put with vectors checks each entry's space first (`spaces_fit`: a space's first vectors fix
 its dimension, across hosts), then writes its entries through the group commit, then their

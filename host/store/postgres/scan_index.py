@@ -1,4 +1,4 @@
-"""The PostgreSQL store's key index (migration 19): a `key_prefix` (or a paths prefix) on the
+"""The PostgreSQL store's key index (`a2e_entries_key_ns`): a `key_prefix` (or a paths prefix) on the
 key member `ns` reads an index range, not the whole namespace (`host/store/key_index.py`).
 
 The range is of the member's jsonb text (`, ` between elements) in code-point order

@@ -1,33 +1,35 @@
-"""The PostgreSQL schema: numbered migrations, then one functions file, applied at start under
-an advisory lock.
+"""The PostgreSQL schema: numbered migrations, then the functions, applied at start under an
+advisory lock.
 
 The migrations are SQL files beside this module, `migrations/NNNN_name.sql` (package data of
-the wheel, read through `importlib.resources`). `a2e_migrations` records each migration
-applied. A migration is only ever appended; existing ones never change (as for SQLite,
-`host.store.sqlite.schema`). Several hosts may start at once: `migrate` holds a session
-advisory lock while it applies, so exactly one of them does the work and the others find it
-done.
+the wheel, read through `importlib.resources`); `a2e_migrations` records each one applied. The
+first is the baseline, numbered `BASELINE` (19): the tables, indexes and triggers as the
+development versions' migrations 1-19 left them, squashed before the first release. From it on
+the list is append-only: a migration never changes once released, a change is a new file with
+the next number (as LangGraph's PostgreSQL store keeps its `MIGRATIONS`). A database those
+development versions brought to 19 is at the baseline already; one they left below it is refused
+(`OlderSchema`, naming what to do). Several hosts may start at once: `migrate` holds a session
+advisory lock while it applies, so exactly one of them does the work and the others find it done.
 
-Functions live in one file, `functions.sql` (package data too): every function and trigger
-function of the schema as it stands, each `CREATE OR REPLACE`, so a change to a function is
-one edit of that file (and of the version on its first line). `migrate` applies the pending
-migrations and then that file in one transaction, at every start. The rule: migrations hold
-tables, indexes, triggers and data changes; functions go to the file. Migrations 1-15 define
-functions as they were then: they are history and stay as they are, the file restates the
-functions' current text (a migration that creates a trigger on a new function declares a stub
-of it, which the file, in the same transaction, replaces).
+Functions live in `functions/`, one file a concern as the Python modules are (`FUNCTION_FILES`:
+usage counters and quotas, puts, eviction, forgets, touches, keyword search, the embedding queue,
+the change log), every statement `CREATE OR REPLACE`, each function defined once. `migrate`
+applies the pending migrations and then the functions in one transaction, at every start, and
+drops the `a2e_` functions neither defines (a function the folder no longer has goes). The rule:
+migrations hold tables, indexes, triggers and data changes; function bodies go to the folder (a
+migration that creates a trigger declares its function as a stub, which the folder, applied in
+the same transaction, replaces; `a2e_key_hash`, part of the address index, is the baseline's).
 
-Hosts of different versions on one database (a rolling upgrade): `a2e_functions` (migration 16)
-records the version of the file applied last, and a host applies its file only when its
-version is not below that one. A host of an older version started beside newer ones keeps the
-newer functions instead of putting its own back (its migrations are all applied already; it
-finds nothing to do), so a function that older hosts still call keeps its arguments and
-results: a new signature is a new function, the old one staying in the file while a supported
-older host may call it, as `a2e_put` and `a2e_put_batch` stay for hosts of the first
-versions. Hosts from before the file (schema 15) never touch functions once the migrations
-they know are applied.
+Hosts of different versions on one database (a rolling upgrade): `a2e_functions` records the
+version of the functions applied last (`FUNCTIONS_VERSION`, raised with every change to the
+folder), and a host applies its own only when its version is not below that one. A host of an
+older version started beside newer ones keeps the newer functions instead of putting its own
+back (its migrations are all applied already; it finds nothing to do), so a function that
+released hosts call keeps its arguments and results: a new signature is a new function, and the
+old one stays while a supported older host may call it.
 
-Tables (all prefixed `a2e_`, so the store can share a database with other applications):
+Tables (all prefixed `a2e_`, so the store can share a database with other applications), in the
+baseline with their comments:
 - `a2e_entries`: one row an entry; `owner` is the agent for episodic rows, "" for semantic;
   `agent` the last writer (for quotas); `lexemes` the keyword index (a tsvector built by
   `array_to_tsvector` from `host.text.keyword.tokens`, so PostgreSQL's own parser never
@@ -38,9 +40,9 @@ Tables (all prefixed `a2e_`, so the store can share a database with other applic
 - `a2e_vectors`: one embedding per entry (`real[]`, any dimension), deleted with its entry and
   when the entry's content or tags change. When the `vector` extension (pgvector) can be
   created, `ensure_vector_index` adds an HNSW index per dimension in use, on the vectors cast
-  to `halfvec` (migration 18 rebuilt the earlier ones, on `vector`).
-- `a2e_embed_queue` (migration 5): entries waiting for a vector, filled by triggers, claimed
-  by the hosts' embedding workers; `a2e_search_meta`: the embedder's name and dimension.
+  to `halfvec`.
+- `a2e_embed_queue`: entries waiting for a vector, filled by triggers, claimed by the hosts'
+  embedding workers; `a2e_search_meta`: the embedder's name and dimension.
 
 `a2e_put_group(...)` is a host's group of store requests (its group commit,
 `host.store.postgres.batch`) in one statement and one transaction, set-based: it takes the
@@ -48,11 +50,11 @@ namespaces' transaction advisory locks (`a2e_lock_namespace`, in namespace order
 quotas once a namespace, and writes the rows with one INSERT and one UPDATE, so the
 statement-level triggers (usage counters, embedding queue) run once a group. A namespace the
 group could take past a quota goes request by request through `a2e_put_entries` (the SQLite
-store's semantics, `host.store.sqlite.ops`, entry by entry). Every write of a namespace's rows
-(put, forget, touch, TTL collection) takes that lock first, so quotas hold across hosts and the
-usage rows never deadlock. `a2e_forget_batch` and `a2e_touch_batch` (recorded reads, which
-move `updated_at` and nothing else) group forgets and touches. The `_logged` variants write
-the change log (`a2e_changes`) in the same transaction.
+store's semantics, entry by entry). Every write of a namespace's rows (put, forget, touch, TTL
+collection) takes that lock first, so quotas hold across hosts and the usage rows never
+deadlock. `a2e_forget_batch` and `a2e_touch_batch` (recorded reads, which move `updated_at` and
+nothing else) group forgets and touches. The `_logged` variants write the change log
+(`a2e_changes`) in the same transaction.
 """
 
 from __future__ import annotations
@@ -68,12 +70,17 @@ from importlib import resources
 from typing import Any
 
 __all__ = [
+    "BASELINE",
     "FUNCTIONS",
+    "FUNCTIONS_VERSION",
+    "FUNCTION_FILES",
     "Functions",
     "LOCK_CLASS",
     "LOCK_GC",
     "LOCK_MIGRATE",
     "MIGRATIONS",
+    "MIGRATION_FUNCTIONS",
+    "OlderSchema",
     "UnreachableDatabase",
     "advisory_lock",
     "apply_functions",
@@ -127,41 +134,71 @@ def explain_open_error(where: str, exc: BaseException) -> UnreachableDatabase | 
 
 
 MIGRATIONS_DIR = "migrations"  # beside this module: NNNN_name.sql, package data in the wheel
-FUNCTIONS_FILE = "functions.sql"  # beside this module, package data in the wheel
+FUNCTIONS_DIR = "functions"  # beside this module: <concern>.sql, package data in the wheel
+# The baseline's number: the development versions' migrations 1-19, squashed. A database they
+# left below it is refused; one at 19 is at the baseline.
+BASELINE = 19
+# The version of `functions/` (a2e_functions.version): raised by one with every change there.
+FUNCTIONS_VERSION = 7
+# The files of `functions/`, by concern, in the order they are applied (bodies are not checked
+# at creation, so the order is for the reader).
+FUNCTION_FILES = ("usage", "puts", "evict", "forgets", "touches", "keyword", "vectors", "changes")
+
+_DEFINES = re.compile(r"^CREATE (?:OR REPLACE )?FUNCTION (\w+)\(", re.M)
 
 
-def _load_migrations() -> tuple[str, ...]:
-    """The migrations' SQL in order: `migrations/NNNN_*.sql`, numbered 1, 2, ... with no gap."""
+def _load_migrations() -> dict[int, str]:
+    """The migrations' SQL by number: `migrations/NNNN_*.sql`, numbered `BASELINE`, `BASELINE`
+    + 1, ... with no gap."""
     files = sorted((f for f in resources.files(__package__).joinpath(MIGRATIONS_DIR).iterdir()
                     if f.name.endswith(".sql")), key=lambda f: f.name)
     numbers = [int(f.name.split("_", 1)[0]) for f in files]
-    if numbers != list(range(1, len(files) + 1)):
-        raise RuntimeError(f"PostgreSQL migrations are not numbered 1..n: {numbers}")
-    return tuple(f.read_text(encoding="utf-8") for f in files)
+    if numbers != list(range(BASELINE, BASELINE + len(files))):
+        raise RuntimeError(f"PostgreSQL migrations are not numbered {BASELINE}..n: {numbers}")
+    return {n: f.read_text(encoding="utf-8") for n, f in zip(numbers, files, strict=True)}
 
 
-MIGRATIONS: tuple[str, ...] = _load_migrations()
+MIGRATIONS: dict[int, str] = _load_migrations()
+
+
+class OlderSchema(ValueError):
+    """The database holds a schema this host cannot bring to its own: one left by a development
+    version before the baseline. The message names what to do (the CLI prints it, exits 2)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Functions:
-    """The functions file: its version (its first line), text and SHA-256."""
+    """The functions: their version, their SQL (the files of `functions/` in order) and its
+    SHA-256."""
 
     version: int
     sql: str
     digest: str
 
     @classmethod
-    def parse(cls, sql: str) -> Functions:
-        """`sql` as a functions file; `RuntimeError` without a version line first."""
-        m = re.match(r"-- a2e functions version: (\d+)\n", sql)
-        if m is None:
-            raise RuntimeError("the PostgreSQL functions file does not start with its version")
-        return cls(int(m.group(1)), sql, hashlib.sha256(sql.encode()).hexdigest())
+    def of(cls, version: int, sql: str) -> Functions:
+        """Functions of `version` made of `sql`."""
+        return cls(version, sql, hashlib.sha256(sql.encode()).hexdigest())
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of the functions the SQL defines."""
+        return frozenset(_DEFINES.findall(self.sql))
 
 
-FUNCTIONS = Functions.parse(
-    resources.files(__package__).joinpath(FUNCTIONS_FILE).read_text(encoding="utf-8"))
+def _load_functions() -> Functions:
+    folder = resources.files(__package__).joinpath(FUNCTIONS_DIR)
+    return Functions.of(FUNCTIONS_VERSION, "\n".join(
+        folder.joinpath(f"{name}.sql").read_text(encoding="utf-8") for name in FUNCTION_FILES))
+
+
+FUNCTIONS = _load_functions()
+# functions the migrations define (the baseline's `a2e_key_hash`, the trigger stubs): kept
+MIGRATION_FUNCTIONS = frozenset(n for sql in MIGRATIONS.values() for n in _DEFINES.findall(sql))
+
+_OURS = ("SELECT p.proname, p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n"
+         " ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
+         " AND p.proname LIKE 'a2e\\_%' ORDER BY 2")
 
 
 @asynccontextmanager
@@ -175,10 +212,20 @@ async def advisory_lock(conn: Any, lock: int) -> AsyncIterator[None]:
         await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, lock)
 
 
+def _older(version: int) -> OlderSchema:
+    return OlderSchema(
+        f"the PostgreSQL database holds the schema of a development version of a2e-host"
+        f" (migration {version}), older than this version's baseline ({BASELINE}), and is left"
+        f" as it is: export its entries with the version that made it (a2e-host export --db"
+        f" URL > entries.jsonl) and import them into an empty database with this one"
+        f" (a2e-host import entries.jsonl --db NEW_URL)")
+
+
 async def migrate(conn: Any) -> int:
-    """Apply the migrations not yet applied, then the functions file (`apply_functions`), in
-    one transaction under a session advisory lock; the version reached. `conn` is an asyncpg
-    connection outside a transaction."""
+    """Apply the migrations not yet applied, then the functions (`apply_functions`), in one
+    transaction under a session advisory lock; the version reached. `conn` is an asyncpg
+    connection outside a transaction. `OlderSchema`, changing nothing, for a database a
+    development version left below the baseline."""
     async with advisory_lock(conn, LOCK_MIGRATE):
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS a2e_migrations ("
@@ -186,7 +233,9 @@ async def migrate(conn: Any) -> int:
         )
         async with conn.transaction():
             version = await conn.fetchval("SELECT coalesce(max(version), 0) FROM a2e_migrations")
-            for number, script in enumerate(MIGRATIONS, start=1):
+            if 0 < version < BASELINE:
+                raise _older(version)
+            for number, script in MIGRATIONS.items():
                 if number <= version:
                     continue
                 await conn.execute(script)
@@ -200,7 +249,8 @@ async def migrate(conn: Any) -> int:
 async def apply_functions(conn: Any, functions: Functions | None = None) -> bool:
     """Apply `functions` (the package's `FUNCTIONS` by default) inside the caller's transaction,
     unless the database records a newer version (a newer host's; this host then runs with
-    those). True when applied. Needs the migration lock and migration 16."""
+    those), and drop the `a2e_` functions neither they nor the migrations define. True when
+    applied. Needs the migration lock and the baseline."""
     f = functions or FUNCTIONS
     row = await conn.fetchrow("SELECT version, digest FROM a2e_functions FOR UPDATE")
     if row is not None and row[0] > f.version:
@@ -213,6 +263,11 @@ async def apply_functions(conn: Any, functions: Functions | None = None) -> bool
                     f.digest[:12])
     await conn.execute("SET LOCAL check_function_bodies = off")
     await conn.execute(f.sql)
+    keep = f.names | MIGRATION_FUNCTIONS
+    for name, signature in await conn.fetch(_OURS):
+        if name not in keep:
+            await conn.execute(f"DROP FUNCTION {signature}")
+            log.info("postgres function %s dropped: no longer defined", signature)
     await conn.execute(
         "INSERT INTO a2e_functions (version, digest) VALUES ($1, $2) ON CONFLICT (one)"
         " DO UPDATE SET version = excluded.version, digest = excluded.digest,"
@@ -255,7 +310,7 @@ async def ensure_vector_index(conn: Any, dim: int, kind: str = "halfvec") -> Non
     """Create the HNSW (cosine) index for vectors of `dim` dimensions if it is missing.
 
     One partial expression index per dimension in use: on `embedding::halfvec(dim)` where
-    `dim = dim` (migration 18; 16-bit floats: 43 % smaller than on `vector` at 100,000 vectors
+    `dim = dim` (16-bit floats: 43 % smaller than on `vector` at 100,000 vectors
     of 384 dimensions, docs/benchmarks.md), or on `embedding::vector(dim)` with `kind`
     "vector"; `Vectors.nearest_vectors` orders by the same expression.
     """

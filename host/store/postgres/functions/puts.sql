@@ -1,45 +1,13 @@
--- 7: set-based writes. A group of store requests is one statement (`a2e_put_group`): the rows
--- of the whole group are inserted by one INSERT and updated by one UPDATE, so the statement-level
--- triggers (usage counters, embedding queue) run once a group, not once an entry. Quotas are
--- checked once a group and namespace; a namespace the group could take past a quota goes entry by
--- entry (`a2e_put_entries`, the sequential semantics), so an entry over quota never stops the
--- others. The entry's counted size and token count are computed by the host and passed in.
+-- Puts: a host's group of store requests in one statement (host.store.postgres.batch and
+-- writes), set-based, request by request near a quota.
+-- (A change raises FUNCTIONS_VERSION: the rules are host/store/postgres/schema.py's.)
 
--- A changed entry (content or tags) loses its vector and is queued for a new one, for every
--- UPDATE statement at once (was: a row trigger an entry).
-CREATE FUNCTION a2e_entries_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    WITH c AS MATERIALIZED (
-        SELECT n.id FROM new_rows n JOIN old_rows o ON o.id = n.id
-         WHERE o.content IS DISTINCT FROM n.content OR o.tags IS DISTINCT FROM n.tags),
-    d AS (DELETE FROM a2e_vectors v USING c WHERE v.entry_id = c.id)
-    INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM c ORDER BY id
-    ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0;
-    RETURN NULL;
-END $$;
-
--- New entries are queued for a vector, once an INSERT statement.
-CREATE FUNCTION a2e_entries_added() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM new_rows ORDER BY id
-    ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0;
-    RETURN NULL;
-END $$;
-
-DROP TRIGGER a2e_entries_embed_ai ON a2e_entries;
-DROP TRIGGER a2e_entries_embed_au ON a2e_entries;
-CREATE TRIGGER a2e_entries_embed_ai AFTER INSERT ON a2e_entries
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION a2e_entries_added();
-CREATE TRIGGER a2e_entries_embed_au AFTER UPDATE ON a2e_entries
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION a2e_entries_changed();
-
--- The entries of one store request, one by one, with the semantics of
--- host.store.sqlite_ops.put_entries (a2e_put of migration 3, with the size and token count of
--- each entry given, tags as array literals). For a namespace near a quota: every entry is
+-- The entries of one store request, one by one, with the semantics of the SQLite store's
+-- puts (host.store.sqlite), the size and token count of each entry given, tags as array
+-- literals, lexemes as tsvector literals with positions. For a namespace near a quota: every entry is
 -- checked against the usage left by the ones before it; one over quota is 'memory_full' and
 -- left as it was (expired rows of the namespace collected once first), the others are stored.
-CREATE FUNCTION a2e_put_entries(
+CREATE OR REPLACE FUNCTION a2e_put_entries(
     p_namespace text, p_agent text, p_now double precision, p_quotas bigint[],
     p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
     p_source text[], p_score double precision[], p_ttl bigint[],
@@ -56,6 +24,9 @@ DECLARE
     upd double precision;
     exp double precision;
     size_i bigint;
+    gone integer;  -- entries evicted for entry i (limits.on_full "evict": p_quotas[5] = 1)
+    mine bigint[] := '{}';  -- the rows this request stored: never evicted for it
+    v_id bigint;
 BEGIN
     PERFORM a2e_lock_namespace(p_namespace);
     u := a2e_usage_of(p_namespace, p_agent);
@@ -90,6 +61,16 @@ BEGIN
                AND expires_at IS NOT NULL AND expires_at <= p_now;
             u := a2e_usage_of(p_namespace, p_agent);
         END IF;
+        gone := 0;
+        IF a2e_over(u, g, p_quotas) AND p_quotas[5] = 1 THEN
+            gone := a2e_evict(p_namespace, p_agent, u, g, p_quotas,
+                CASE WHEN live THEN mine || r.id ELSE mine END,
+                CASE WHEN live AND r.agent = p_agent THEN ARRAY[1, r.size]
+                     ELSE ARRAY[0, 0] END::bigint[]);
+            IF gone > 0 THEN
+                u := a2e_usage_of(p_namespace, p_agent);
+            END IF;
+        END IF;
         IF a2e_over(u, g, p_quotas) THEN
             outcomes := outcomes || 'memory_full'::text;
             CONTINUE;
@@ -101,25 +82,39 @@ BEGIN
             VALUES (p_namespace, p_tier[i], p_owner[i], p_key[i], p_agent, p_content[i],
                 p_tags[i]::text[], p_source[i], p_score[i], p_ttl[i],
                 coalesce(p_created[i], upd), upd, exp, size_i, p_lexemes[i]::tsvector,
-                p_doc_len[i]);
+                p_doc_len[i])
+            RETURNING id INTO v_id;
+            mine := mine || v_id;
         ELSE
+            mine := mine || r.id;
             UPDATE a2e_entries SET agent = p_agent, content = p_content[i],
                 tags = p_tags[i]::text[], source = p_source[i], score = p_score[i],
                 ttl = p_ttl[i], updated_at = upd, expires_at = exp, size = size_i,
                 lexemes = p_lexemes[i]::tsvector, doc_len = p_doc_len[i]
              WHERE id = r.id;
+            -- its client vectors go (as in a2e_put_group)
+            WITH d AS (
+                DELETE FROM a2e_client_vectors v
+                 WHERE v.namespace = p_namespace AND v.tier = p_tier[i]
+                   AND v.owner = p_owner[i] AND v.key_hash = a2e_key_hash(p_key[i])
+                RETURNING 1)
+            INSERT INTO a2e_embed_queue AS q (entry_id, seq)
+            SELECT r.id, a2e_queue_seq() WHERE EXISTS (SELECT 1 FROM d)
+            ON CONFLICT (entry_id) DO UPDATE
+            SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
         END IF;
-        outcomes := outcomes || NULL::text;
+        outcomes := outcomes || CASE WHEN gone > 0 THEN 'evicted:' || gone END;
     END LOOP;
     RETURN outcomes;
 END $$;
 
--- A group of store requests (a host's group commit, host.store.postgres_batch) in one
+-- A group of store requests (a host's group commit, host.store.postgres.batch) in one
 -- statement and one transaction. Entry i belongs to request p_put[i] (1..m, the requests sorted
 -- by namespace), of namespace p_ns[i], written by p_agent[i] at p_now[i]; p_round[i] is k when
 -- it is the k-th entry of the group with its address (namespace, tier, owner, key), so the
 -- entries of one round have distinct addresses. Returns one outcome an entry, in order: NULL
--- stored, 'memory_full', or 'error: <message>' for every entry of a request that raised.
+-- stored, 'evicted:<n>' stored after evicting n entries (p_quotas[5] = 1, a2e_evict),
+-- 'memory_full', or 'error: <message>' for every entry of a request that raised.
 --
 -- 1. Every namespace's lock, in namespace order (two hosts never wait on each other in a cycle).
 -- 2. Quotas once a namespace: one the whole group could take past a quota (counting every entry
@@ -130,7 +125,7 @@ END $$;
 --    set-based statement per group fits here (a change log written in the same transaction).
 -- 4. If the set-based part raises, it is rolled back and its requests go one by one, each in a
 --    subtransaction of its own, so a failing request fails alone.
-CREATE FUNCTION a2e_put_group(
+CREATE OR REPLACE FUNCTION a2e_put_group(
     p_quotas bigint[], p_put integer[], p_round integer[], p_ns text[], p_agent text[],
     p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
     p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
@@ -196,6 +191,21 @@ BEGIN
                            WITH ORDINALITY AS r(agent, now, content, tags, source, score, ttl,
                                                 updated, size, lexemes, doc_len, i)
                      WHERE r.i = m.i AND e.id = m.id AND NOT m.expired;
+                    -- a put replaces its address's client vectors (the host writes the put's
+                    -- own after the commit, host.store.postgres.extensions.write_vectors): an
+                    -- entry that had some is queued for the host's embedder, its sequence
+                    -- past any a worker may hold from before they were written
+                    WITH d AS (
+                        DELETE FROM a2e_client_vectors v
+                         USING unnest(m_id, m_expired) AS m(id, expired), a2e_entries e
+                         WHERE e.id = m.id AND NOT m.expired AND v.namespace = e.namespace
+                           AND v.tier = e.tier AND v.owner = e.owner
+                           AND v.key_hash = a2e_key_hash(e.key)
+                        RETURNING e.id)
+                    INSERT INTO a2e_embed_queue AS q (entry_id, seq)
+                    SELECT DISTINCT id, a2e_queue_seq() FROM d ORDER BY id
+                    ON CONFLICT (entry_id) DO UPDATE
+                    SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
                 END IF;
                 INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
                     source, score, ttl, created_at, updated_at, expires_at, size, lexemes,
@@ -240,6 +250,76 @@ BEGIN
             END;
         END IF;
         lo := hi + 1;
+    END LOOP;
+    RETURN outcomes;
+END $$;
+
+-- A group of store requests as `a2e_put_group`, then one 'stored' change a request with the
+-- entries it stored (outcome NULL), read back as committed (a key written twice by one request
+-- shows once, as it stands), requests in group order, each entry row linked to it
+-- (`a2e_change_keys`). A 'stored' change supersedes the earlier copies of its entries: they
+-- leave the earlier changes (a replay shows each entry's newest value), except from a change over 64 KiB that still carries other entries: that one keeps
+-- the copies and their links (a forget or an expiry takes them out, the delete trigger), so
+-- single stores over a large batch do not each rewrite it (its size is read without
+-- reading it, whether it keeps other entries from one link that is not theirs).
+CREATE OR REPLACE FUNCTION a2e_put_group_logged(
+    p_quotas bigint[], p_put integer[], p_round integer[], p_ns text[], p_agent text[],
+    p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
+    p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
+    p_created double precision[], p_updated double precision[], p_lexemes text[],
+    p_size bigint[], p_doc_len integer[]
+) RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    outcomes text[];
+    r record;
+    v bigint;
+BEGIN
+    outcomes := a2e_put_group(p_quotas, p_put, p_round, p_ns, p_agent, p_now, p_tier, p_owner,
+        p_key, p_content, p_tags, p_source, p_score, p_ttl, p_created, p_updated, p_lexemes,
+        p_size, p_doc_len);
+    FOR r IN
+        WITH s AS (
+            SELECT DISTINCT ON (x.put, x.tier, x.owner, x.key) x.put, x.ns, x.now, x.tier,
+                   x.owner, x.key, x.i
+              FROM unnest(p_put, p_ns, p_now, p_tier, p_owner, p_key, outcomes)
+                   WITH ORDINALITY AS x(put, ns, now, tier, owner, key, outcome, i)
+             WHERE x.outcome IS NULL OR x.outcome LIKE 'evicted:%'
+             ORDER BY x.put, x.tier, x.owner, x.key, x.i DESC)
+        SELECT s.put, min(s.ns) AS ns, min(s.now) AS now,
+               json_agg(a2e_stored_record(e) ORDER BY s.i) AS entries, array_agg(e.id) AS ids
+          FROM s JOIN a2e_entries e ON e.namespace = s.ns AND e.tier = s.tier
+               AND e.owner = s.owner AND a2e_key_hash(e.key) = a2e_key_hash(s.key)
+               AND e.key = s.key
+         GROUP BY s.put ORDER BY s.put
+    LOOP
+        WITH old AS (
+            SELECT k.namespace, k.seq, array_agg(k.entry_id) AS ids
+              FROM a2e_change_keys k WHERE k.entry_id = ANY(r.ids)
+             GROUP BY k.namespace, k.seq),
+        pick AS (
+            SELECT o.namespace, o.seq, o.ids, NOT EXISTS (SELECT 1 FROM a2e_change_keys k
+                   WHERE k.namespace = o.namespace AND k.seq = o.seq
+                   AND k.entry_id <> ALL(o.ids)) AS emptied,
+                   octet_length(c.entries) AS size
+              FROM old o JOIN a2e_changes c ON c.namespace = o.namespace AND c.seq = o.seq),
+        go AS (SELECT * FROM pick WHERE emptied OR size <= 65536),
+        del AS (
+            DELETE FROM a2e_change_keys k USING go g
+             WHERE k.namespace = g.namespace AND k.seq = g.seq AND k.entry_id = ANY(g.ids))
+        UPDATE a2e_changes c SET entries = CASE
+            WHEN g.emptied THEN '[]'
+            ELSE coalesce((
+                SELECT json_agg(x.r ORDER BY x.i)
+                  FROM json_array_elements(c.entries::json) WITH ORDINALITY AS x(r, i)
+                 WHERE (x.r ->> 0, x.r ->> 1, (x.r -> 2)::text) NOT IN (
+                       SELECT e.tier, e.owner, e.key FROM a2e_entries e
+                        WHERE e.id = ANY(g.ids))
+                ), '[]')::text END
+          FROM go g
+         WHERE c.namespace = g.namespace AND c.seq = g.seq;
+        v := a2e_log_change(r.ns, 'stored', r.now, r.entries::text);
+        INSERT INTO a2e_change_keys (entry_id, namespace, seq)
+        SELECT DISTINCT i, r.ns, v FROM unnest(r.ids) AS i;
     END LOOP;
     RETURN outcomes;
 END $$;

@@ -1,10 +1,14 @@
--- 6: touches (recorded reads) in one statement and one transaction, as forgets
+-- Touches (recorded reads): a host's group of touches in one statement
+-- (host.store.postgres.writes).
+-- (A change raises FUNCTIONS_VERSION: the rules are host/store/postgres/schema.py's.)
+
+-- Touches (recorded reads) in one statement and one transaction, as forgets
 -- Record a read of the live entries of (namespace, tier/owner pairs) under p_keys: move
 -- updated_at forward to p_when where it is earlier; the number moved. Nothing else changes
 -- (not expires_at: a touch never extends a TTL, and an entry expired at p_when is not
 -- matched), as host.store.sqlite.ops.touch_entries. Takes the namespace's lock first, as
 -- every write of a namespace's rows does, so it never deadlocks with a put, forget or GC.
-CREATE FUNCTION a2e_touch(
+CREATE OR REPLACE FUNCTION a2e_touch(
     p_namespace text, p_tiers text[], p_owners text[], p_keys text[],
     p_when double precision
 ) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -25,7 +29,7 @@ END $$;
 
 -- Touches j = 1..m (a JSON array of {namespace, tiers, owners, keys, when}), in order, in
 -- this transaction; the number each moved. The caller sorts them by namespace (lock order).
-CREATE FUNCTION a2e_touch_batch(p_touches jsonb) RETURNS bigint[] LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION a2e_touch_batch(p_touches jsonb) RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
     results bigint[] := '{}';
     t jsonb;

@@ -1,7 +1,10 @@
--- 4: forgets in one statement and one transaction (group commit, host.store.postgres.batch)
+-- Forgets: a host's group of forgets in one statement (host.store.postgres.writes).
+-- (A change raises FUNCTIONS_VERSION: the rules are host/store/postgres/schema.py's.)
+
+-- Forgets in one statement and one transaction (group commit, host.store.postgres.batch)
 -- Delete the live entries of (namespace, tier/owner pairs) matching keys AND tags (an empty
 -- array: no filter); the number deleted. Takes the namespace's lock, as every write does.
-CREATE FUNCTION a2e_forget(
+CREATE OR REPLACE FUNCTION a2e_forget(
     p_namespace text, p_tiers text[], p_owners text[], p_keys text[], p_tags text[],
     p_now double precision
 ) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -31,7 +34,7 @@ END $$;
 -- Forgets j = 1..m (a JSON array of {namespace, tiers, owners, keys, tags, now}); one
 -- result each: the number deleted as text, or 'error: <message>' for a forget that raised
 -- (rolled back alone). The caller sorts them by namespace.
-CREATE FUNCTION a2e_forget_batch(p_forgets jsonb) RETURNS text[] LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION a2e_forget_batch(p_forgets jsonb) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     results text[] := '{}';
     f jsonb;
@@ -50,4 +53,11 @@ BEGIN
         END;
     END LOOP;
     RETURN results;
+END $$;
+
+-- Forgets as `a2e_forget_batch`, each logged as one 'forgotten' change by the delete trigger.
+CREATE OR REPLACE FUNCTION a2e_forget_batch_logged(p_forgets jsonb) RETURNS text[] LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('a2e.change_op', 'forgotten', true);
+    RETURN a2e_forget_batch(p_forgets);
 END $$;
