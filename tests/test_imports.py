@@ -119,7 +119,7 @@ def test_the_graph_is_read():
     """The graph holds the modules and the imports it should (the test reads what it checks)."""
     assert {"host.app", "host.net.server", "host.core.router", "protocol.codec"} <= set(MODULES)
     assert "host.core.router" in EDGES["host.app"]
-    assert "host.store.base" in EDGES["host.store.sqlite.store"]
+    assert "host.store.interface" in EDGES["host.store.sqlite.store"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from host.store.base import Quotas, StoreOutcome
+from host.store.records import Quotas, StoreOutcome
 
 __all__ = ["FRACTION_BUCKETS", "PutOutcomes", "QuotaReport", "TenantUsage", "UsageSummary",
            "evicted_by", "summary_of", "usage_sql"]

@@ -38,9 +38,8 @@ import asyncio
 from collections.abc import Sequence
 
 from host.extras import require
-from host.lifecycle import Opens
-from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview, Quotas
 from host.store.growth import UsageSummary
+from host.store.interface import ChangeNotices, EntryStore, NearSearch, VectorSearch
 from host.store.postgres import browse as pg_browse
 from host.store.postgres import usage as pg_usage
 from host.store.postgres.batch import WriteBatcher
@@ -57,11 +56,13 @@ from host.store.postgres.sql import (
 )
 from host.store.postgres.vectors import Vectors
 from host.store.postgres.writes import Writes
+from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview, Quotas
 
 __all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
 
 
-class PostgresEntryStore(Writes, Reads, Vectors, Changes, ClientSpace, Opens):
+class PostgresEntryStore(Writes, Reads, Vectors, Changes, ClientSpace,
+                         VectorSearch, ChangeNotices, NearSearch, EntryStore):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task

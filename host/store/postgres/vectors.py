@@ -94,7 +94,7 @@ class Vectors(StoreState):
                 for r in rows]
 
     async def put_vectors(
-        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]]
+        self, model: str, rows: Sequence[tuple[int, int, np.ndarray]]
     ) -> list[int]:
         """Store `(entry id, queue sequence, vector)` rows under `model` in one transaction and
         dequeue them. A row whose entry changed since it was claimed (its sequence moved: it
@@ -127,7 +127,7 @@ class Vectors(StoreState):
         return [int(r[0]) for r in got]
 
     async def _write_vectors(
-        self, model: str, rows: Sequence[tuple[int, int, Sequence[float]]], ids: list[int],
+        self, model: str, rows: Sequence[tuple[int, int, np.ndarray]], ids: list[int],
         seqs: list[int],
     ) -> list[Any]:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -151,7 +151,7 @@ class Vectors(StoreState):
                 ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
 
     async def nearest_vectors(
-        self, scope: Scope, q: Query, model: str, vector: Sequence[float], now: float, k: int,
+        self, scope: Scope, q: Query, model: str, vector: np.ndarray, now: float, k: int,
         sample: int = 2000, also: Sequence[int] = (),
     ) -> Hits:
         """The `k` entries `q` lets `scope` read nearest to `vector` (cosine) among those
@@ -175,7 +175,7 @@ class Vectors(StoreState):
             also={int(r[1]): float(r[2]) for r in rows if r[0] == 1})
 
     @staticmethod
-    def nearest_sql(scope: Scope, q: Query, model: str, vector: Sequence[float], now: float,
+    def nearest_sql(scope: Scope, q: Query, model: str, vector: np.ndarray, now: float,
                     k: int, sample: int, also: Sequence[int], kind: str
                     ) -> tuple[str, list[Any]]:
         """The statement of `nearest_vectors` and its values. The nearest are ordered by the
@@ -208,7 +208,7 @@ class Vectors(StoreState):
         return sql, p.values
 
     async def vector_similarity(
-        self, model: str, vector: Sequence[float], ids: Sequence[int]
+        self, model: str, vector: np.ndarray, ids: Sequence[int]
     ) -> np.ndarray:
         """Cosine similarity of `vector` to each of `ids` (same order), NaN for an entry
         without a vector of `model`."""

@@ -19,8 +19,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from host.lifecycle import Opens
-from host.store.base import (
+from host.store.changes import Change
+from host.store.growth import UsageSummary
+from host.store.interface import EntryStore, NotReadyReason, VectorStore
+from host.store.records import (
     PERSISTENT_TIERS,
     BrowsedEntry,
     BrowseFilter,
@@ -32,8 +34,6 @@ from host.store.base import (
     StoredEntry,
     StoreOutcome,
 )
-from host.store.changes import Change
-from host.store.growth import UsageSummary
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
 from host.store.sqlite import changes, ops
@@ -61,7 +61,7 @@ __all__ = ["SQLiteEntryStore"]
 _T = TypeVar("_T")
 
 
-class SQLiteEntryStore(Opens):
+class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
     """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = True  # reads run on the loop's own WAL connection
