@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.postgres import EmbeddedPostgres, EmbeddedPostgresError
+from support.procs import HostProcess
 
 from host.app import Host
 from host.client import MemoryClient
 from host.config import Config, load_config
 from protocol.clock import Clock, ShiftedClock, wall_clock
-from scripts.support.postgres import EmbeddedPostgres, EmbeddedPostgresError
-from scripts.support.procs import HostProcess
 
 BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
 TRANSPORTS: tuple[str, ...] = ("websockets", "picows")  # the WebSocket ones (server.transport)

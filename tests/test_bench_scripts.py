@@ -15,7 +15,7 @@ import pytest
 from protocol.codec import decode_request
 from protocol.messages import MemoryForgetRequest, MemoryRetrieveRequest, MemoryStoreRequest
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench"
 LOCOMO = Path(__file__).resolve().parent / "data" / "locomo"  # a made-up conversation, "tiny"
 
 
@@ -84,14 +84,14 @@ async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: P
 
 
 async def test_bench_ui_measures_every_read_of_the_browser() -> None:
-    """scripts/bench_ui.py times the wire baseline and each browser read on a small store."""
+    """scripts/bench/bench_ui.py times the wire baseline and each browser read on a small store."""
     figures = await _load("bench_ui").bench(300)
     assert len(figures) == 7 and all(v > 0 for v in figures.values())
     assert "wire find, one agent, 25 (baseline)" in figures
 
 
 def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """scripts/bench_watch.py, on a tiny run, reports both phases' store rates and every
+    """scripts/bench/bench_watch.py, on a tiny run, reports both phases' store rates and every
     event of the watched phase received, with latencies."""
     bench = _load("bench_watch")
     assert bench.main(["--watchers", "2", "--writers", "2", "--seconds", "0.5", "--json"]) == 0
@@ -102,7 +102,7 @@ def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixtur
 
 
 def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
-    """scripts/bench_semantic.py, on 40 turns of the tests' tiny conversation and short phases,
+    """scripts/bench/bench_semantic.py, on 40 turns of the tests' tiny conversation and short phases,
     measures the embedding rate, the embedder's ceiling, similarity queries and stores with and
     without an embedder."""
     figures = _load("bench_semantic").main(
@@ -155,14 +155,14 @@ def test_locomo_data_is_asked_for_never_assumed(tmp_path: Path) -> None:
 
 
 def test_bench_start_times_a_start_against_a_bare_interpreter() -> None:
-    """scripts/bench_start.py starts `a2e-host serve` until /readyz answers, stops it (exit 0),
+    """scripts/bench/bench_start.py starts `a2e-host serve` until /readyz answers, stops it (exit 0),
     and reports the time with the bare interpreter's and the environment's size."""
     figures = _load("bench_start").main(["--runs", "1", "--json"])
     assert figures["serve_ready_s"] > figures["python_bare_s"] > 0 and figures["env_mb"] > 1
 
 
 def test_bench_langgraph_times_every_operation_of_every_store() -> None:
-    """A tiny run of scripts/bench_langgraph.py prints a rate for each operation of A2EStore,
+    """A tiny run of scripts/bench/bench_langgraph.py prints a rate for each operation of A2EStore,
     LangGraph's SqliteStore and InMemoryStore, alone and concurrent, and the load average."""
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "bench_langgraph.py"), "--items", "20", "--ops", "4",
@@ -181,7 +181,7 @@ def test_bench_langgraph_times_every_operation_of_every_store() -> None:
 
 
 def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
-    """scripts/bench_scale.py on 400 rows, one namespace and four, with and without vectors:
+    """scripts/bench/bench_scale.py on 400 rows, one namespace and four, with and without vectors:
     every request answered (exit 0), a load rate, the RSS, a restart, vector queries that find
     numpy's exact top 10 (also filtered by the rare tag) and keyword queries that find rows."""
     done = subprocess.run(

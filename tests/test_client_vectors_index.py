@@ -345,9 +345,9 @@ async def test_catch_up_pages_through_the_change_log_and_reloads_past_its_floor(
 
 
 def test_bench_client_vectors_agrees_with_the_scan_on_a_tiny_run() -> None:
-    """scripts/bench_client_vectors.py on 600 entries of 3 vectors, filtered: exit 0, every
+    """scripts/bench/bench_client_vectors.py on 600 entries of 3 vectors, filtered: exit 0, every
     figure, and the index's pages are the SQL scan's."""
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_client_vectors.py"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench" / "bench_client_vectors.py"
     done = subprocess.run([sys.executable, str(script), "--entries", "600", "--dims", "16",
                            "--queries", "5", "--vectors", "3", "--filtered"],
                           capture_output=True, text=True, timeout=300)
@@ -358,9 +358,9 @@ def test_bench_client_vectors_agrees_with_the_scan_on_a_tiny_run() -> None:
 
 
 def test_bench_client_vectors_times_a_start_over_host_vectors_on_a_tiny_run() -> None:
-    """scripts/bench_client_vectors.py --host-vectors on 1,500 vectors in 3 namespaces: exit 0,
+    """scripts/bench/bench_client_vectors.py --host-vectors on 1,500 vectors in 3 namespaces: exit 0,
     the former start read every vector, the start now none, the first query one namespace."""
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_client_vectors.py"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench" / "bench_client_vectors.py"
     done = subprocess.run([sys.executable, str(script), "--host-vectors", "1500", "--dims",
                            "16", "--namespaces", "3"], capture_output=True, text=True,
                           timeout=300)

@@ -18,12 +18,12 @@ from pathlib import Path
 from types import TracebackType
 
 import pytest
+from support.procs import HostProcess, free_port, stop_process, wait_port
 from websockets.sync.client import connect
 
 from host.cli.main import build_parser
 from host.cli.reference import _subparsers
 from host.client import MemoryClient
-from scripts.support.procs import HostProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))

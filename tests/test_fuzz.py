@@ -1,7 +1,7 @@
 """Hostile input over a real socket: hypothesis generates and mutates frames, a host subprocess
 answers each with one well-formed reply or a documented close (1007 for text that is not UTF-8,
 1009 for an oversized frame), never an internal error, and a second connection is served
-throughout. Bounded to a few hundred examples (seconds); `scripts/fuzz_host.py` runs longer."""
+throughout. Bounded to a few hundred examples (seconds); `scripts/fuzz/fuzz_host.py` runs longer."""
 
 from __future__ import annotations
 

@@ -182,11 +182,11 @@ def test_stale_rows_and_forgotten_entries(conn: sqlite3.Connection) -> None:
 
 
 def test_bench_keyword_tiny_run(tmp_path: Path) -> None:
-    """scripts/bench_keyword.py on a tiny store: every kind timed, and with --check every
+    """scripts/bench/bench_keyword.py on a tiny store: every kind timed, and with --check every
     answer is the exhaustive scoring's."""
     out = subprocess.run(
         [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts"
-                             / "bench_keyword.py"),
+                             / "bench" / "bench_keyword.py"),
          "--sizes", "1500", "--queries", "2", "--check", "--json", "--dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, check=True)
     kinds = json.loads(out.stdout)["sizes"]["1500"]["kinds"]

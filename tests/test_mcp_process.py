@@ -18,9 +18,9 @@ import pytest
 from conftest import run_cli
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
+from support.procs import free_port, wait_port
 
 from host.client import MemoryClient
-from scripts.support.procs import free_port, wait_port
 
 
 def _ok(result: CallToolResult) -> Any:

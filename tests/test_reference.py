@@ -12,7 +12,7 @@ from host.cli.reference import _subparsers, sample_toml, sections
 from host.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
-HINT = "; run `python scripts/gen_reference.py` and commit the result"
+HINT = "; run `python scripts/tools/gen_reference.py` and commit the result"
 
 
 def _uncommented(text: str) -> dict:

@@ -20,7 +20,7 @@ from host.config import SearchConfig
 from host.search import ranking
 from host.store.base import StoredEntry
 from host.text.keyword import pair_coverage, term_weights
-from scripts.eval_relevance import label
+from scripts.bench.eval_relevance import label
 from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
@@ -155,10 +155,10 @@ async def test_sqlite_and_postgresql_report_one_scale(db_path: Path, pg_url: str
 
 
 def test_the_evaluations_paraphrases_share_no_content_word_with_their_facts() -> None:
-    """scripts/data/relevance.json's paraphrase family is what it says: no question of it holds
+    """scripts/bench/data/relevance.json's paraphrase family is what it says: no question of it holds
     a content term of its fact (as `pair_coverage` stems and weighs them); and the evaluation's
     keys are distinct and hold no digit (a key's values are searched and embedded)."""
-    data = json.loads((Path(__file__).parents[1] / "scripts/data/relevance.json").read_text())
+    data = json.loads((Path(__file__).parents[1] / "scripts/bench/data/relevance.json").read_text())
     shared = [(f["paraphrase"], f["fact"]) for f in data["facts"]
               if pair_coverage(term_weights(f["paraphrase"]), f["fact"]) > 0]
     assert shared == []
@@ -167,10 +167,10 @@ def test_the_evaluations_paraphrases_share_no_content_word_with_their_facts() ->
 
 
 def test_the_training_file_is_apart_from_the_evaluation() -> None:
-    """scripts/data/relevance_train.json (what `fit_relevance.py --train` fits on) shares no
+    """scripts/bench/data/relevance_train.json (what `fit_relevance.py --train` fits on) shares no
     fact and no question with the evaluation's data, its paraphrases share no content term
     with their facts, and its keyword and exact questions share at least one."""
-    root = Path(__file__).parents[1] / "scripts/data"
+    root = Path(__file__).parents[1] / "scripts/bench/data"
     train = json.loads((root / "relevance_train.json").read_text())
     held = json.loads((root / "relevance.json").read_text())
 

@@ -15,9 +15,9 @@ import pytest
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from support.browser import BrowsedHost, as_json, chromium, demo_entries
 
 from host.client import MemoryClient
-from scripts.support.browser import BrowsedHost, as_json, chromium, demo_entries
 
 NS = "demo"
 PHONE = (390, 844)  # CSS pixels of a common phone

@@ -248,11 +248,11 @@ def test_an_evicted_graph_is_saved_and_reopened_from_its_file(tmp_path: Path) ->
 
 
 def test_bench_index_reports_every_kind_on_a_tiny_run(tmp_path: Path) -> None:
-    """scripts/bench_index.py, tiny: every kind builds, searches under every filter, and the
+    """scripts/bench/bench_index.py, tiny: every kind builds, searches under every filter, and the
     approximate index is saved, reloaded and checked (then reused from --keep)."""
     import subprocess
     import sys
-    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_index.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench_index.py"
     args = [sys.executable, str(script), "--n", "3000", "--queries", "5", "--keep", str(tmp_path),
             "--ann", '{"exact_rows": 100, "exact_share": 0.01}']
     for _ in range(2):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config, running_host
+from support.procs import HostProcess
 from test_client_vectors_index import SPACE, Model, _clients, _config, _put
 from test_metrics import _get, get, metric_value
 
 from host.ops.threads import BLAS_ENV, serve_command
-from scripts.support.procs import HostProcess
 
 
 @pytest.mark.parametrize("env", [None, "2"])

@@ -154,13 +154,13 @@ async def test_a_namespace_whose_index_refuses_its_vectors_stops_no_other(
 
 
 def test_attack_vectors_holds_on_a_tiny_run() -> None:
-    """scripts/attack_vectors.py runs both attacks on a tiny scale and reports the victim's
+    """scripts/fuzz/attack_vectors.py runs both attacks on a tiny scale and reports the victim's
     space never evicted, with every figure."""
     import json
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "attack_vectors.py"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "fuzz" / "attack_vectors.py"
     out = subprocess.run(
         [sys.executable, str(script), "--victim-rows", "20", "--spaces", "3", "--budget-mib",
          "1", "--wide-budget-mib", "2", "--json"], capture_output=True, text=True, timeout=300)

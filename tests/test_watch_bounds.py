@@ -361,12 +361,12 @@ async def test_the_watches_of_a_stalled_connection_hold_one_copy_of_a_change(
 
 
 def test_the_attack_script_finds_every_attack_held(capsys: pytest.CaptureFixture[str]) -> None:
-    """`scripts/attack_streams.py` on a small run reports every attack held (exit 0) and prints
+    """`scripts/fuzz/attack_streams.py` on a small run reports every attack held (exit 0) and prints
     a figure for each."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "attack_streams.py"
+    path = Path(__file__).resolve().parent.parent / "scripts" / "fuzz" / "attack_streams.py"
     spec = importlib.util.spec_from_file_location("attack_streams", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

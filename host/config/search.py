@@ -84,7 +84,7 @@ class SearchConfig(_Section):
         description="Pair relevance: bias, then weights of the cosine similarity, the query's"
         " reference similarity, the query terms' coverage, 'no vector yet' and coverage"
         " without a vector (docs/search.md); empty: the weights"
-        " scripts/fit_relevance.py fitted for the configured embedder (for one it has none,"
+        " scripts/tools/fit_relevance.py fitted for the configured embedder (for one it has none,"
         " relevance is the order's logistic, relative to the query's candidates).",
     )
     pair_weight: float = Field(

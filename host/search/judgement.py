@@ -27,7 +27,7 @@ Nothing else moves: a match that no newer one supersedes keeps the place its rel
 it. A newer fact that does not say it changed ("My favourite food is ramen." after "... is
 sushi.") is not told from a second, different fact ("I'm allergic to penicillin." after "...
 to peanuts."): it is left where the ranking puts it. The thresholds were chosen on the tuning
-half of `scripts/eval_judgement.py`'s families and checked on the other half; a match without
+half of `scripts/bench/eval_judgement.py`'s families and checked on the other half; a match without
 a vector (not embedded yet, a working entry, one stored with a client's vectors only) is never
 judged.
 """

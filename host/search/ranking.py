@@ -17,7 +17,7 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
    0 and `no_vector` 1 for an entry without a vector (yet); `coverage` is the share of the
    query's content terms the entry contains (`host.text.keyword.pair_coverage`: stop words
    out, a light stem, common words counted a third; a fixed rule, no statistics). The weights
-   are fitted per embedder by `scripts/fit_relevance.py` on labelled question/fact pairs, 0.5
+   are fitted per embedder by `scripts/tools/fit_relevance.py` on labelled question/fact pairs, 0.5
    where a reply's two errors balance: as many facts missed above it as wrong entries returned
    (docs/search.md says what 0.2, 0.5 and 0.8 mean).
 2. **order**, which decides the ranking (`StoredEntry.fused`), adds how far the candidate stands
@@ -40,7 +40,7 @@ and its cosine similarity to the query (NaN while it has no vector), then calls 
    a term, their BM25 within a coefficient of variation of `FLAT_BM25_CV`; vectors took part)
    lifts no neighbours and orders at `order - FLAT_KEYWORD * zscore(bm25)`: its terms only say
    "has the word or not" ("What is my job?" among a dozen turns that say "job"), so standing
-   out by them, or next to them, says little. Fitted with `scripts/learn_fusion.py`.
+   out by them, or next to them, says little. Fitted with `scripts/experiments/fusion/learn_fusion.py`.
 4. the combined score of `host.search.rank` (relevance weight on `fused`, importance, recency)
    orders the reply; `min_score` filters on relevance.
 
@@ -92,7 +92,7 @@ REFERENCE_QUERIES = (
     "What does the error log say?", "Who wrote this poem?",
 )
 
-# Weights (bias first, then one per feature) fitted by scripts/fit_relevance.py for each shipped
+# Weights (bias first, then one per feature) fitted by scripts/tools/fit_relevance.py for each shipped
 # embedder ("none": a keyword-only host, coverage alone); see docs/search.md.
 # In the order, a candidate sharing no query term (BM25 0) is judged by its cosine z-score over
 # the vector weight plus this share of the keyword weight, when that is more than the mean of
@@ -102,7 +102,7 @@ NO_TERM_SHARE = 0.6
 NEIGHBOUR_PRIOR_ROWS = 10.0
 # A query's keyword matches score alike when their BM25's coefficient of variation is below
 # this (`flat_bm25`); such a query lifts no neighbours and its keyword z-score counts
-# FLAT_KEYWORD less in the order (scripts/learn_fusion.py; docs/search.md, "Ranking").
+# FLAT_KEYWORD less in the order (scripts/experiments/fusion/learn_fusion.py; docs/search.md, "Ranking").
 FLAT_BM25_CV = 0.3
 FLAT_KEYWORD = 0.2
 # Pseudo-rows at the prior (the highest similarity unrelated texts reach) in the match

@@ -1,6 +1,6 @@
 """`AnnIndex`: approximate nearest neighbours for a big key, on faiss (HNSW over 8-bit vectors).
 
-Why faiss's `IndexHNSWSQ` (scripts/bench_index.py, docs/benchmarks.md "Vector index"): its 8-bit
+Why faiss's `IndexHNSWSQ` (scripts/bench/bench_index.py, docs/benchmarks.md "Vector index"): its 8-bit
 scalar quantiser, trained per dimension, keeps recall@10 ~0.99 at 384 bytes a vector (usearch's
 i8 topped out near 0.90 on the same data, hnswlib keeps float32); its codes are one contiguous
 array the index reads without a copy, so the exact paths below score any subset of rows in
@@ -72,7 +72,7 @@ TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a s
 # At most this many rows are added to a graph on the calling thread alone: OpenMP's threads
 # wait at their barriers for one the other work on a shared 2-core machine took the core of
 # (64 rows into a small graph took 31-40 ms on 2 threads, 4.5-6.9 ms on 1, at load ~2.2;
-# scripts/bench_loop_steps.py); a bigger add (a build's step) takes every thread set.
+# scripts/bench/bench_loop_steps.py); a bigger add (a build's step) takes every thread set.
 SMALL_ADD = 256
 
 

@@ -10,7 +10,7 @@ vectors (~1e-3 off a similarity), so its callers rescore its best rows on float3
 `AnnIndex`'s (`host.search.index.approximate`).
 
 float16 keeps the same top 10 (recall@10 ~1.0 against float32) in half the bytes, but a query
-costs ~10x the CPU: numpy converts float16 to float32 slowly (scripts/bench_index.py). So it
+costs ~10x the CPU: numpy converts float16 to float32 slowly (scripts/bench/bench_index.py). So it
 suits keys that are many and small; a big key is better served by an `AnnIndex` (8-bit).
 
 Not thread-safe: the owner serialises writes and reads (the host calls it on the event loop).

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Judgement of a reply, measured: is the present first, and does a reply repeat itself?
+
+The data (`scripts/bench/data/judgement.json`, written for this script), stored the way agents store
+conversation memory (each turn an episodic entry keyed by its turn number, in the order said):
+
+- **updates**: 20 facts and, later, their updates that say they changed ("I work as a data
+  analyst at Northwind Bank." ... "I switched jobs last week: I'm now a product manager at
+  Helios Robotics."), each asked once ("Where do I work?"); **silent updates**: 6 more whose
+  newer text does not say so ("My favourite food is sushi." ... "... is ramen.");
+- **clusters**: four facts said five ways each beside eight distinct facts, asked six questions
+  ("What do we know about this user?", "What is my dog called?"...);
+- **similar**: 12 pairs of similar but different facts ("I'm allergic to peanuts." / "I'm
+  allergic to penicillin."), the second written later, each member asked for.
+
+Each family is a namespace of an in-process host (real WebSocket, SQLite, or PostgreSQL with
+`--postgres`), small (the family alone) and large (among `--fill` unrelated generated turns).
+Reported per memory and half (cases of even index: "tune", odd: "check"):
+
+- how often the update ranks above the fact it replaced, and first;
+- distinct facts in a top 5 and a top 10 of the cluster questions;
+- merges: pairs collapsed into one (false: not the same fact said again) and missed duplicates
+  (two sayings of one fact both shown in a top 10); supersessions, right and false;
+- the similar pairs: the asked-for fact's rank, with and without judgement (it must not move).
+
+Each question is asked with `"supersede": false` (the ranking alone, the baseline) and, when
+the host judges replies, as it answers by default (updates first) and with `"collapse": true`
+(near-duplicates collapsed too). `--grid` also judges the baseline replies offline
+(`host.search.judgement.plan` on the stored texts' vectors) at each pair of thresholds, to
+choose them on the tuning half.
+
+    python scripts/bench/eval_judgement.py                    # SQLite, 300 unrelated turns
+    python scripts/bench/eval_judgement.py --postgres --fill 1000
+    python scripts/bench/eval_judgement.py --grid
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support
+
+from host.client import MemoryClient  # noqa: E402
+from host.config import load_config  # noqa: E402
+from host.search.judgement import Thresholds, plan  # noqa: E402
+from host.text.searchable import searchable_text  # noqa: E402
+from scripts.bench.eval_relevance import generated_filler  # noqa: E402
+from scripts.bench.tune_retrieval import cached_host, overrides  # noqa: E402
+
+DATA = ROOT / "scripts" / "bench" / "data" / "judgement.json"
+HALVES = ("tune", "check")
+TEXTS: dict[tuple[str, str], list[str]] = {}  # (memory, size): its turns' texts (--show)
+
+
+@dataclass(frozen=True)
+class Label:
+    """What a stored turn is: its family, case (fact/cluster index), role and half."""
+
+    family: str
+    case: int
+    role: str
+    half: str
+
+    def fact(self) -> tuple[str, int, str]:
+        """The fact it says: a cluster's five sayings are one fact."""
+        return (self.family, self.case, "" if self.role.startswith("say") else self.role)
+
+
+@dataclass
+class Memory:
+    """The turns of one namespace (text, label or None for filler) in the order written."""
+
+    name: str
+    turns: list[tuple[str, Label | None]]
+    questions: list[tuple[str, Label]]  # question, the label of the fact it asks for
+
+
+def _half(i: int) -> str:
+    return HALVES[i % 2]
+
+
+def memories(data: dict[str, Any], filler: list[str], seed: int = 3) -> list[Memory]:
+    """The three families' memories: earlier facts in the first half of the filler, their
+    updates (and the second of similar pairs) in the second; clusters spread at random."""
+    rng = random.Random(seed)
+
+    def spread(first: list[tuple[str, Label]], second: list[tuple[str, Label]]
+               ) -> list[tuple[str, Label | None]]:
+        half = len(filler) // 2
+        a: list[tuple[str, Label | None]] = [(t, None) for t in filler[:half]]
+        b: list[tuple[str, Label | None]] = [(t, None) for t in filler[half:]]
+        for x in first:
+            a.insert(rng.randrange(len(a) + 1), x)
+        for x in second:
+            b.insert(rng.randrange(len(b) + 1), x)
+        return a + b
+
+    out = []
+    for fam in ("updates", "silent_updates"):
+        cases = data[fam]
+        out.append(Memory(fam, spread(
+            [(c["old"], Label(fam, i, "old", _half(i))) for i, c in enumerate(cases)],
+            [(c["new"], Label(fam, i, "new", _half(i))) for i, c in enumerate(cases)]),
+            [(c["question"], Label(fam, i, "new", _half(i))) for i, c in enumerate(cases)]))
+    said = [(t, Label("clusters", i, f"say{j}", _half(i)))
+            for i, c in enumerate(data["clusters"]) for j, t in enumerate(c)]
+    said += [(t, Label("distinct", i, "fact", _half(i))) for i, t in enumerate(data["distinct"])]
+    rng.shuffle(said)
+    qs = [(q["question"], Label("clusters", -1 if q["cluster"] is None else q["cluster"], "q",
+                                _half(k)))
+          for k, q in enumerate(data["cluster_questions"])]
+    out.append(Memory("clusters", spread(said[: len(said) // 2], said[len(said) // 2:]), qs))
+    sim = data["similar"]
+    out.append(Memory("similar", spread(
+        [(c["first"], Label("similar", i, "first", _half(i))) for i, c in enumerate(sim)],
+        [(c["second"], Label("similar", i, "second", _half(i))) for i, c in enumerate(sim)]),
+        [(q, Label("similar", i, role, _half(i))) for i, c in enumerate(sim)
+         for q, role in zip(c["questions"], ("first", "second"), strict=True)]))
+    return out
+
+
+@dataclass
+class Shown:
+    """One entry of a reply: its turn number, what it carries (turn numbers)."""
+
+    turn: int
+    supersedes: list[int] = field(default_factory=list)
+    collapsed: list[int] = field(default_factory=list)
+
+
+def _turn(key: dict[str, Any]) -> int:
+    return int(key["turn"])
+
+
+def shown(entries: list[dict[str, Any]]) -> list[Shown]:
+    """A reply's entries as `Shown`."""
+    return [Shown(_turn(e["key"]), [_turn(k) for k in e.get("supersedes", [])],
+                  [_turn(k) for k in e.get("collapsed", {}).get("keys", [])]) for e in entries]
+
+
+def judged_offline(entries: list[dict[str, Any]], vec: dict[int, np.ndarray],
+                   th: Thresholds) -> list[Shown]:
+    """A baseline reply judged here by `plan` (the stored texts' vectors `vec` by turn)."""
+    turns = [_turn(e["key"]) for e in entries]
+    head = turns[: th.depth]
+    mat = np.stack([vec[t] for t in head]).astype(np.float64)
+    sims = mat @ mat.T
+    texts = [str(e["content"]) for e in entries[: th.depth]]
+    newness = [(0.0, t) for t in head]  # written in turn order
+    rel = [float(e["relevance"]) for e in entries[: th.depth]]
+    out = [Shown(head[k], [head[j] for j in sup], [head[j] for j in coll])
+           for k, sup, coll in plan(sims, texts, newness, th, rel)]
+    return out + [Shown(t) for t in turns[th.depth:]]
+
+
+@dataclass
+class Tally:
+    """Counts over the replies of one memory, half and method."""
+
+    asked: int = 0
+    update_above: int = 0
+    update_first: int = 0
+    distinct5: list[int] = field(default_factory=list)
+    distinct10: list[int] = field(default_factory=list)
+    merges: set[tuple[int, int]] = field(default_factory=set)
+    false_merges: set[tuple[int, int]] = field(default_factory=set)
+    missed: set[tuple[int, int]] = field(default_factory=set)
+    supersede: set[tuple[int, int]] = field(default_factory=set)
+    false_supersede: set[tuple[int, int]] = field(default_factory=set)
+    similar_ranks: list[int] = field(default_factory=list)  # rank of the asked fact (11: absent)
+
+
+def tally(t: Tally, reply: list[Shown], asked: Label, labels: dict[int, Label | None]) -> None:
+    """Add one reply (top 10) to `t`."""
+    top = reply[:10]
+    t.asked += 1
+
+    def fact(turn: int) -> tuple[str, int, str] | None:
+        lab = labels[turn]
+        return lab.fact() if lab is not None else None
+
+    for s in top:
+        for o in s.collapsed:
+            pair = (min(s.turn, o), max(s.turn, o))
+            t.merges.add(pair)
+            if fact(s.turn) is None or fact(s.turn) != fact(o):
+                t.false_merges.add(pair)
+        for o in s.supersedes:
+            ls, lo = labels[s.turn], labels[o]
+            right = (ls is not None and lo is not None and ls.family == lo.family
+                     and ls.family.endswith("updates") and ls.case == lo.case
+                     and (ls.role, lo.role) == ("new", "old"))
+            (t.supersede if right else t.false_supersede).add((s.turn, o))
+    facts = [fact(s.turn) for s in top]
+    for i, a in enumerate(facts):
+        for j in range(i + 1, len(facts)):
+            if a is not None and a == facts[j]:
+                t.missed.add((min(top[i].turn, top[j].turn), max(top[i].turn, top[j].turn)))
+    if asked.family.endswith("updates"):
+        pos = {labels[s.turn].role: k for k, s in enumerate(top)  # type: ignore[union-attr]
+               if labels[s.turn] is not None and labels[s.turn].case == asked.case  # type: ignore[union-attr]
+               and labels[s.turn].family == asked.family}  # type: ignore[union-attr]
+        new, old = pos.get("new"), pos.get("old")
+        if new is not None and (old is None or new < old):
+            t.update_above += 1
+        if new == 0:
+            t.update_first += 1
+    elif asked.family == "clusters":
+        t.distinct5.append(len({f for f in facts[:5] if f is not None}))
+        t.distinct10.append(len({f for f in facts if f is not None}))
+    else:
+        ranks = [k for k, s in enumerate(top) if labels[s.turn] == asked]
+        t.similar_ranks.append(ranks[0] + 1 if ranks else 11)
+
+
+async def ask(c: MemoryClient, q: str, limit: int, judge: bool | None) -> list[dict[str, Any]]:
+    """One retrieve's entries: the ranking alone (`judge` False), judged as the host judges
+    when asked to collapse too (True), or a plain request (None: a host before judgement)."""
+    extra = {} if judge is None else {"supersede": judge, "collapse": judge}
+    return list((await c.retrieve(query=q, limit=limit, **extra)).entries)
+
+
+def _grid(args: argparse.Namespace) -> list[Thresholds]:
+    if not args.grid:
+        return []
+    return [Thresholds(d, s, relevance=r, single=one) for d in (0.7, 0.75, 0.8, 0.85, 0.9)
+            for s in (0.35, 0.4, 0.45, 0.5, 0.55, 0.6) for r in (0.1, 0.2, 0.3)
+            for one in (False, True)]
+
+
+@contextlib.contextmanager
+def database(pg: bool, tmp: str) -> Iterator[str]:
+    """A database for the host: a SQLite file in `tmp`, or a fresh embedded PostgreSQL's."""
+    if not pg:
+        yield f"{tmp}/j.db"
+        return
+    from support.postgres import EmbeddedPostgres
+    with EmbeddedPostgres() as server:
+        yield server.create_database("judgement")
+
+
+async def run(args: argparse.Namespace) -> None:
+    data = json.loads(DATA.read_text())
+    grid = _grid(args)
+    results: dict[tuple[str, str, str, str], Tally] = {}
+    with tempfile.TemporaryDirectory(prefix="a2e-judge-") as tmp, \
+            database(args.postgres, tmp) as db:
+        cfg = load_config(None, overrides(args.tries, db))
+        async with cached_host(cfg, args.cache) as (host, emb):
+            judges = True
+            for size, filler in (("small", []), ("large", generated_filler(args.fill))):
+                for m in memories(data, filler):
+                    ns = f"{m.name}-{size}"
+                    c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
+                    await c.init(ns, {"agent": "eval"})
+                    entries = [{"key": {"turn": i}, "content": t, "tier": "episodic"}
+                               for i, (t, _lab) in enumerate(m.turns)]
+                    for i in range(0, len(entries), 100):
+                        await c.store(entries[i:i + 100])
+                    await host.search.drain()
+                    labels = {i: lab for i, (_t, lab) in enumerate(m.turns)}
+                    TEXTS[m.name, size] = [t for t, _lab in m.turns]
+                    vec: dict[int, np.ndarray] = {}
+                    if grid and emb is not None:
+                        v = emb.embed([searchable_text(e["content"], [], e["key"])
+                                       for e in entries])
+                        vec = dict(enumerate(v))
+                    for q, asked in m.questions:
+                        def add(method: str, reply: list[Shown], _a: Label = asked,
+                                _ns: tuple[str, str] = (size, m.name),
+                                _lab: dict[int, Label | None] = labels) -> None:
+                            key = (_ns[0], _a.half, method, _ns[1])
+                            tally(results.setdefault(key, Tally()), reply, _a, _lab)
+
+                        if judges:
+                            try:
+                                base = await ask(c, q, 50, False)
+                            except Exception:
+                                judges = False  # a host before judgement: the baseline alone
+                        if not judges:
+                            base = await ask(c, q, 50, None)
+                        add("ranking alone", shown(base))
+                        if judges:
+                            add("host default", shown(await ask(c, q, 10, None)))
+                            add("host, collapse", shown(await ask(c, q, 10, True)))
+                        for th in grid:
+                            add(f"d={th.duplicate} s={th.supersede} r={th.relevance}"
+                                f"{' single' if th.single else ''}",
+                                judged_offline(base, vec, th))
+                    await c.close()
+    report(results, args)
+
+
+def report(results: dict[tuple[str, str, str, str], Tally], args: argparse.Namespace) -> None:
+    """Print one table row per memory, half and method."""
+    print(f"backend: {'postgresql' if args.postgres else 'sqlite'}; large memories among "
+          f"{args.fill} generated turns")
+    print("\n| memory | half | method | update above old | update first | silent update above |"
+          " distinct top 5 | distinct top 10 | merges | false merges | missed duplicates |"
+          " supersessions | false supersessions | similar: asked fact's mean rank |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    methods = sorted({k[2] for k in results}, key=lambda x: (
+        x != "ranking alone", not x.startswith("host"), x))
+    for size in ("small", "large"):
+        for half in HALVES:
+            for meth in methods:
+                parts = {fam: results.get((size, half, meth, fam), Tally())
+                         for fam in ("updates", "silent_updates", "clusters", "similar")}
+                u, su, cl, si = parts.values()
+                def every(what: str, _p: dict[str, Tally] = parts) -> set[Any]:
+                    return {(f, pair) for f, x in _p.items() for pair in getattr(x, what)}
+
+                merges, false, missed = every("merges"), every("false_merges"), every("missed")
+                sup, fsup = every("supersede"), every("false_supersede")
+                if meth == args.show:
+                    for what, pairs in (("false merge", false), ("false supersession", fsup),
+                                        ("missed duplicate", missed)):
+                        for f, (a, b) in sorted(pairs):
+                            print(f"  {size} {half} {what}: {TEXTS[f, size][a]!r} /"
+                                  f" {TEXTS[f, size][b]!r}")
+                d5 = np.mean(cl.distinct5) if cl.distinct5 else float("nan")
+                d10 = np.mean(cl.distinct10) if cl.distinct10 else float("nan")
+                sr = np.mean(si.similar_ranks) if si.similar_ranks else float("nan")
+                print(f"| {size} | {half} | {meth} | {u.update_above}/{u.asked} |"
+                      f" {u.update_first}/{u.asked} | {su.update_above}/{su.asked} | {d5:.2f} |"
+                      f" {d10:.2f} | {len(merges)} | {len(false)} | {len(missed)} | {len(sup)} |"
+                      f" {len(fsup)} | {sr:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--fill", type=int, default=300, help="unrelated turns of a large memory")
+    ap.add_argument("--postgres", action="store_true", help="an embedded PostgreSQL database")
+    ap.add_argument("--grid", action="store_true",
+                    help="also judge the baseline offline at each pair of thresholds")
+    ap.add_argument("--show", default="", metavar="METHOD",
+                    help="print the false merges and supersessions and the missed duplicates"
+                         " of this method (a row's third column)")
+    ap.add_argument("--try", dest="tries", nargs="+", default=[],
+                    metavar="SECTION.FIELD=VALUE", help="config overrides")
+    ap.add_argument("--cache", type=Path,
+                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
+    asyncio.run(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
