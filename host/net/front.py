@@ -46,6 +46,7 @@ import h11
 
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
 from host.net.linger import Linger
+from host.net.simple_http import Simple, head_bytes, read_simple
 
 if TYPE_CHECKING:
     from host.net.serving import Server
@@ -79,20 +80,31 @@ def _plain(status: HTTPStatus, text: str) -> HttpReply:
     return HttpReply(status, text)
 
 
-_HEADS: dict[tuple[Any, ...], h11.Response] = {}  # validated heads by content (no body)
+class _Head:
+    """A validated response head: h11's event, and its bytes as h11 writes them for a
+    kept-alive request (the fast path's)."""
+
+    __slots__ = ("event", "raw")
+
+    def __init__(self, event: h11.Response) -> None:
+        self.event = event
+        self.raw = head_bytes(event.status_code, event.reason, list(event.headers.raw_items()))
+
+
+_HEADS: dict[tuple[Any, ...], _Head] = {}  # validated heads by content (no body)
 _HEADS_MAX = 256
 
 
 def _response(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
-              fixed: list[tuple[str, str]]) -> h11.Response:
-    """An h11 response head: `fixed` first, then `headers` not named there, then cookies.
+              fixed: list[tuple[str, str]]) -> _Head:
+    """A response head: `fixed` first, then `headers` not named there, then cookies.
     Raises `h11.LocalProtocolError` for a header h11 will not write (CR LF in a value, a
     character outside Latin-1). The same head again (a 202 of /send, a 200 of /healthz) is
     the one validated before: h11's events are immutable."""
     key = (status, *fixed, *headers.items(), *cookies)
     head = _HEADS.get(key)
     if head is None:
-        head = _validated(status, headers, cookies, fixed)
+        head = _Head(_validated(status, headers, cookies, fixed))
         if len(_HEADS) >= _HEADS_MAX:
             _HEADS.clear()
         _HEADS[key] = head
@@ -142,6 +154,7 @@ class HttpFront(asyncio.Protocol):
         self._idle = False  # waiting for a kept-alive connection's next request
         self._closed = False
         self._handed = False
+        self._simple: bytes | None = None  # the plain request being answered without h11
         self._can_write = asyncio.Event()
         self._can_write.set()
 
@@ -233,6 +246,15 @@ class HttpFront(asyncio.Protocol):
         """Give h11 the bytes received and act on its events, until it needs more, a request
         is being answered, or the connection was handed over or closed."""
         conn = self.conn
+        while self._pending and self._task is None and not self._closed \
+                and conn.their_state is h11.IDLE and conn.our_state is h11.IDLE \
+                and not conn.trailing_data[0]:
+            simple = read_simple(self._pending, HEAD_MAX - _SLICE,
+                                 self.server.config.limits.max_frame_bytes)
+            if simple is None or not self._plain(simple):
+                break
+        if self._task is not None or self._closed:
+            return
         if self._pending and conn.their_state is not h11.DONE:
             self._feed()
         while not self._closed and self._task is None:
@@ -268,6 +290,33 @@ class HttpFront(asyncio.Protocol):
                     return  # answered, and nothing more to read (h11 would say NEED_DATA)
             else:  # ConnectionClosed: h11 is never told of an EOF, so not seen
                 return
+
+    def _plain(self, simple: Simple) -> bool:
+        """Answer a plain request without h11 (`host.net.simple_http`); False when the request
+        needs h11 after all (a body required and none declared: h11's 411)."""
+        path, _, query = simple.target.partition("?")
+        headers = Headers(simple.headers)
+        if simple.method in _BODY_METHODS and path in self.server.body_required \
+                and "Content-Length" not in headers:
+            return False
+        request = HttpRequest(path, headers, self.remote, method=simple.method, query=query,
+                              body=simple.body)
+        self._simple = bytes(self._pending[:simple.size])
+        del self._pending[:simple.size]
+        self._disarm()
+        self._respond(request, self.server.route(path))
+        return True
+
+    def _to_h11(self) -> None:
+        """Give h11 the plain request being answered, so that h11 writes its answer (a stream,
+        or a reply that closes): h11 reads it as the fast path did."""
+        raw, self._simple = self._simple, None
+        if raw is None:
+            return
+        conn = self.conn
+        conn.receive_data(raw)
+        while not isinstance(conn.next_event(), h11.EndOfMessage):
+            pass
 
     def _feed(self) -> None:
         """Give h11 the pending bytes: a slice while it reads a head, else all of them."""
@@ -396,6 +445,7 @@ class HttpFront(asyncio.Protocol):
             request.close()
             return
         if isinstance(reply, HttpStream):
+            self._to_h11()
             self.transport.resume_reading()  # to see the client go (its bytes are not read)
             try:
                 await self._stream(request, reply)
@@ -425,8 +475,14 @@ class HttpFront(asyncio.Protocol):
             head = _response(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
                 ("Content-Type", "text/plain; charset=utf-8"),
                 ("Content-Length", str(len(body)))] + fixed[2:])
+        if self._simple is not None:
+            if not close:  # kept alive: h11 would write this head as it is
+                self._simple = None
+                self.transport.write(head.raw if head_only or not body else head.raw + body)
+                return
+            self._to_h11()
         try:
-            out = self._out(head)
+            out = self._out(head.event)
             if body and not head_only:
                 out += self._out(h11.Data(data=body))
             out += self._out(h11.EndOfMessage())
@@ -439,7 +495,13 @@ class HttpFront(asyncio.Protocol):
     def _reply(self, request: HttpRequest, reply: HttpReply) -> None:
         request.close()
         close = self.server.stopping
+        simple = self._simple is not None and not close
         self._write_reply(reply, head_only=request.method == "HEAD", close=close)
+        if simple:
+            if not self._closed:
+                self._idle = True
+                self._arm(KEEPALIVE)
+            return
         conn = self.conn
         if self._closed or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
             if not self._closed:
@@ -470,7 +532,7 @@ class HttpFront(asyncio.Protocol):
                 ("Content-Length", "0"), ("Connection", "close")])
             head_only = True
         try:
-            write(out(head))
+            write(out(head.event))
             if head_only:
                 write(out(h11.EndOfMessage()))
                 return
