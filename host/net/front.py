@@ -46,7 +46,7 @@ import h11
 
 from host.net.http import Headers, HttpReply, HttpRequest, HttpStream
 from host.net.linger import Linger
-from host.net.simple_http import Simple, head_bytes, read_simple
+from host.net.simple_http import Simple, read_simple, response_head
 
 if TYPE_CHECKING:
     from host.net.serving import Server
@@ -78,51 +78,6 @@ def reply_bytes(reply: HttpReply) -> bytes:
 
 def _plain(status: HTTPStatus, text: str) -> HttpReply:
     return HttpReply(status, text)
-
-
-class _Head:
-    """A validated response head: h11's event, and its bytes as h11 writes them for a
-    kept-alive request (the fast path's)."""
-
-    __slots__ = ("event", "raw")
-
-    def __init__(self, event: h11.Response) -> None:
-        self.event = event
-        self.raw = head_bytes(event.status_code, event.reason, list(event.headers.raw_items()))
-
-
-_HEADS: dict[tuple[Any, ...], _Head] = {}  # validated heads by content (no body)
-_HEADS_MAX = 256
-
-
-def _response(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
-              fixed: list[tuple[str, str]]) -> _Head:
-    """A response head: `fixed` first, then `headers` not named there, then cookies.
-    Raises `h11.LocalProtocolError` for a header h11 will not write (CR LF in a value, a
-    character outside Latin-1). The same head again (a 202 of /send, a 200 of /healthz) is
-    the one validated before: h11's events are immutable."""
-    key = (status, *fixed, *headers.items(), *cookies)
-    head = _HEADS.get(key)
-    if head is None:
-        head = _Head(_validated(status, headers, cookies, fixed))
-        if len(_HEADS) >= _HEADS_MAX:
-            _HEADS.clear()
-        _HEADS[key] = head
-    return head
-
-
-def _validated(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
-               fixed: list[tuple[str, str]]) -> h11.Response:
-    names = {name.lower() for name, _ in fixed}
-    items = list(fixed)
-    items += [(n, v) for n, v in headers.items() if n.lower() not in names]
-    items += [("Set-Cookie", c) for c in cookies]
-    st = HTTPStatus(status)
-    try:
-        raw = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in items]
-    except UnicodeEncodeError as exc:
-        raise h11.LocalProtocolError(f"a header outside Latin-1: {exc}") from None
-    return h11.Response(status_code=st.value, headers=raw, reason=st.phrase)
 
 
 def _upgrade_head(event: h11.Request) -> bytes:
@@ -468,11 +423,11 @@ class HttpFront(asyncio.Protocol):
         if close:
             fixed.append(("Connection", "close"))
         try:
-            head = _response(reply.status, reply.headers, reply.cookies, fixed)
+            head = response_head(reply.status, reply.headers, reply.cookies, fixed)
         except h11.LocalProtocolError:
             log.exception("HTTP reply %s has a header h11 will not write", reply.status)
             body = b"internal error\n"
-            head = _response(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
+            head = response_head(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
                 ("Content-Type", "text/plain; charset=utf-8"),
                 ("Content-Length", str(len(body)))] + fixed[2:])
         if self._simple is not None:
@@ -523,12 +478,12 @@ class HttpFront(asyncio.Protocol):
         out = self._out
         head_only = request.method == "HEAD"
         try:
-            head = _response(reply.status, reply.headers, reply.cookies, [
+            head = response_head(reply.status, reply.headers, reply.cookies, [
                 ("Connection", "close"), ("Cache-Control", "no-cache"),
                 ("X-Accel-Buffering", "no")])
         except h11.LocalProtocolError:
             log.exception("HTTP stream %s has a header h11 will not write", reply.status)
-            head = _response(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
+            head = response_head(HTTPStatus.INTERNAL_SERVER_ERROR, {}, [], [
                 ("Content-Length", "0"), ("Connection", "close")])
             head_only = True
         try:

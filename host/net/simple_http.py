@@ -20,18 +20,23 @@ What the subset is, each a condition h11 would accept and read the same way:
   `Transfer-Encoding`, `Expect` or `Upgrade`, `Connection` absent or `keep-alive`;
 - the head within the front's head bound and the whole body in the bytes already received.
 
-`head_bytes` writes a reply's head as h11 writes it for a kept-alive HTTP/1.1 request (status
-line with the phrase, the validated headers in order, Host first, no changes: a reply with a
-`Content-Length` on a kept-alive connection is one h11 leaves as it is). tests/test_simple_http.py
-checks both against h11 itself on generated requests and replies.
+`response_head` validates a reply's head once through h11 (an `h11.Response`, cached by
+content) and keeps its bytes as `head_bytes` writes them: as h11 writes a head for a kept-alive
+HTTP/1.1 request (the status line with its phrase, the headers in order, Host first, nothing
+changed: h11 leaves a reply with a `Content-Length` on a kept-alive connection as it is).
+tests/test_simple_http.py checks both against h11 itself on generated requests and replies.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
 
-__all__ = ["Simple", "head_bytes", "read_simple"]
+import h11
+
+__all__ = ["Head", "Simple", "head_bytes", "read_simple", "response_head", "validated"]
 
 _LINE = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+:[ \t]*[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*[ \t]*")
 _REQUEST_LINE = re.compile(rb"([A-Z]+) (/[\x21-\x7e]*) HTTP/1\.1")
@@ -103,3 +108,48 @@ def head_bytes(status: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -
     out += [b"%s: %s\r\n" % (n, v) for n, v in headers if n.lower() != b"host"]
     out.append(b"\r\n")
     return b"".join(out)
+
+
+class Head:
+    """A validated response head: h11's event, and its bytes as h11 writes them for a
+    kept-alive request (the fast path's)."""
+
+    __slots__ = ("event", "raw")
+
+    def __init__(self, event: h11.Response) -> None:
+        self.event = event
+        self.raw = head_bytes(event.status_code, event.reason, list(event.headers.raw_items()))
+
+
+_HEADS: dict[tuple[Any, ...], Head] = {}  # validated heads by content (no body)
+_HEADS_MAX = 256
+
+
+def response_head(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
+              fixed: list[tuple[str, str]]) -> Head:
+    """A response head: `fixed` first, then `headers` not named there, then cookies.
+    Raises `h11.LocalProtocolError` for a header h11 will not write (CR LF in a value, a
+    character outside Latin-1). The same head again (a 202 of /send, a 200 of /healthz) is
+    the one validated before: h11's events are immutable."""
+    key = (status, *fixed, *headers.items(), *cookies)
+    head = _HEADS.get(key)
+    if head is None:
+        head = Head(validated(status, headers, cookies, fixed))
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        _HEADS[key] = head
+    return head
+
+
+def validated(status: HTTPStatus | int, headers: dict[str, str], cookies: list[str],
+               fixed: list[tuple[str, str]]) -> h11.Response:
+    names = {name.lower() for name, _ in fixed}
+    items = list(fixed)
+    items += [(n, v) for n, v in headers.items() if n.lower() not in names]
+    items += [("Set-Cookie", c) for c in cookies]
+    st = HTTPStatus(status)
+    try:
+        raw = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in items]
+    except UnicodeEncodeError as exc:
+        raise h11.LocalProtocolError(f"a header outside Latin-1: {exc}") from None
+    return h11.Response(status_code=st.value, headers=raw, reason=st.phrase)
