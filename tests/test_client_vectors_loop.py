@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 from test_client_vectors_index import Model, _check, _clients, _put
 
 from host.search.client_vectors import space_key
-from host.search.index import indexes as ix
-from host.search.index.indexes import VectorIndexes
+from host.search.index import VectorIndexes
+from host.search.index import builds as ix
+from host.search.index.loading import Add
 from protocol.clock import ShiftedClock
 
 SPACE = "s"
@@ -118,10 +119,10 @@ class _Watched(VectorIndexes):
         self.applied: list[tuple[bool, int, int]] = []  # (on the loop's thread, turn, rows)
         self.loop_thread = threading.current_thread()
 
-    def _apply(self, index: Any, op: Any) -> None:  # type: ignore[override]
+    def apply(self, index: Any, op: Any) -> None:
         on_loop = threading.current_thread() is self.loop_thread
-        self.applied.append((on_loop, self.turn, len(op[1]) if op[0] == "add" else 0))
-        VectorIndexes._apply(index, op)
+        self.applied.append((on_loop, self.turn, len(op.ids) if isinstance(op, Add) else 0))
+        VectorIndexes.apply(self, index, op)
 
 
 def _rows(rng: np.random.Generator, first: int, n: int, dim: int
@@ -153,7 +154,7 @@ async def test_the_writes_during_a_build_reach_the_graph_off_the_loop() -> None:
         await vectors.open("k")  # loaded exact
         store["k"].append(_rows(rng, 200, 20_000, dim))
         vectors.add("k", *store["k"][1])  # past ann_min_rows: its promotion queued
-        while not vectors._promoting:  # the build started (its thread asks for rows)
+        while not vectors.builds.promoting:  # the build started (its thread asks for rows)
             await asyncio.sleep(0)
         more = _rows(rng, 20_200, 3000, dim)
         vectors.add("k", *more)  # one write of 3,000 rows, journalled for the build

@@ -1,4 +1,4 @@
-"""What host/search/index/ann.py relies on in faiss beyond its documented API, on a tiny real
+"""What host/search/index/graph.py (`GraphBuild`) and ann.py rely on in faiss beyond its documented API, on a tiny real
 index: the version pinned in pyproject.toml, the storage's codes as a std::vector numpy reads
 and writes in place, `ntotal` steering where `IndexHNSW.add` copies the codes it adds, the
 8-bit quantiser's trained ranges and its code formula, the HNSW arrays sized and reset by a
@@ -14,6 +14,10 @@ from typing import Any
 
 import faiss as _faiss
 import numpy as np
+
+from host.search.index.ann import BUILD_STEP, AnnIndex
+from host.search.index.exact import ExactIndex
+from host.search.index.graph import GraphBuild
 
 faiss: Any = _faiss
 DIM, M = 8, 4
@@ -139,3 +143,21 @@ def test_a_bitmap_selector_reads_little_endian_bits_and_files_round_trip(tmp_pat
     back = faiss.read_index(str(tmp_path / "ix"))
     assert isinstance(back, faiss.IndexHNSWSQ) and back.ntotal == 30 and back.d == DIM
     assert np.array_equal(_codes(faiss.downcast_index(back.storage), 30), _codes(storage, 30))
+
+
+def test_a_graph_build_in_place_relies_on_these_internals_and_keeps_the_codes() -> None:
+    """`GraphBuild`, which relies on the internals above, builds the graph of a coded
+    `AnnIndex` over its own codes in several steps: the codes are the same bytes after, the
+    storage and the graph count the rows alone, and a search through the graph finds each
+    row."""
+    n = 2 * BUILD_STEP + 100
+    x = _unit(n, seed=3)
+    exact = ExactIndex(DIM)
+    exact.add(list(range(n)), x, ["g"] * n, [None] * n)
+    ann = AnnIndex.coded_of(exact, connectivity=M, exact_rows=0, exact_share=0.0)
+    before = ann.codes().copy()
+    GraphBuild(ann).build_now()
+    assert ann.built and ann.building is None and np.array_equal(ann.codes(), before)
+    assert ann.storage.ntotal == ann.graph.ntotal == n == int(ann.graph.hnsw.levels.size())
+    found = [ann.search(x[j], 1).ids.tolist() == [j] for j in range(0, n, 7)]
+    assert sum(found) >= 0.9 * len(found)

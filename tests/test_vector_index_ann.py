@@ -12,6 +12,8 @@ import pytest
 
 from host.search.index import ExactIndex, VectorIndexes, group_of
 from host.search.index.ann import AnnIndex
+from host.search.index.builds import build_ann
+from host.search.index.graph import estimate_graph_nbytes
 
 DIM, N = 64, 12_000
 ALICE, BOB, SHARED = group_of("episodic", "alice"), group_of("episodic", "bob"), group_of("semantic", "")
@@ -41,7 +43,7 @@ def chunks(ids: np.ndarray, vecs: np.ndarray, groups: list[str], size: int = 250
 
 @pytest.fixture(scope="module")
 def built() -> tuple[AnnIndex, ExactIndex]:
-    ann = AnnIndex.build(DIM, chunks(IDS, VECS, GROUPS), **OPTS)
+    ann = build_ann(DIM, chunks(IDS, VECS, GROUPS), **OPTS)
     exact = ExactIndex(DIM)
     exact.add(IDS.tolist(), VECS, GROUPS, [None] * N)
     return ann, exact
@@ -96,7 +98,7 @@ def test_wider_filters_never_leak(built: tuple[AnnIndex, ExactIndex]) -> None:
 
 def test_expiry_remove_replace() -> None:
     n = 3000
-    ann = AnnIndex.build(DIM, chunks(IDS[:n], VECS[:n], GROUPS[:n]), **OPTS)
+    ann = build_ann(DIM, chunks(IDS[:n], VECS[:n], GROUPS[:n]), **OPTS)
     q = VECS[10]
     assert ann.search(q, 1).ids.tolist() == [110]
     assert ann.set_meta(110, SHARED, 5.0)
@@ -289,14 +291,14 @@ def test_a_big_first_open_is_served_coded_while_promoted_and_counts_its_build() 
             assert np.allclose(ix.similarity(q, want.ids.tolist()), want.similarities, atol=1e-2)
             assert got.allowed == 3000
         # a quarter of float32's bytes for the vectors
-        assert ix._codes().nbytes == len(ix) * DIM
+        assert ix.codes().nbytes == len(ix) * DIM
         # the graph being built counted at its estimated size from the build's start, and
         # only the graph: the codes and the rows' metadata are the served index's, once
         await asyncio.sleep(0)
-        assert "k" in vi._promoting and ix._cap
+        assert "k" in vi.builds.promoting and ix.building is not None
         slack = max(2 * BUILD_STEP, 3000 // 16)
         extra = vi.nbytes - ix.nbytes
-        assert extra == AnnIndex.estimate_graph_nbytes(3000 + slack)
+        assert extra == estimate_graph_nbytes(3000 + slack)
         assert extra < AnnIndex.estimate_nbytes(3000 + slack, DIM) - (3000 + slack) * (
             DIM + ROW_DICT_BYTES)
         assert vi.nbytes == vi._held
@@ -321,7 +323,7 @@ def test_a_big_first_open_is_served_coded_while_promoted_and_counts_its_build() 
 
 
 def test_a_build_stops_at_its_next_step_once_told() -> None:
-    """`AnnIndex.build(stop=...)` looks at `stop` every `BUILD_STEP` rows and raises
+    """`build_ann(stop=...)` looks at `stop` every `BUILD_STEP` rows and raises
     `BuildAbandoned` once it says True (what a host's exit does to a build in progress)."""
     from host.search.index.ann import BUILD_STEP, BuildAbandoned
 
@@ -332,8 +334,8 @@ def test_a_build_stops_at_its_next_step_once_told() -> None:
         return len(looks) > 2
 
     with pytest.raises(BuildAbandoned):
-        AnnIndex.build(DIM, chunks(IDS, VECS, GROUPS), stop=stop, **OPTS)
+        build_ann(DIM, chunks(IDS, VECS, GROUPS), stop=stop, **OPTS)
     assert len(looks) == 3 and N > 3 * BUILD_STEP
-    whole = AnnIndex.build(DIM, chunks(IDS[:3000], VECS[:3000], GROUPS[:3000]),
+    whole = build_ann(DIM, chunks(IDS[:3000], VECS[:3000], GROUPS[:3000]),
                            stop=lambda: False, **OPTS)
     assert len(whole) == 3000

@@ -16,7 +16,8 @@ import numpy as np
 
 from host.search.index import CodedIndex, ExactIndex, VectorIndexes, approximate, group_of
 from host.search.index.ann import BUILD_STEP, AnnIndex
-from host.search.index.indexes import BUILDS
+from host.search.index.builds import BUILDS, build_ann
+from host.search.index.graph import GraphBuild
 
 DIM = 32
 ALICE, BOB = group_of("episodic", "alice"), group_of("semantic", "")
@@ -142,7 +143,7 @@ def test_builds_run_one_at_a_time_smallest_first_the_waiting_served_meanwhile() 
         BUILDS.release()
         order: list[str] = []
         while one._tasks or two._tasks:
-            building = [k for vi in (one, two) for k in vi._promoting]
+            building = [k for vi in (one, two) for k in vi.builds.promoting]
             assert len(building) <= 1 and BUILDS.running <= 1
             if building and (not order or order[-1] != building[0]):
                 order.append(building[0])
@@ -175,7 +176,7 @@ def test_writes_during_a_build_from_chunks_are_kept() -> None:
         vi.add("k", list(range(90_000, 90_100)), extra[:100], [BOB] * 100, [None] * 100)
         vi.remove(range(1, 51), key="k")
         BUILDS.release()
-        while "k" not in vi._promoting:
+        while "k" not in vi.builds.promoting:
             await asyncio.sleep(0)
         # during the build: ids of the first chunk (maybe taken) and of the last (not yet)
         vi.remove([60, 5990], key="k")
@@ -236,7 +237,7 @@ def test_a_build_whose_loop_is_gone_gives_its_turn_back() -> None:
         vi = VectorIndexes(loader=store.loader, ann_min_rows=1000,
                            ann_options={**OPTS, "ef_construction": 400})
         await vi.open("k")
-        while "k" not in vi._promoting:
+        while "k" not in vi.builds.promoting:
             await asyncio.sleep(0)
         started.set()
 
@@ -295,9 +296,9 @@ def test_an_in_place_build_serves_the_coded_rows_and_ends_with_the_graph_of_befo
         assert coded(ix) and serves_as_before(ix)  # its graph part built
         await vi.wait_idle()
         assert vi.get("k") is ix and ix.built and vi.stats()["promotions"] == 1
-        graph = AnnIndex.build(DIM, before.rows(), threads=1, ranges=before.ranges,
+        graph = build_ann(DIM, before.rows(), threads=1, ranges=before.ranges,
                                rows_hint=len(before), **opts)
-        assert np.array_equal(ix._codes(), graph._codes())
+        assert np.array_equal(ix.codes(), graph.codes())
         assert ix.ids().tolist() == graph.ids().tolist()
         for q in queries:
             assert same_hits(ix.search(q, 10), graph.search(q, 10))
@@ -321,17 +322,17 @@ def test_rows_past_a_builds_room_abandon_it_and_a_later_write_builds_again() -> 
                            ann_options={**OPTS, "ef_construction": 400})
         ix = await vi.open("k")
         assert isinstance(ix, AnnIndex)
-        while not ix._cap:
+        while ix.building is None:
             await asyncio.sleep(0)
-        build = ix.build_id
+        build = ix.building
         vi.add("k", new_ids[:-1], extra[:-1], [BOB] * (len(extra) - 1), [None] * (len(extra) - 1))
-        assert ix.build_id != build and not ix._cap and coded(ix)  # detached
+        assert build is not None and ix.building is None and coded(ix)  # detached
         assert len(ix) == 3000 + len(extra) - 1
         for j in (0, len(extra) // 2, len(extra) - 2):
             assert ix.search(extra[j], 1).ids.tolist() == [new_ids[j]]
         assert vi._held == vi.nbytes
         await vi.wait_idle()
-        assert coded(ix) and "k" not in vi._promoting and BUILDS.running == 0
+        assert coded(ix) and "k" not in vi.builds.promoting and BUILDS.running == 0
         assert vi._held == vi.nbytes and vi.stats()["promotions"] == 0
         vi.add("k", new_ids[-1:], extra[-1:], [BOB], [None])  # queued again
         await vi.wait_idle()
@@ -345,7 +346,7 @@ def test_rows_past_a_builds_room_abandon_it_and_a_later_write_builds_again() -> 
 
 
 def test_a_build_in_place_fits_its_room_in_the_codes_capacity_rather_than_copy_them() -> None:
-    """`begin_graph` sizes the codes for the build within the room they already have (a
+    """A `GraphBuild` sizes the codes for the build within the room they already have (a
     smaller room for rows added meanwhile rather than a reallocation: at a million rows, a
     second copy of the codes while they serve); the graph built over them answers."""
     vecs = clustered(4196, 25)
@@ -356,13 +357,15 @@ def test_a_build_in_place_fits_its_room_in_the_codes_capacity_rather_than_copy_t
     ix.add(ids[4096:], vecs[4096:], [BOB] * 100, [None] * 100)  # the codes reallocated: 8,192 rows
     codes = ix._storage.codes
     before = int(codes.data())
-    graph = ix.begin_graph(5000)  # wanted: more room than there is
+    build = GraphBuild(ix)
+    build._begin(5000)  # wanted: more room than there is
     assert int(ix._storage.codes.data()) == before  # not reallocated, so not copied
-    assert ix._cap == 8192 and ix._cap - len(ix) - BUILD_STEP >= 2 * BUILD_STEP
-    ix.reserve_links(graph)
-    while (step := ix.next_step()) is not None:
-        ix.graph_step(*step)
-    ix.end_graph(saved=False)
+    assert build.cap == 8192 and build.room - len(ix) >= 2 * BUILD_STEP
+    assert ix.building is build
+    build._reserve_links()
+    while (step := build._next_step()) is not None:
+        build._step(*step)
+    build._end(saved=False)
     assert ix.built and int(ix._storage.codes.data()) == before
     for j in (0, 2000, 4195):
         assert ix.search(vecs[j], 1).ids.tolist() == [ids[j]]

@@ -15,8 +15,8 @@ import numpy as np
 
 from host.client import MemoryClient
 from host.search.client_vectors import unit_rows
-from host.search.index.indexes import ANN_OPTIONS_ENV
-from host.store.base import NewEntry, Scope
+from host.search.index.cache import ANN_OPTIONS_ENV
+from host.store.records import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 DIMS, ROWS, SPACE = 64, 40_000, "s"

@@ -1,4 +1,5 @@
-"""`Lane`: one daemon thread that runs blocking calls (embeddings) in order for the event loop.
+"""`Lane`: one daemon thread that runs blocking calls (embeddings) in order for the event loop
+(made of `host.search.index.daemon`'s two halves, as a vector index's builds are).
 
 Why not `concurrent.futures.ThreadPoolExecutor`: its threads are joined when the interpreter
 exits, so a process told to stop waits for every call still queued. A lane's thread is a
@@ -19,18 +20,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from host.search.index.daemon import daemon, deliver
+
 __all__ = ["Lane"]
 
 T = TypeVar("T")
-
-
-def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if fut.cancelled():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(result)
 
 
 class Lane:
@@ -48,8 +42,7 @@ class Lane:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
-            self._thread.start()
+            self._thread = daemon(self._main, self.name)
         self._q.put((loop, fut, fn, args))
         return fut
 
@@ -73,10 +66,7 @@ class Lane:
                 exc = e
             finally:
                 self.busy = False
-            try:
-                loop.call_soon_threadsafe(_settle, fut, result, exc)
-            except RuntimeError:  # the loop is closed: nobody waits for this any more
-                pass
+            deliver(loop, fut, result, exc)
 
     def close(self) -> None:
         """Drop the calls not started and let the thread end; does not wait."""

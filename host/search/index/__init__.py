@@ -1,10 +1,11 @@
 """Vector indexes: exact (`ExactIndex`), approximate (`AnnIndex`), and the budgeted set of a
 host's keys (`VectorIndexes`). `host.search.vectors` re-exports the same names."""
 
+from host.search.index.cache import VectorIndexes
 from host.search.index.exact import CodedIndex, ExactIndex
-from host.search.index.indexes import Loader, VectorIndexes
+from host.search.index.loading import Loader
 from host.search.index.rows import group_of
-from host.store.base import Hits, Pending, digest
+from host.store.records import Hits, Pending, digest
 
 VectorIndex = ExactIndex  # the float32 exact index, its former name
 

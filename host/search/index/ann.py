@@ -24,45 +24,34 @@ Removal: faiss's HNSW cannot delete, so a removed (or replaced) row's slot becom
 never returned (the bitmap excludes it), still a waypoint of the graph. `garbage` says how
 many; `VectorIndexes` rebuilds the index when they pass a share (`compact_share`).
 
-Coded first, graph after (`coded_of`, `begin_graph`): an index can hold its rows as codes with
-no graph yet (`built` False), searched exactly (every allowed row scored, as a `CodedIndex`);
-its graph is then built over those same codes, in place: faiss's `IndexHNSW.add` always appends
-the codes of what it adds to its storage, so each step of `BUILD_STEP` rows is added with the
-storage's count set to the end of a reserved tail (`TAIL` rows past `slack` rows of room): faiss
-writes its copy of the step's codes there, out of every row's way, and links the vertices of
-slots that already hold them. The codes are sized once for the build (never reallocated while
-its thread reads them); a row added meanwhile is coded into the room (past the room, the rows
-are copied to a storage of their own and the build is abandoned, `detached`). The codes and the
-id map are held once while the graph builds, not twice (the coded rows served and the graph's
-own).
+Coded first, graph after (`coded_of`): an index can hold its rows as codes with no graph yet
+(`built` False), searched exactly (every allowed row scored, as a `CodedIndex`); its graph is
+then built over those same codes, in place, by a `host.search.index.graph.GraphBuild`, which
+the index knows only as `building` (the room its codes have for rows added meanwhile, and
+`detach` for an add past it).
 
-Saved as two files: the faiss index and `.meta.npz` (format, key, dimension, a CRC of the
-faiss file, each slot's id, group, expiry and liveness): `load` refuses anything that does not
-match (a corrupt, truncated or foreign file), before faiss reads it.
+Saved as two files (`host.search.index.files`): `load` refuses anything that does not match.
 
 Not thread-safe: the owner serialises writes and reads (the host calls it on the event loop).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict, Unpack
 
 import faiss as _faiss
 import numpy as np
 
+from host.search.index import files
 from host.search.index.exact import CHUNK, CodedIndex, ExactIndex, code_ranges, dots
 from host.search.index.rows import ROW_DICT_BYTES, Rows, checked, no_hits, top_k
-from host.store.base import Hits
+from host.store.records import Hits
 
 faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
-FORMAT = 1
 TRAIN_ROWS = 100_000  # rows the 8-bit quantiser learns each dimension's range from
 Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `stop`
@@ -94,16 +83,33 @@ def _add_to_graph(index: Any, vecs: np.ndarray) -> None:
         index.add(vecs)
 
 
+class AnnOptions(TypedDict, total=False):
+    """`AnnIndex`'s keyword arguments (see there)."""
+
+    connectivity: int
+    ef_construction: int
+    ef_search: int
+    exact_rows: int
+    exact_share: float
+    max_ef: int
+    sample_rows: int
+
+
 class BuildAbandoned(Exception):
     """A build stopped by its `stop` (the process exits)."""
 
 
-def _crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            crc = zlib.crc32(block, crc)
-    return crc
+class Building(Protocol):
+    """A graph being built in place over an index's codes (`GraphBuild`), as the index sees it."""
+
+    cap: int  # rows the codes are sized to for the build (its room and faiss's tail)
+
+    @property
+    def room(self) -> int:
+        """Rows the index may hold before an add must `detach` (the codes are not moved)."""
+
+    def detach(self) -> None:
+        """The build abandoned: the codes copied to a storage of their own (`own_codes`)."""
 
 
 class AnnIndex(Rows):
@@ -137,11 +143,7 @@ class AnnIndex(Rows):
         self._vmin = self._vstep = np.zeros(dim, dtype=np.float32)
         self._dead = 0
         self._built = True  # the graph holds every slot (False: codes only, searched exactly)
-        # while a graph is built in place: the rows the codes are sized to (0: no build), the
-        # slots in the file being saved, and the build's number (a detach changes it)
-        self._cap = 0
-        self._saving = -1
-        self.build_id = 0
+        self.building: Building | None = None  # a graph being built in place over the codes
         # bytes the storage's codes have room for without reallocating, as far as known (a
         # build in place fits its room there rather than copy the codes while they serve)
         self._code_room = 0
@@ -157,23 +159,23 @@ class AnnIndex(Rows):
     # --- building ---
 
     @classmethod
-    def coded_of(cls, source: Rows, **options: Any) -> AnnIndex:
+    def coded_of(cls, source: Rows, **options: Unpack[AnnOptions]) -> AnnIndex:
         """An index of the rows of `source` (an `ExactIndex`, or a `CodedIndex`: its ranges
         and codes kept) as codes, no graph yet (`built` False: searched exactly until
-        `begin_graph` and its steps build one); `source` is left as it was. The ranges of an
+        a `GraphBuild` makes one); `source` is left as it was. The ranges of an
         `ExactIndex`'s rows are learnt as `CodedIndex.of` learns them (the same codes)."""
         assert isinstance(source, ExactIndex)
-        n = source._n
+        n = source.slots
         index = cls(source.dim, **options)
         index._built = False
         if isinstance(source, CodedIndex):
             index.train(np.zeros((0, source.dim), np.float32), source.ranges)
             cs = index._storage.code_size
             index._grown(lambda: index._storage.codes.resize(n * cs))
-            index._codes(n)[:] = source._m[:n]
+            index.codes(n)[:] = source.matrix
             index._storage.ntotal = n
         else:
-            m = source._m[:n]
+            m = source.matrix
             sample = m[np.linspace(0, n - 1, min(n, TRAIN_ROWS)).astype(np.int64)] if n else m
             index.train(np.zeros((0, source.dim), np.float32),
                         code_ranges(sample.astype(np.float32)))
@@ -202,129 +204,47 @@ class AnnIndex(Rows):
         """True when the graph holds every row (else searches score every allowed row)."""
         return self._built
 
-    @staticmethod
-    def estimate_graph_nbytes(rows: int, connectivity: int = 16) -> int:
-        """About the bytes of the graph of `rows` rows alone (what a build in place adds to a
-        coded index): the `estimate_nbytes` part of links, levels and offsets."""
-        return int(rows * (10 * connectivity + 12))
+    @built.setter
+    def built(self, built: bool) -> None:
+        self._built = built
 
-    def begin_graph(self, slack: int) -> Any:
-        """(On the loop.) Start building the graph of a coded index over its codes: sized
-        once to the rows, `slack` rows of room for rows added meanwhile and `TAIL` rows for
-        faiss's copies (a reallocation now, none later); `reserve_links` of the faiss index
-        returned next."""
-        if self._built or self._cap:
-            raise ValueError("the index has a graph, or one is being built")
-        cs = self._storage.code_size
-        room = self._code_room // cs - self._n - TAIL  # rows there without reallocating
-        if room >= min(slack, 2 * BUILD_STEP):  # a smaller room rather than a copy now
-            slack = min(slack, room)
-        self._cap = self._n + max(0, slack) + TAIL
-        # the rows beyond `_n` zeroed: room
-        self._grown(lambda: self._storage.codes.resize(self._cap * cs))
-        self._index.ntotal = 0
-        self.build_id += 1
+    # --- what a graph built in place over the codes uses (`GraphBuild`) ---
+
+    @property
+    def graph(self) -> Any:
+        """The faiss index (`IndexHNSWSQ`): the graph and, as its storage, the codes."""
         return self._index
 
-    @staticmethod
-    def reserve_links(index: Any) -> None:
-        """(In the build's thread, before its first step; the graph is the thread's alone.)
-        The graph of faiss `index` (`begin_graph`'s) emptied (a build abandoned may have left
-        part of one), its neighbour lists sized once for the build's rows (level 0's 2M links a
-        row, the upper levels' M / 8)."""
-        storage = faiss.downcast_index(index.storage)
-        hnsw = index.hnsw
-        hnsw.reset()
-        links = storage.codes.size() // storage.code_size * (int(hnsw.nb_neighbors(0)) + int(hnsw.nb_neighbors(1)) // 8)
-        hnsw.neighbors.resize(links)
-        hnsw.neighbors.resize(0)
+    @property
+    def storage(self) -> Any:
+        """The faiss storage of the codes (`IndexScalarQuantizer`)."""
+        return self._storage
 
-    def next_step(self) -> tuple[Any, int, int] | None:
-        """(On the loop.) The next step of the graph being built: (the faiss index, its first
-        slot, its rows), the storage's count set so that faiss's add writes its copy of their
-        codes in the tail; None once every slot is in the graph (then `freeze` for a save, or
-        `end_graph`, in the same turn of the loop)."""
-        if not self._cap or self._saving >= 0:
-            raise ValueError("no graph is being built")
-        graphed = int(self._index.hnsw.levels.size())
-        if graphed >= self._n:
-            return None
-        rows = min(BUILD_STEP, self._n - graphed)
-        self._storage.ntotal = self._cap - rows
-        self._index.ntotal = graphed
-        return self._index, graphed, rows
+    @property
+    def code_room(self) -> int:
+        """Rows the codes have room for without reallocating, as far as known."""
+        return self._code_room // self._storage.code_size
 
-    def graph_step(self, index: Any, first: int, rows: int) -> None:
-        """(In the build's thread.) Add slots `first`..`first + rows` to the graph of faiss
-        `index` (what `next_step` gave), from their codes decoded (the codes they keep)."""
-        storage = faiss.downcast_index(index.storage)
-        cs = storage.code_size
-        codes = np.asarray(faiss.rev_swig_ptr(storage.codes.data(), (first + rows) * cs))
-        x = self._decode_rows(codes[first * cs:].reshape(rows, cs))
-        index.add(np.ascontiguousarray(x, dtype=np.float32))
+    @property
+    def ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each dimension's (min, width) of the 8-bit codes, as `train` takes them."""
+        return self._vmin, self._vstep * np.float32(255.0)
 
-    def _fit(self, rows: int) -> None:
+    def resize_codes(self, rows: int) -> None:
+        """The codes sized to `rows` rows (beyond the slots: zeroed), their room followed."""
+        self._grown(lambda: self._storage.codes.resize(rows * self._storage.code_size))
+
+    def fit(self, rows: int) -> None:
         """The storage's count, the graph's and the codes' size set to `rows` rows (the codes
         shrunk: no byte moves, the room beyond stays allocated)."""
         self._storage.ntotal = self._index.ntotal = rows
         self._storage.codes.resize(rows * self._storage.code_size)
 
-    def freeze(self) -> dict[str, Any]:
-        """(On the loop, once `next_step` gave None.) The index as the file of `save_built`
-        holds it: the storage fitted to its rows (rows added from now on are coded into the
-        room, beyond it), and a copy of the rows' metadata now; `thaw` after the save."""
-        n = self._saving = self._n
-        self._fit(n)
-        names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
-        self.dirty = False  # a write from now on sets it again
-        return {"index": self._index, "n": n, "groups": names, "ids": self._ids[:n].copy(),
-                "gcodes": self._groups[:n].copy(), "expires": self._expires[:n].copy(),
-                "live": self._live[:n].copy()}
-
-    def save_built(self, path: str | Path, key: str, rows: dict[str, Any]) -> None:
-        """(In the build's thread, between `freeze` and `thaw`.) Write the graph built and
-        `rows` (`freeze`'s) as `save` does; the loop meanwhile only codes rows into the room
-        and changes metadata, which the file does not read."""
-        self._write(path, key, rows["index"], rows)
-
-    def thaw(self) -> None:
-        """(On the loop, after the save.) The codes sized to the build's room again, the rows
-        added during the save kept (their graph steps follow)."""
-        n0, n, cs = self._saving, self._n, self._storage.code_size
-        late = self._codes(n)[n0:n].copy()  # beyond the codes' size: resizing zeroes them
-        self._storage.codes.resize(self._cap * cs)
-        self._codes(n)[n0:n] = late
-        self._saving = -1
-
-    def end_graph(self, saved: bool) -> None:
-        """(On the loop, in the turn `next_step` gave None.) The graph is the index's: the
-        storage fitted to its rows, which grow as usual from now on (codes and graph). `saved`:
-        a file holds the graph (else the index stays to save)."""
-        if not self._cap or int(self._index.hnsw.levels.size()) != self._n:
-            raise ValueError("the graph is not complete")
-        self._fit(self._n)
-        self._cap, self._saving, self._built = 0, -1, True
-        if not saved:
-            self.dirty = True
-
-    def abandon_graph(self) -> None:
-        """(On the loop.) A build stopped or failed: back to codes only, searched exactly (a
-        later build starts its graph again)."""
-        if not self._cap:
-            return
-        if self._saving >= 0:
-            self.thaw()
-        self._fit(self._n)
-        self._index.ntotal = 0
-        self._index.hnsw.reset()
-        self._cap, self._saving = 0, -1
-
-    def _detach(self) -> None:
-        """(On the loop, during a build in place.) The rows' codes copied to a storage of
-        their own (the build, whose thread may be in faiss over the old one, is abandoned:
-        `build_id` changes): what an add past the build's room does."""
+    def own_codes(self) -> None:
+        """The rows' codes copied to a storage (and an empty graph) of their own: the old one
+        is left to whoever still reads it (a build's thread in faiss)."""
         n, cs = self._n, self._storage.code_size
-        codes = self._codes(n)
+        codes = self.codes(n)
         index, storage = self._faiss_index()
         index.train(np.stack([self._vmin, self._vmin + self._vstep * np.float32(255.0)]))
         faiss.copy_array_to_vector(faiss.vector_to_array(self._storage.sq.trained),
@@ -334,72 +254,16 @@ class AnnIndex(Rows):
         storage.ntotal = n
         self._index, self._storage = index, storage
         self._code_room = n * cs
-        self._cap, self._saving = 0, -1
-        self.build_id += 1
 
-    def build_graph(self, stop: Callable[[], bool] | None = None) -> None:
-        """Build the graph of a coded index here and now (a script's: no loop)."""
-        index = self.begin_graph(0)
-        try:
-            self.reserve_links(index)
-            while (step := self.next_step()) is not None:
-                if stop is not None and stop():
-                    raise BuildAbandoned
-                self.graph_step(*step)
-        except BaseException:
-            self.abandon_graph()
-            raise
-        self.end_graph(saved=False)
-
-    @classmethod
-    def build(cls, dim: int, rows: Iterable[Chunk], threads: int = 0,
-              stop: Callable[[], bool] | None = None,
-              ranges: tuple[np.ndarray, np.ndarray] | None = None, rows_hint: int = 0,
-              **options: Any) -> AnnIndex:
-        """An index of `rows` (chunks as `add` takes them); the quantiser learns from the first
-        `TRAIN_ROWS` rows. `threads`: faiss's threads for the graph (0: every core); set for
-        the calling thread only, restored after. `stop`: looked at every `BUILD_STEP` rows,
-        `BuildAbandoned` raised once it says True (a process exiting does not wait long, nor
-        leave faiss running while it tears down). `ranges`: the quantiser's, as `train` takes
-        them (then nothing is held to learn them from). `rows_hint`: about how many rows come
-        (the arrays are sized for them once, not grown by doubling: a copy of the codes
-        and the graph while they grow is ~0.3 GB at a million rows)."""
-        with omp_threads(threads):
-            return cls._build(dim, rows, stop or (lambda: False), ranges, rows_hint, **options)
-
-    @classmethod
-    def _build(cls, dim: int, rows: Iterable[Chunk], stop: Callable[[], bool],
-               ranges: tuple[np.ndarray, np.ndarray] | None, rows_hint: int,
-               **options: Any) -> AnnIndex:
-        index = cls(dim, **options)
-        if rows_hint:
-            index.reserve(rows_hint)
-        head: list[Chunk] = []
-        held = 0
-        it = iter(rows)
-        if ranges is not None:
-            index.train(np.zeros((0, dim), np.float32), ranges)
-        else:
-            for chunk in it:
-                head.append(chunk)
-                held += len(chunk[0])
-                if held >= TRAIN_ROWS:
-                    break
-            if head:
-                index.train(np.concatenate([np.asarray(c[1], dtype=np.float32) for c in head]))
-
-        def source() -> Iterator[Chunk]:  # a chunk added is no longer held
-            while head:
-                yield head.pop(0)
-            yield from it
-
-        for ids, vecs, groups, expires in source():
-            for i in range(0, len(ids), BUILD_STEP):
-                if stop():
-                    raise BuildAbandoned
-                j = slice(i, i + BUILD_STEP)
-                index.add(ids[j], vecs[j], groups[j], expires[j])
-        return index
+    def slots_meta(self, n: int, copy: bool = False) -> dict[str, Any]:
+        """The first `n` slots' metadata as a saved file holds it (`write`): views, or copies
+        (a save in a thread while the index changes)."""
+        names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
+        arrays: dict[str, np.ndarray] = {"ids": self._ids[:n], "gcodes": self._groups[:n],
+                  "expires": self._expires[:n], "live": self._live[:n]}
+        if copy:
+            arrays = {k: v.copy() for k, v in arrays.items()}
+        return {"n": n, "groups": names, **arrays}
 
     def reserve(self, rows: int) -> None:
         """Room for `rows` rows before the first `add` (faiss's vectors are sized up and back
@@ -447,7 +311,8 @@ class AnnIndex(Rows):
         """Bytes held: codes, graph (neighbour lists, levels, offsets) and rows' metadata.
         While a graph is built in place: the codes at the size of the build (its room and
         tail), not the graph (its builder counts it, see `estimate_graph_nbytes`)."""
-        codes = (self._cap or self._n) * self._storage.code_size
+        codes = (self.building.cap if self.building is not None else self._n) \
+            * self._storage.code_size
         if not self._built:
             return int(codes + self.meta_nbytes())
         h = self._index.hnsw
@@ -461,7 +326,7 @@ class AnnIndex(Rows):
         and the lists' slack, as measured at 1M x 384), levels and offsets, the rows' metadata."""
         return int(rows * (dim + 10 * connectivity + 12 + 21 + ROW_DICT_BYTES))
 
-    def _codes(self, rows: int | None = None) -> np.ndarray:
+    def codes(self, rows: int | None = None) -> np.ndarray:
         """A view of the codes of the first `rows` slots (default: every slot)."""
         n = self._n if rows is None else rows
         if n == 0:
@@ -492,11 +357,11 @@ class AnnIndex(Rows):
         self._grow_meta(first + len(ids))
         if self._built:
             _add_to_graph(self._index, vecs)
-        elif self._cap and first + len(ids) <= self._cap - TAIL:  # a build's room
-            self._codes(first + len(ids))[first:] = self._storage.sa_encode(vecs)
+        elif self.building is not None and first + len(ids) <= self.building.room:
+            self.codes(first + len(ids))[first:] = self._storage.sa_encode(vecs)
         else:
-            if self._cap:  # past the room: the build is abandoned
-                self._detach()
+            if self.building is not None:  # past the build's room: it is abandoned
+                self.building.detach()
             self._grown(lambda: self._storage.add(vecs))
         for j, (i, group, exp) in enumerate(zip(ids, groups, expires, strict=True)):
             self._set_slot(first + j, i, group, exp)
@@ -538,7 +403,7 @@ class AnnIndex(Rows):
         stale = np.zeros(len(ids), dtype=bool)
         stale[slots < 0] = True
         if have.size:  # the same vector: the same codes (+-1 for rounding)
-            stored = self._codes()[slots[have]].astype(np.int16)
+            stored = self.codes()[slots[have]].astype(np.int16)
             fresh = self._storage.sa_encode(np.ascontiguousarray(vecs[have])).astype(np.int16)
             same = np.abs(stored - fresh).max(axis=1) <= 1
             stale[have[~same]] = True
@@ -564,16 +429,16 @@ class AnnIndex(Rows):
     # --- reading ---
 
     def _decode(self, slots: np.ndarray) -> np.ndarray:
-        return self._decode_rows(self._codes()[slots])
+        return self.decode_rows(self.codes()[slots])
 
-    def _decode_rows(self, codes: np.ndarray) -> np.ndarray:
+    def decode_rows(self, codes: np.ndarray) -> np.ndarray:
         return self._vmin + (codes.astype(np.float32) + 0.5) * self._vstep
 
     def _scores(self, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
         """Similarity of `q` to the decoded vectors of `slots` (None: every slot)."""
         qs = q * self._vstep
         base = float(q @ self._vmin + 0.5 * qs.sum())
-        return dots(self._codes(), self._n, slots, qs) + base
+        return dots(self.codes(), self._n, slots, qs) + base
 
     def search(
         self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
@@ -649,84 +514,26 @@ class AnnIndex(Rows):
             yield (self._ids[s].tolist(), self._decode(s), [names[int(c)] for c in self._groups[s]],
                    [None if not np.isfinite(e) else float(e) for e in self._expires[s]])
 
-    def snapshot(self) -> tuple[Iterator[Chunk], int]:
-        """`rows()` of a copy of the live rows' codes and metadata (a quarter of their float32
-        size), for a rebuild in another thread while this index goes on changing; and the
-        bytes that copy holds."""
-        live = np.flatnonzero(self._live[: self._n])
-        codes = self._codes()[live].copy()
-        ids, gcodes, exps = self._ids[live].copy(), self._groups[live].copy(), self._expires[live].copy()
-        names = {c: g for g, c in self._group_codes.items()}
-        vmin, vstep = self._vmin.copy(), self._vstep.copy()
+    # --- saving (the files: `host.search.index.files`) ---
 
-        def chunks() -> Iterator[Chunk]:
-            for i in range(0, live.size, CHUNK):
-                j = slice(i, i + CHUNK)
-                yield (ids[j].tolist(), vmin + (codes[j].astype(np.float32) + 0.5) * vstep,
-                       [names[int(c)] for c in gcodes[j]],
-                       [None if not np.isfinite(e) else float(e) for e in exps[j]])
-        return chunks(), int(codes.nbytes + ids.nbytes + gcodes.nbytes + exps.nbytes)
-
-    # --- saving ---
-
-    @staticmethod
-    def exists(path: str | Path) -> bool:
-        return Path(f"{path}.meta.npz").exists()
-
-    @staticmethod
-    def discard(path: str | Path) -> None:
-        """Remove the files saved at `path` (the rows' first: without them `load` reads
-        nothing); absent files are no error."""
-        Path(f"{path}.meta.npz").unlink(missing_ok=True)
-        Path(path).unlink(missing_ok=True)
+    exists = staticmethod(files.exists)
+    discard = staticmethod(files.discard)
 
     def save(self, path: str | Path, key: str = "") -> None:
-        """Write the index to `path` and its rows to `path.meta.npz` (each through a
-        temporary file renamed into place)."""
+        """Write the index to `path` and its rows to `path.meta.npz` (`files.write`)."""
         if not self._built:
             raise ValueError("the index has no graph yet")
-        n = self._n
-        names = [g for g, _ in sorted(self._group_codes.items(), key=lambda gc: gc[1])]
-        self._write(path, key, self._index, {
-            "n": n, "groups": names, "ids": self._ids[:n], "gcodes": self._groups[:n],
-            "expires": self._expires[:n], "live": self._live[:n]})
+        files.write(path, key, self._index, self.dim, self.options, self.slots_meta(self._n))
         self.dirty = False
 
-    def _write(self, path: str | Path, key: str, index: Any, rows: dict[str, Any]) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        faiss.write_index(index, str(tmp))
-        crc = _crc(tmp)
-        os.replace(tmp, path)
-        head = json.dumps({"format": FORMAT, "dim": self.dim, "n": rows["n"], "crc": crc,
-                           "key": key, "groups": rows["groups"], "options": self.options})
-        mtmp = path.with_name(path.name + ".meta.tmp.npz")
-        np.savez(mtmp, head=np.frombuffer(head.encode("utf-8", "surrogatepass"), dtype=np.uint8),
-                 ids=rows["ids"], groups=rows["gcodes"], expires=rows["expires"],
-                 live=rows["live"])
-        os.replace(mtmp, f"{path}.meta.npz")
-
     @classmethod
-    def load(cls, path: str | Path, key: str = "", **options: Any) -> AnnIndex:
+    def load(cls, path: str | Path, key: str = "", **options: Unpack[AnnOptions]) -> AnnIndex:
         """The index saved at `path` for `key`; ValueError when the files do not match (not
         of this format, another key, corrupt, truncated)."""
-        path = Path(path)
-        with np.load(f"{path}.meta.npz", allow_pickle=False) as meta:
-            head = json.loads(meta["head"].tobytes().decode("utf-8", "surrogatepass"))
-            if head.get("format") != FORMAT or head.get("key") != key:
-                raise ValueError("not a saved index of this key")
-            n, dim = int(head["n"]), int(head["dim"])
-            ids, gcodes = meta["ids"].astype(np.int64), meta["groups"].astype(np.int32)
-            exps, live = meta["expires"].astype(np.float64), meta["live"].astype(bool)
-        if not (ids.size == gcodes.size == exps.size == live.size == n):
-            raise ValueError("saved rows do not match")
-        if _crc(path) != head["crc"]:
-            raise ValueError("saved index does not match its checksum")
-        names = list(head["groups"])
-        if gcodes.size and (gcodes.min() < 0 or gcodes.max() >= len(names)):
-            raise ValueError("saved rows name unknown groups")
-        index = cls(dim, **{**head.get("options", {}), **options})
-        raw = faiss.read_index(str(path))
+        saved = files.read(path, key)
+        dim, n, names = saved.dim, saved.n, saved.groups
+        index = cls(dim, **{**saved.options, **options})
+        raw = saved.index
         if not isinstance(raw, faiss.IndexHNSWSQ) or raw.d != dim or raw.ntotal != n:
             raise ValueError("saved index does not match its rows")
         index._index = raw
@@ -738,14 +545,14 @@ class AnnIndex(Rows):
         index._n = n
         for name in names:
             index._code(name)
+        ids, gcodes, exps, live = saved.ids, saved.gcodes, saved.expires, saved.live
         index._ids[:n], index._groups[:n], index._expires[:n] = ids, gcodes, exps
         index._live[:n] = live
         slots = np.flatnonzero(live)
         index._row = dict(zip(ids[slots].tolist(), slots.tolist(), strict=True))
         if len(index._row) != slots.size:
             raise ValueError("saved rows repeat an id")
-        counts = np.bincount(gcodes[slots], minlength=len(names))
-        index._group_rows = counts.tolist()
+        index._group_rows = np.bincount(gcodes[slots], minlength=len(names)).tolist()
         index._expiring = int(np.isfinite(exps[slots]).sum())
         index._dead = n - int(slots.size)
         index.dirty = False

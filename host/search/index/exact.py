@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Iterator
 import numpy as np
 
 from host.search.index.rows import Rows, checked, no_hits, top_k
-from host.store.base import Hits
+from host.store.records import Hits
 
 CHUNK = 4096  # rows scored at a time: bounds the float32 copy a gather or a compact matrix makes
 DTYPES = {"float32": np.float32, "float16": np.float16}
@@ -70,6 +70,11 @@ class ExactIndex(Rows):
         self.dim = dim
         self.dtype = dtype
         self._m = np.zeros((len(self._ids), dim), dtype=DTYPES[dtype])
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The rows' vectors (`dtype`, or codes), one a slot: a view."""
+        return self._m[: self._n]
 
     @property
     def nbytes(self) -> int:

@@ -13,7 +13,7 @@ from itertools import repeat
 
 import numpy as np
 
-from host.store.base import Hits
+from host.store.records import Hits
 
 _NEVER = np.inf
 # what `_row` (a dict id -> slot) holds a row besides its arrays: a dict entry and two ints
@@ -76,6 +76,11 @@ class Rows:
         self._group_codes: dict[str, int] = {}
         self._group_rows: list[int] = []  # live rows a group code holds
         self._expiring = 0  # live rows with a finite expiry
+
+    @property
+    def slots(self) -> int:
+        """Slots used (rows and holes)."""
+        return self._n
 
     def __len__(self) -> int:
         return len(self._row)

@@ -1,0 +1,134 @@
+"""The saved graphs of a cache's keys (`Saves`, with a persist folder): read back when they
+still match the store's rows (`read`, brought up to date by `reconcile`), written in a thread
+(`soon`, one save of a key at a time; a load of the key waits for it), and at shutdown
+(`VectorIndexes.save_all`). A restart then never rebuilds a big graph, and never re-embeds."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from host.search.index import files
+from host.search.index.ann import AnnIndex, AnnOptions
+from host.search.index.loading import Chunk, Index
+
+log = logging.getLogger(__name__)
+
+COMPACT_MIN = 1000  # below this many rows to add, a saved graph is always brought up to date
+# a saved graph is read afresh instead when more than this share of its rows (and at least
+# COMPACT_MIN) would be added to it (`reconcile`)
+STALE_SHARE = 0.25
+
+
+class Behind(Exception):
+    """A saved graph too far behind its key's stored rows to bring up to date."""
+
+
+class Saves:
+    """The files of the keys' graphs under `folder`."""
+
+    def __init__(self, folder: Path, options: AnnOptions) -> None:
+        self.folder = folder
+        self.options = options
+        self.saving: dict[str, asyncio.Future[None]] = {}  # key -> its save in progress
+        self.hits = 0  # saved graphs read back
+
+    def path(self, key: str) -> Path:
+        return self.folder / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+    def read(self, key: str) -> AnnIndex | None:
+        """(In a thread.) The saved index of `key`, or None (none, or unreadable)."""
+        path = self.path(key)
+        if not files.exists(path):
+            return None
+        try:
+            return AnnIndex.load(path, key=key, **self.options)
+        except Exception as e:  # corrupt, truncated, foreign: rebuild from the store
+            log.warning("saved vector index %s unreadable (%s): rebuilt", path.name, e)
+            return None
+
+    def discard(self, key: str) -> None:
+        files.discard(self.path(key))
+
+    def write(self, key: str, index: Index) -> None:
+        """(In a thread.) `index` saved (emptied: its files removed); an error is logged."""
+        try:
+            if not len(index):  # emptied: no file (a load would read it for nothing)
+                self.discard(key)
+                return
+            if not isinstance(index, AnnIndex):
+                return
+            self.folder.mkdir(parents=True, exist_ok=True)
+            index.save(self.path(key), key=key)
+        except Exception as e:  # a full disk, an unwritable folder: the next load rebuilds
+            log.warning("vector index not saved (%s)", e)
+
+    def soon(self, key: str, index: Index) -> asyncio.Future[None]:
+        """`index` saved in a thread after the key's save in progress (`pending` waits)."""
+        loop = asyncio.get_running_loop()
+        previous = self.saving.get(key)
+
+        async def save() -> None:
+            if previous is not None:
+                await asyncio.shield(previous)
+            await asyncio.to_thread(self.write, key, index)
+
+        fut = self.saving[key] = asyncio.ensure_future(save(), loop=loop)
+        fut.add_done_callback(
+            lambda f: self.saving.pop(key, None) if self.saving.get(key) is f else None)
+        return fut
+
+    def later(self, key: str, index: Index) -> None:
+        """`index` saved in a thread (at once with no loop running)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.write(key, index)
+            return
+        self.soon(key, index)
+
+    def reconcile(self, saved: AnnIndex, rows: Iterable[Chunk], max_bytes: int
+                  ) -> AnnIndex | None:
+        """(In a thread.) The saved index brought to the store's `rows`: rows missing or
+        changed re-added, rows gone removed, groups and expiries taken from the store. `Behind`
+        when more than `STALE_SHARE` of its rows (at least `COMPACT_MIN`) would be added: each
+        goes into the graph one by one (~0.3 ms), where reading the rows afresh serves at once
+        and builds the graph in the background (a graph of 100,000 saved, the store grown to
+        1,000,000: 900,000 insertions held the first query past its deadline). The rows to add
+        are held till then up to `max_bytes`, added when past it."""
+        seen: set[int] = set()
+        late: list[Chunk] = []
+        behind = held = 0
+
+        def add_late() -> None:
+            for part in late:
+                saved.add(*part)
+                saved.changed = True
+            late.clear()
+
+        try:
+            for ids, vecs, groups, expires in rows:
+                if len(ids):
+                    part = saved.sync(ids, vecs, groups, expires, add=False)
+                    seen.update(ids)
+                    if part is not None:
+                        late.append(part)
+                        behind += len(part[0])
+                        held += part[1].nbytes
+                        if behind > max(COMPACT_MIN, STALE_SHARE * len(saved)):
+                            raise Behind
+                        if held > max_bytes:
+                            add_late()
+                            held = 0
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:  # a generator left midway: its snapshot is let go
+                close()
+        add_late()
+        saved.remove([i for i in saved.ids().tolist() if i not in seen])
+        saved.dirty = saved.changed
+        self.hits += 1
+        return saved if len(saved) else None
