@@ -105,6 +105,7 @@ class Truth:
 def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any], keep: str = "") -> dict[str, Any]:
     from host.search.index import ExactIndex
     from host.search.index.ann import AnnIndex
+    from host.search.index.builds import build_ann
 
     queries = sample(centres(), nq, 10**9)
     truth = Truth(queries)
@@ -123,7 +124,7 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any], keep: str = "") -
             for ids, vecs in stream(n):
                 truth.update(ids, vecs)
                 yield ids.tolist(), vecs, group(ids), [None] * ids.size
-        index = AnnIndex.build(DIM, rows(), **opts)
+        index = build_ann(DIM, rows(), **opts)
     else:
         index = ExactIndex(DIM, dtype="float16" if kind == "exact16" else "float32",
                            capacity=n)

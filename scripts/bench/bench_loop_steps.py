@@ -27,7 +27,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from host.search.client_vectors import row_ids  # noqa: E402
-from host.search.index.ann import AnnIndex, faiss  # noqa: E402
+from host.search.index.ann import faiss  # noqa: E402
+from host.search.index.builds import build_ann  # noqa: E402
 from host.search.index.exact import CodedIndex, ExactIndex  # noqa: E402
 from host.store.postgres import extensions as pg_ext  # noqa: E402
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     some = coded.ids()[:4096].tolist()
     print("CodedIndex.rows_of, 4,096 rows (a build's chunk):", timed(lambda: coded.rows_of(some)))
     t = time.perf_counter()
-    ann = AnnIndex.build(d, coded.rows(), threads=1, ranges=coded.ranges, rows_hint=args.rows)
+    ann = build_ann(d, coded.rows(), threads=1, ranges=coded.ranges, rows_hint=args.rows)
     print(f"(the graph of {args.rows:,} rows built in {time.perf_counter() - t:.1f} s)")
     faiss.omp_set_num_threads(args.threads)
     nxt = [20 * args.rows]
