@@ -70,6 +70,7 @@ def quotas_of(config: Config) -> Quotas:
         max_bytes_per_namespace=limits.max_bytes_per_namespace,
         max_bytes_per_agent=limits.max_bytes_per_agent,
         evict=limits.on_full == "evict",
+        importance_half_life=config.ranking.importance_half_life,
     )
 
 
@@ -357,6 +358,7 @@ class Host:
             await self.ui.stop()
         await self.gc.stop()
         await self.search.stop()
+        await self.memory.reads.close()  # the read times noted, before the store closes
         await self.store.close()
         if not quiet:
             log.info("a2e-host stopped")

@@ -204,6 +204,11 @@ class RankingConfig(_Section):
     recency_half_life: float = Field(
         7 * 24 * 3600.0, gt=0, description="Seconds after which recency counts half."
     )
+    importance_half_life: float = Field(
+        0.0, ge=0, description="Seconds after which an entry's importance (its `score`) counts"
+        " half in ranking and in eviction, from its last write or read over the wire; 0: it"
+        " never fades. The `score` a reply carries stays the stored one.",
+    )
     search_candidates: int = Field(
         500, ge=1, description="Most keyword candidates ranked for one query and tier."
     )

@@ -44,7 +44,7 @@ from host.store.base import (
     StoredEntry,
     StoredVectors,
 )
-from host.store.growth import evicted_by
+from host.store.growth import ReadLog, evicted_by
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now, numbers_fit
@@ -123,6 +123,8 @@ class MemoryPlugin:
         self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
                                 self.access, max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
+        # the entries a retrieve returns are read: their read times, written in batches
+        self.reads = ReadLog(store)
 
     def register(self, router: Router) -> None:
         """Route the four memory requests and the watch extension's two to this plugin."""
@@ -307,6 +309,7 @@ class MemoryPlugin:
         t = self.clock()
         if req.vector:  # the client-vector extension: persistent tiers, cosine similarity
             found, total = await self.extensions.vector_search(req, session, q, t)
+            self.reads.note(session.scope.namespace, (e for _, e in found), t)
             entries = [_out(e, c) for c, e in found]
         elif req.query:
             sessions = sessions_of(ctx)
@@ -339,6 +342,7 @@ class MemoryPlugin:
             total += len(working)
             found = sorted(found + working, key=lambda e: (-e.score, -e.updated_at))[
                 q.offset:q.offset + q.limit]
+        self.reads.note(session.scope.namespace, found, t)
         return [_out(e) for e in found], total
 
     async def _search(
@@ -355,8 +359,9 @@ class MemoryPlugin:
             ranked, notes = await judgement.judge(  # the present first, no repeats
                 ranked, self._stored_vectors, self.search.embedder.dim,
                 supersede=supersede, collapse=collapse)
-        return [judgement.mark(_out(e, c), notes.get(id(e)))
-                for c, e in ranked[q.offset:q.offset + q.limit]], len(ranked)
+        page = ranked[q.offset:q.offset + q.limit]
+        self.reads.note(session.scope.namespace, (e for _, e in page), t)
+        return [judgement.mark(_out(e, c), notes.get(id(e))) for c, e in page], len(ranked)
 
     async def ranked(
         self, scope: Scope, q: Query, query: str, t: float, working: WorkingTier | None = None,
@@ -370,7 +375,10 @@ class MemoryPlugin:
         # every tier's candidates are fused as one pool: relevance means the same in each
         candidates = await self.search.search(
             scope, q, query, t, self.config.ranking.search_candidates, working, ticket, conn)
-        return rank_matches(candidates, q.min_score, t, self.weights)
+        # importance that fades (ranking.importance_half_life) reads when each was last read
+        last_read = (await self.reads.last_read(scope.namespace, candidates)
+                     if self.weights.importance_half_life > 0 else None)
+        return rank_matches(candidates, q.min_score, t, self.weights, last_read)
 
     # -- forget -------------------------------------------------------------------------
 

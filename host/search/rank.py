@@ -4,7 +4,9 @@
     recency  = 0.5 ** (age_seconds / half_life)          (1.0 for an entry updated now)
 
 `relevance` is the query match in [0, 1] (see `host.search`), `importance` the entry's stored
-`score` in [0, 1]. The weights and the half-life come from `RankingConfig`; the result stays in
+`score` in [0, 1], or with `ranking.importance_half_life` set its score faded by the time since
+it was last written or read (`faded`: halving every half-life; the `score` a reply carries stays
+what the agent set). The weights and the half-life come from `RankingConfig`; the result stays in
 [0, 1]. Every path that ranks (the host, the library, the MCP tools) calls `combined_score`;
 a query's matches are ranked by `rank_matches`, and `score_parts` lays one match's figures out
 for a person (the memory browser's Search page).
@@ -12,15 +14,15 @@ for a person (the memory browser's Search page).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from host.config import RankingConfig
 
-__all__ = ["Match", "RankWeights", "ScoreParts", "combined_score", "rank_matches", "recency",
-           "score_parts"]
+__all__ = ["Match", "RankWeights", "ScoreParts", "combined_score", "faded", "rank_matches",
+           "recency", "score_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class RankWeights:
     importance: float = 0.2
     recency: float = 0.1
     half_life: float = 7 * 24 * 3600.0
+    importance_half_life: float = 0.0  # 0: importance does not fade (see `faded`)
 
     @classmethod
     def from_config(cls, cfg: RankingConfig) -> RankWeights:
@@ -40,6 +43,7 @@ class RankWeights:
             importance=cfg.importance_weight,
             recency=cfg.recency_weight,
             half_life=cfg.recency_half_life,
+            importance_half_life=cfg.importance_half_life,
         )
 
 
@@ -49,6 +53,14 @@ def recency(updated_at: float, now: float, half_life: float) -> float:
     if age <= 0:
         return 1.0
     return float(0.5 ** (age / half_life))
+
+
+def faded(importance: float, last_used: float, now: float, half_life: float) -> float:
+    """`importance` halved every `half_life` seconds since `last_used` (the later of the entry's
+    last write and last read); unchanged with `half_life` 0 (fading off)."""
+    if half_life <= 0:
+        return importance
+    return importance * recency(last_used, now, half_life)
 
 
 def combined_score(
@@ -63,7 +75,7 @@ def combined_score(
 
 
 class Match(Protocol):
-    """What ranking reads of a query's candidate (`host.store.base.StoredEntry` has it)."""
+    """What ranking reads of a query's candidate (`host.store.records.StoredEntry` has it)."""
 
     @property
     def relevance(self) -> float | None: ...
@@ -81,15 +93,27 @@ def _ranking(e: Match) -> float:
     return float(e.relevance if fused is None else fused)  # type: ignore[arg-type]
 
 
+def _importance(e: Match, now: float, w: RankWeights, last_read: Mapping[int, float] | None
+                ) -> float:
+    """The importance term of one match: its score, faded since its last write or read."""
+    read = last_read.get(getattr(e, "id", None) or 0, 0.0) if last_read else 0.0
+    return faded(e.score, max(e.updated_at, read), now, w.importance_half_life)
+
+
 def rank_matches(
-    candidates: Iterable[M], min_score: float, now: float, w: RankWeights
+    candidates: Iterable[M], min_score: float, now: float, w: RankWeights,
+    last_read: Mapping[int, float] | None = None,
 ) -> list[tuple[float, M]]:
     """The candidates that match (relevance > 0 and >= `min_score`), each with its combined
-    score, best first: the order of a `memory/retrieve` with a query."""
+    score, best first: the order of a `memory/retrieve` with a query. With
+    `w.importance_half_life`, importance fades from the later of `updated_at` and the entry's
+    last read (`last_read`, by row id)."""
+    fades = w.importance_half_life > 0
     ranked = [
         # ordered on the search's order when it set one (`fused`: the pair's relevance and how
         # far the candidate stands out among the query's), filtered on the pair's `relevance`
-        (combined_score(_ranking(e), e.score, e.updated_at, now, w), e)
+        (combined_score(_ranking(e), _importance(e, now, w, last_read) if fades else e.score,
+                        e.updated_at, now, w), e)
         for e in candidates
         if e.relevance is not None and e.relevance > 0 and e.relevance >= min_score
     ]

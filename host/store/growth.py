@@ -13,14 +13,18 @@ holds a few rows whatever the number of tenants."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from host.store.records import Quotas, StoreOutcome
+from host.store.records import PERSISTENT_TIERS, Quotas, StoredEntry, StoreOutcome
 
-__all__ = ["FRACTION_BUCKETS", "PutOutcomes", "QuotaReport", "TenantUsage", "UsageSummary",
-           "evicted_by", "summary_of", "usage_sql"]
+log = logging.getLogger("a2e_host.growth")
+
+__all__ = ["FRACTION_BUCKETS", "PutOutcomes", "QuotaReport", "ReadLog", "ReadTimes",
+           "TenantUsage", "UsageSummary", "evicted_by", "summary_of", "usage_sql"]
 
 # the upper bounds of the usage-fraction histogram (the share of its most used quota, entries
 # or bytes, a tenant has taken), the last one the quota itself
@@ -116,3 +120,132 @@ class QuotaReport(Protocol):
     async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
         """Tenants by usage fraction and the `top` fullest (None: no quota counters to read,
         e.g. an in-memory database)."""
+
+
+# one entry's read to record: (namespace, tier, owner, key, when)
+Read = tuple[str, str, str, bytes, float]
+
+
+@runtime_checkable
+class ReadTimes(Protocol):
+    """Optional capability of a store: it keeps when each entry was last read over the wire
+    (both backends: `read_at`), for eviction's order and importance that fades."""
+
+    def record_reads(self, reads: Sequence[Read]) -> Awaitable[int]:
+        """Move the read time of each entry of `reads` forward to its `when` (never back; an
+        entry gone meanwhile is skipped); resolves after the commit."""
+
+    async def read_times(self, ids: Sequence[int]) -> dict[int, float]:
+        """The last read time of each of `ids` (row ids) that was ever read."""
+
+
+class ReadLog:
+    """The reads of a host, coalesced in memory and written by the store in batches: a read
+    never waits for a write (docs/growth.md, "Importance that fades").
+
+    `note` records the entries a retrieve returned (the latest time an entry); the first note
+    after a flush schedules the next one `interval` seconds later, and one that fills the log
+    (`max_pending` entries) starts it at once: a log over its bound drops further reads until
+    the flush took them (counted in `dropped`). A flush writes `BATCH` entries a write. A crash
+    loses the read times noted since the last flush, never an entry; `close` flushes the rest."""
+
+    BATCH = 1000
+
+    def __init__(self, store: object, interval: float = 2.0, max_pending: int = 10_000) -> None:
+        self.store = store if isinstance(store, ReadTimes) else None
+        self.interval = interval
+        self.max_pending = max_pending
+        self.dropped = 0
+        self._pending: dict[tuple[str, str, str, bytes], float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the store keeps read times at all."""
+        return self.store is not None
+
+    def note(self, namespace: str, entries: Iterable[StoredEntry], when: float) -> None:
+        """Record that `entries` (of `namespace`) were read at `when`; working entries are not
+        persisted and not recorded."""
+        if self.store is None:
+            return
+        pending = self._pending
+        for e in entries:
+            if e.tier not in PERSISTENT_TIERS:
+                continue
+            k = (namespace, e.tier, e.owner, e.key)
+            t = pending.get(k)
+            if t is not None:
+                if when > t:
+                    pending[k] = when
+            elif len(pending) < self.max_pending:
+                pending[k] = when
+            else:
+                self.dropped += 1
+        if not pending or self._flushing is not None:
+            return
+        if len(pending) >= self.max_pending:
+            self._start()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self._start)
+
+    def pending(self, namespace: str, entries: Iterable[StoredEntry]) -> dict[int, float]:
+        """The reads of `entries` noted and not yet flushed, by row id."""
+        out: dict[int, float] = {}
+        if self._pending:
+            for e in entries:
+                t = self._pending.get((namespace, e.tier, e.owner, e.key))
+                if t is not None and e.id is not None:
+                    out[e.id] = t
+        return out
+
+    async def last_read(self, namespace: str, entries: Sequence[StoredEntry]) -> dict[int, float]:
+        """The last read time of each of `entries` read before (stored or still pending), by
+        row id."""
+        if self.store is None:
+            return {}
+        times = await self.store.read_times([e.id for e in entries if e.id is not None])
+        for i, t in self.pending(namespace, entries).items():
+            if t > times.get(i, 0.0):
+                times[i] = t
+        return times
+
+    def _start(self) -> None:
+        self._timer = None
+        if self._flushing is None and self._pending:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def flush(self) -> None:
+        """Write what is noted now (after the flush under way, if one is)."""
+        if self._flushing is not None:
+            await asyncio.shield(self._flushing)
+        await self._write()
+
+    async def _flush(self) -> None:
+        try:
+            await self._write()
+        finally:
+            self._flushing = None
+        if self._pending and self._timer is None:  # noted while this flush ran
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self._start)
+
+    async def _write(self) -> None:
+        taken, self._pending = self._pending, {}
+        if self.store is None or not taken:
+            return
+        reads = [(*k, t) for k, t in taken.items()]
+        for i in range(0, len(reads), self.BATCH):
+            try:
+                await self.store.record_reads(reads[i:i + self.BATCH])
+            except Exception as exc:  # read times only: the entries are untouched
+                log.warning("%d read times not recorded: %s", len(reads) - i, exc)
+                return
+
+    async def close(self) -> None:
+        """Write what is noted (before the store closes); later notes schedule nothing."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self.flush()
+        self.store = None

@@ -180,6 +180,8 @@ class Quotas:
     max_bytes_per_namespace: int = 1 << 30
     max_bytes_per_agent: int = 1 << 28
     evict: bool = False  # `limits.on_full` "evict": make room by evicting (docs/growth.md)
+    # `ranking.importance_half_life`: eviction's value fades with it (0: the stored score)
+    importance_half_life: float = 0.0
 
 
 @functools.lru_cache(maxsize=4096)

@@ -45,6 +45,7 @@ from host.store.postgres import usage as pg_usage
 from host.store.postgres.batch import WriteBatcher
 from host.store.postgres.changes import Changes
 from host.store.postgres.client_space import ClientSpace
+from host.store.postgres.read_times import ReadTimes
 from host.store.postgres.reads import Reads
 from host.store.postgres.schema import enable_vectors, migrate
 from host.store.postgres.sql import (
@@ -61,7 +62,7 @@ from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview, Qu
 __all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
 
 
-class PostgresEntryStore(Writes, Reads, Vectors, Changes, ClientSpace,
+class PostgresEntryStore(ReadTimes, Writes, Reads, Vectors, Changes, ClientSpace,
                          VectorSearch, ChangeNotices, NearSearch, EntryStore):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 

@@ -106,7 +106,8 @@ class Writes(StoreState):
             " SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
             " $13, $14, $15, $16, $17, $18, $19) FROM op",
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
-             q.max_bytes_per_agent, int(q.evict)],  # 5th: limits.on_full "evict"
+             q.max_bytes_per_agent, int(q.evict),  # 5th: limits.on_full "evict"
+             round(q.importance_half_life * 1000)],  # 6th: eviction's half-life, ms
             *cols,
         )
         results: list[list[StoreOutcome] | BatchError] = []

@@ -6,38 +6,53 @@ collected the namespace's expired entries (the first step of the order) and foun
 still over a quota. The candidates are the live entries of the namespace whose writer
 (`agent`, the column the per-agent quotas count) is the storing agent: its episodic entries
 and the semantic entries it last wrote; never another agent's, never the entry being
-written. They go in `VALUE_ORDER` (the second step, superseded and duplicated entries, is a
+written. They go in `VALUE_ORDER`, or by their faded value with `ranking.importance_half_life`
+(the second step, superseded and duplicated entries, is a
 slot the judgement work fills: `_superseded`), one `evicted` change a put in the change log.
 """
 
 from __future__ import annotations
 
-import heapq
+import math
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
-from host.store.base import Quotas
 from host.store.changes import removed_record
+from host.store.records import Quotas
 from host.store.sqlite.changes import log_change
+from host.store.sqlite.read_times import LAST_USED
 
 __all__ = ["VALUE_ORDER", "choose", "evict", "make_room"]
 
-# lowest stored score first, then the longest since written or read (`touch` moves
-# `updated_at` forward on a read: it is the later of the last write and the last read), then
-# the oldest row
-VALUE_ORDER = "score, updated_at, id"
+# lowest stored score first, then the longest since written or read (`LAST_USED`: the later
+# of `updated_at`, which a write and the library's `touch` move, and `read_at`, a read over
+# the wire), then the oldest row: the order of the index `entries_value`
+VALUE_ORDER = f"score, {LAST_USED}, id"
 
 _tags = msgspec.json.Decoder(list[str])
 _ids = msgspec.json.Encoder()
 
-# the agent's entries of one tier, worth least first: the rank index
-# (namespace, tier, owner, score DESC, updated_at DESC) read backwards
-_BY_VALUE = ("SELECT score, updated_at, id, size FROM entries WHERE namespace = ? AND tier = ?"
-             " AND owner = ? AND agent = ? AND id NOT IN (SELECT value FROM json_each(?))"
+# the agent's entries (its episodic ones and the semantic ones it wrote last: the rows whose
+# writer it is), worth least first: the index `entries_value` read in order
+_BY_VALUE = ("SELECT id, size FROM entries WHERE namespace = ? AND agent = ?"
+             " AND id NOT IN (SELECT value FROM json_each(?))"
              f" ORDER BY {VALUE_ORDER}")
+# with `ranking.importance_half_life`: by the score faded since the entry was last used,
+# score * 0.5 ** ((now - used) / half_life), which orders as log2(score) + used / half_life
+# whatever `now` is; a scan of the agent's index range (no index can hold an order that
+# depends on a setting), `?` candidates at a time
+_BY_FADED = ("SELECT id, size FROM entries WHERE id IN (SELECT id FROM entries"
+             " WHERE namespace = ? AND agent = ? AND id NOT IN (SELECT value FROM json_each(?))"
+             f" ORDER BY a2e_faded(score, {LAST_USED}, ?), id LIMIT ?)"
+             f" ORDER BY a2e_faded(score, {LAST_USED}, ?), id")
+
+
+def _faded(score: float, used: float, half_life: float) -> float:
+    """The order of an entry's faded value (see `_BY_FADED`); a score of 0 first of all."""
+    return math.log2(score) + used / half_life if score > 0 else -math.inf
 
 
 def _superseded(conn: sqlite3.Connection, namespace: str, agent: str, keep: str
@@ -47,22 +62,35 @@ def _superseded(conn: sqlite3.Connection, namespace: str, agent: str, keep: str
     return iter(())
 
 
-def _by_value(conn: sqlite3.Connection, namespace: str, agent: str, keep: str
-              ) -> Iterator[tuple[int, int]]:
-    """The third step: (id, size) of the agent's live entries in `VALUE_ORDER`, read lazily
-    (episodic and semantic merged; a put stops reading once it has room)."""
-    tiers = [conn.execute(_BY_VALUE, (namespace, "episodic", agent, agent, keep)),
-             conn.execute(_BY_VALUE, (namespace, "semantic", "", agent, keep))]
+def _by_value(conn: sqlite3.Connection, namespace: str, agent: str, keep: str,
+              half_life: float = 0.0) -> Iterator[tuple[int, int]]:
+    """The third step: (id, size) of the agent's live entries in `VALUE_ORDER` (or by faded
+    value with a `half_life`), read lazily: a put stops reading once it has room."""
+    if half_life > 0:
+        yield from _by_faded(conn, namespace, agent, keep, half_life)
+        return
+    cur = conn.execute(_BY_VALUE, (namespace, agent, keep))
     try:
-        for _score, _updated, id_, size in heapq.merge(*tiers):
-            yield id_, size
+        yield from cur
     finally:
-        for cur in tiers:
-            cur.close()
+        cur.close()
+
+
+def _by_faded(conn: sqlite3.Connection, namespace: str, agent: str, keep: str,
+              half_life: float) -> Iterator[tuple[int, int]]:
+    conn.create_function("a2e_faded", 3, _faded, deterministic=True)
+    limit, done = 16, 0
+    while True:
+        rows = conn.execute(_BY_FADED, (namespace, agent, keep, half_life, limit,
+                                        half_life)).fetchall()
+        yield from rows[done:]
+        if len(rows) < limit:
+            return
+        done, limit = len(rows), limit * 8
 
 
 def choose(conn: sqlite3.Connection, namespace: str, agent: str, keep: Sequence[int],
-           fits: Callable[[int, int], bool]) -> list[int]:
+           fits: Callable[[int, int], bool], half_life: float = 0.0) -> list[int]:
     """The fewest rows, in eviction order, whose removal makes `fits(entries, bytes)` true
     (it says whether the put has room once that many entries and bytes of the agent's are
     gone); [] when even all of them would not (the caller checks that first, from the usage
@@ -71,8 +99,9 @@ def choose(conn: sqlite3.Connection, namespace: str, agent: str, keep: Sequence[
     n = b = 0
     seen: set[int] = set()
     kept = _ids.encode(list(keep)).decode()
-    for step in (_superseded, _by_value):
-        for id_, size in step(conn, namespace, agent, kept):
+    for step in (_superseded(conn, namespace, agent, kept),
+                 _by_value(conn, namespace, agent, kept, half_life)):
+        for id_, size in step:
             if id_ in seen:
                 continue
             seen.add(id_)
@@ -84,11 +113,11 @@ def choose(conn: sqlite3.Connection, namespace: str, agent: str, keep: Sequence[
 
 
 def evict(conn: sqlite3.Connection, namespace: str, agent: str, keep: Sequence[int],
-          fits: Callable[[int, int], bool], now: float) -> int:
+          fits: Callable[[int, int], bool], now: float, half_life: float = 0.0) -> int:
     """Delete the rows `choose` picks (inside the caller's transaction; their keyword rows go
     when the caller's `Deferred` is flushed, as a forget's) and log them as one `evicted`
     change; how many."""
-    ids = choose(conn, namespace, agent, keep, fits)
+    ids = choose(conn, namespace, agent, keep, fits, half_life)
     if not ids:
         return 0
     rows = conn.execute(
@@ -130,4 +159,4 @@ def make_room(conn: sqlite3.Connection, namespace: str, agent: str, usage: _Usag
     if not fits(usage.agent_entries - own[0], usage.agent_bytes - own[1]):
         return 0
     keep = [*stored, row[0]] if row is not None else stored
-    return evict(conn, namespace, agent, keep, fits, now)
+    return evict(conn, namespace, agent, keep, fits, now, quotas.importance_half_life)

@@ -60,7 +60,7 @@ from contextlib import closing, contextmanager
 from enum import Enum
 from urllib.parse import quote
 
-from host.store.sqlite import scan_index
+from host.store.sqlite import read_times, scan_index
 from host.store.sqlite.bm25 import row_length
 
 __all__ = [
@@ -347,6 +347,9 @@ MIGRATIONS: tuple[str, ...] = (
     # 13: a key prefix on the member `ns` (LangGraph's namespace) reads a range of this index,
     # not the whole namespace (host/store/sqlite/scan_index.py)
     scan_index.MIGRATION,
+    # 14: `read_at`, each entry's last read over the wire, and `entries_value`, the index of
+    # eviction's order (host/store/sqlite/read_times.py)
+    read_times.MIGRATION,
 )
 
 

@@ -38,6 +38,7 @@ from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
 from host.store.sqlite import changes, ops
 from host.store.sqlite import extensions as ext
+from host.store.sqlite import read_times as sqlite_reads
 from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
@@ -450,6 +451,16 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
             with closing(connect(self.path)) as conn:
                 return sqlite_usage.quota_usage(conn, quotas, top)
         return await asyncio.to_thread(read)
+
+    def record_reads(self, reads: Sequence[tuple[str, str, str, bytes, float]]
+                     ) -> asyncio.Future[int]:
+        """Write entries' last read times (`host.store.growth.ReadTimes`): the writer's future,
+        resolved after the group's commit."""
+        return self._submit(sqlite_reads.record, list(reads), grows=False)
+
+    async def read_times(self, ids: Sequence[int]) -> dict[int, float]:
+        """The last read time of each of `ids` ever read (`host.store.growth.ReadTimes`)."""
+        return sqlite_reads.read_times(self._conn(), ids)
 
     async def ready(self) -> bool:
         """True when the database answers and its disk has room for writes."""

@@ -1,0 +1,163 @@
+"""Importance that fades and reads that refresh it, over real sockets on both backends: with
+`ranking.importance_half_life` an entry's score weighs in `combined` and in eviction's order
+halved every half-life since it was last written or read over the wire, the `score` a reply
+carries stays the stored one; a retrieve's entries count as read (their read times written in
+batches); with no half-life (the default) ranking is as before."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from conftest import make_config, running_host, url_of
+
+from host.app import Host
+from host.client import MemoryClient
+from protocol.clock import ShiftedClock
+
+pytestmark = pytest.mark.all_backends  # tests taking `store_db` run on SQLite and PostgreSQL
+
+HALF_LIFE = 100.0
+
+
+def entry(k: int, score: float, content: str = "the garden tomatoes") -> dict[str, Any]:
+    """An episodic entry with key {"k": k}."""
+    return {"key": {"k": k}, "content": content, "tier": "episodic", "score": score}
+
+
+@asynccontextmanager
+async def fading(db: str, half_life: float = HALF_LIFE, **limits: Any
+                 ) -> AsyncIterator[tuple[Host, ShiftedClock, Callable[..., Any]]]:
+    """A host with importance fading at `half_life` (0: off) on a clock the test moves, and a
+    factory of clients with a session open on it."""
+    clock = ShiftedClock()
+    ranking = {"importance_half_life": half_life} if half_life else {}
+    config = make_config(db, limits=limits, ranking=ranking, search={"embedder": "none"})
+    clients: list[MemoryClient] = []
+    async with running_host(config, clock=clock) as host:
+
+        async def session(agent: str = "a1", ns: str = "ns") -> MemoryClient:
+            c = await MemoryClient.connect(url_of(host))
+            await c.init(ns, {"agent": agent})
+            clients.append(c)
+            return c
+
+        try:
+            yield host, clock, session
+        finally:
+            for c in clients:
+                await c.close()
+
+
+async def combined(c: MemoryClient, query: str = "garden tomatoes") -> dict[int, tuple[float, float]]:
+    """(combined, score) of each match of `query`, by k."""
+    reply = await c.retrieve(query=query, limit=10)
+    return {e["key"]["k"]: (e["combined"], e["score"]) for e in reply.entries}
+
+
+async def read_keys(host: Host, c: MemoryClient, *ks: int) -> None:
+    """Read the entries of `ks` over the wire and let the host write their read times."""
+    assert len((await c.retrieve(keys=[{"k": k} for k in ks])).entries) == len(ks)
+    await host.memory.reads.flush()
+
+
+async def test_importance_fades_with_the_half_life_in_combined_and_score_stays(
+    store_db: str,
+) -> None:
+    """Two half-lives after its write an entry's importance term is a quarter of its score:
+    `combined` drops by 0.2 * 3/4 * score against a just-written twin, and `score` stays."""
+    async with fading(store_db) as (_host, clock, session):
+        c = await session()
+        await c.store([entry(1, 0.8)])
+        clock.advance(2 * HALF_LIFE)
+        await c.store([entry(2, 0.8)])
+        got = await combined(c)
+        assert got[1][1] == got[2][1] == 0.8
+        # the importance weight is 0.2 of a total of 1.0; recency (0.1) fades on its own
+        # half-life (a week): its share of the difference is below 1e-4 here
+        assert got[2][0] - got[1][0] == pytest.approx(0.2 * 0.8 * 0.75, abs=1e-3)
+        assert list((await c.retrieve(query="garden tomatoes")).entries)[0]["key"] == {"k": 2}
+
+
+async def test_a_read_over_the_wire_restores_an_entrys_importance(store_db: str) -> None:
+    """An entry read over the wire weighs its full score again: the older, less important
+    entry read now outranks one written after it but not read since (0.6 against 0.9 / 8;
+    unread it would weigh 0.6 / 16 and rank second)."""
+    async with fading(store_db) as (host, clock, session):
+        c = await session()
+        await c.store([entry(1, 0.6)])
+        clock.advance(HALF_LIFE)
+        await c.store([entry(2, 0.9)])
+        clock.advance(3 * HALF_LIFE)
+        await read_keys(host, c, 1)
+        got = await combined(c)
+        assert got[1][0] - got[2][0] == pytest.approx(0.2 * (0.6 - 0.9 / 8), abs=1e-3)
+        assert (got[1][1], got[2][1]) == (0.6, 0.9)
+
+
+async def test_without_a_half_life_combined_weighs_the_stored_score(store_db: str) -> None:
+    """With no half-life (the default) an old entry's importance term is its score: two
+    entries of one score and content differ in `combined` only by recency."""
+    async with fading(store_db, half_life=0) as (host, clock, session):
+        c = await session()
+        await c.store([entry(1, 0.8)])
+        clock.advance(2 * HALF_LIFE)
+        await c.store([entry(2, 0.8)])
+        await read_keys(host, c, 1)
+        got = await combined(c)
+        assert got[2][0] - got[1][0] == pytest.approx(0.0, abs=1e-3)
+
+
+async def test_a_faded_entry_is_evicted_before_a_less_important_recent_one(
+    store_db: str,
+) -> None:
+    """Under a quota with a half-life, an important entry unread for ten half-lives (0.9 /
+    1024) is worth less than a recent one of score 0.5, and goes first; without a half-life
+    the lower score goes."""
+    for half_life, gone in ((HALF_LIFE, 1), (0.0, 2)):
+        async with fading(store_db, half_life, max_entries_per_agent=2, on_full="evict") as (
+                host, clock, session):
+            c = await session(ns=f"ns{half_life}")
+            await c.store([entry(1, 0.9)])
+            clock.advance(10 * HALF_LIFE)
+            await c.store([entry(2, 0.5)])
+            clock.advance(1)
+            assert (await c.store([entry(3, 0.5)])).evicted == 1
+            left = {e["key"]["k"] for e in (await c.retrieve(limit=10)).entries}
+            assert left == {1, 2, 3} - {gone}, half_life
+
+
+async def test_a_read_keeps_an_entry_from_eviction(store_db: str) -> None:
+    """Among entries of one score, the one read over the wire since is not the longest
+    unused any more: the next oldest goes (with or without a half-life)."""
+    for half_life in (0.0, HALF_LIFE):
+        async with fading(store_db, half_life, max_entries_per_agent=3, on_full="evict") as (
+                host, clock, session):
+            c = await session(ns=f"ns{half_life}")
+            for k in (1, 2, 3):
+                await c.store([entry(k, 0.5)])
+                clock.advance(1)
+            await read_keys(host, c, 1)
+            clock.advance(1)
+            assert (await c.store([entry(4, 0.5)])).evicted == 1
+            left = {e["key"]["k"] for e in (await c.retrieve(limit=10)).entries}
+            assert left == {1, 3, 4}, half_life
+
+
+async def test_a_faded_entry_read_again_survives_eviction(store_db: str) -> None:
+    """With a half-life, reading the faded important entry gives it back its weight: the
+    recent, less important one goes instead."""
+    async with fading(store_db, max_entries_per_agent=2, on_full="evict") as (
+            host, clock, session):
+        c = await session()
+        await c.store([entry(1, 0.9)])
+        clock.advance(10 * HALF_LIFE)
+        await c.store([entry(2, 0.5)])
+        clock.advance(1)
+        await read_keys(host, c, 1)
+        clock.advance(1)
+        assert (await c.store([entry(3, 0.5)])).evicted == 1
+        left = {e["key"]["k"] for e in (await c.retrieve(limit=10)).entries}
+        assert left == {1, 3}
