@@ -45,6 +45,9 @@ __all__ = [
     "MemoryPathsResponse",
     "MemorySweepRequest",
     "MemorySweepResponse",
+    "MemoryUsageRequest",
+    "MemoryUsageResponse",
+    "QuotaUse",
     "CHANGE_OPS",
     "WATCH_END_REASONS",
     "HandshakeRequest",
@@ -281,6 +284,32 @@ class MemorySweepResponse(Envelope, tag="memory/sweep/resp"):
     deleted: int = 0
 
 
+# -- the usage extension (docs/protocol.md, "Usage") ---------------------------------------------
+
+
+class MemoryUsageRequest(Envelope, tag="memory/usage/req"):
+    """How much of its quotas the session's agent and namespace hold (and its working tier)."""
+
+    memory_id: str
+
+
+class QuotaUse(Struct, kw_only=True):
+    """What a tenant holds against its quotas: entries and bytes (key, content and tags)."""
+
+    entries: int = 0
+    bytes: int = 0
+    max_entries: int = 0
+    max_bytes: int = 0
+
+
+class MemoryUsageResponse(Envelope, tag="memory/usage/resp"):
+    req_id: str = ""
+    namespace: QuotaUse = msgspec.field(default_factory=QuotaUse)
+    agent: QuotaUse = msgspec.field(default_factory=QuotaUse)
+    working: QuotaUse = msgspec.field(default_factory=QuotaUse)
+    on_full: str = "refuse"
+
+
 class HandshakeRequest(Envelope, tag="handshake/req"):
     agent_id: str = ""
     agent_caps: list[str] = []
@@ -331,6 +360,7 @@ Request = (
     | MemoryUnwatchRequest
     | MemoryPathsRequest
     | MemorySweepRequest
+    | MemoryUsageRequest
     | HandshakeRequest
     | Ping
     | Shutdown
@@ -346,6 +376,7 @@ Message = (
     | MemoryUnwatchResponse
     | MemoryPathsResponse
     | MemorySweepResponse
+    | MemoryUsageResponse
     | MemoryChangedEvent
     | MemoryWatchEndedEvent
     | HandshakeResponse
@@ -364,6 +395,7 @@ REQUEST_TYPES: frozenset[str] = frozenset(
         MemoryUnwatchRequest,
         MemoryPathsRequest,
         MemorySweepRequest,
+        MemoryUsageRequest,
         HandshakeRequest,
         Ping,
         Shutdown,

@@ -27,6 +27,7 @@ from host.memory.extensions import (
     working_matches,
 )
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
+from host.memory.usage import UsageHandler
 from host.memory.watch import WatchHub
 from host.memory.working import ByteBudget, WorkingTier
 from host.search import judgement
@@ -65,6 +66,7 @@ from protocol.messages import (
     MemoryStoreResponse,
     MemorySweepRequest,
     MemoryUnwatchRequest,
+    MemoryUsageRequest,
     MemoryWatchRequest,
 )
 from protocol.names import check_name
@@ -125,6 +127,7 @@ class MemoryPlugin:
         self.extensions = StoreExtensionHandlers(self)
         # the entries a retrieve returns are read: their read times, written in batches
         self.reads = ReadLog(store)
+        self.usage = UsageHandler(self)
 
     def register(self, router: Router) -> None:
         """Route the four memory requests and the watch extension's two to this plugin."""
@@ -136,6 +139,7 @@ class MemoryPlugin:
         router.register(MemoryUnwatchRequest, self.watches.unwatch, self.capability)
         router.register(MemoryPathsRequest, self.extensions.paths, self.capability)
         router.register(MemorySweepRequest, self.extensions.sweep, self.capability)
+        router.register(MemoryUsageRequest, self.usage.usage, self.capability)
 
     # -- init ---------------------------------------------------------------------------
 

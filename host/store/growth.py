@@ -24,7 +24,7 @@ from host.store.records import PERSISTENT_TIERS, Quotas, StoredEntry, StoreOutco
 log = logging.getLogger("a2e_host.growth")
 
 __all__ = ["FRACTION_BUCKETS", "PutOutcomes", "QuotaReport", "ReadLog", "ReadTimes",
-           "TenantUsage", "UsageSummary", "evicted_by", "summary_of", "usage_sql"]
+           "TenantUsage", "UsageOf", "UsageSummary", "evicted_by", "summary_of", "usage_sql"]
 
 # the upper bounds of the usage-fraction histogram (the share of its most used quota, entries
 # or bytes, a tenant has taken), the last one the quota itself
@@ -120,6 +120,15 @@ class QuotaReport(Protocol):
     async def quota_usage(self, quotas: Quotas, top: int) -> UsageSummary | None:
         """Tenants by usage fraction and the `top` fullest (None: no quota counters to read,
         e.g. an in-memory database)."""
+
+
+@runtime_checkable
+class UsageOf(Protocol):
+    """Optional capability of a store: what one tenant holds, read from the quota counters
+    (both backends; the `memory/usage` request)."""
+
+    async def usage_of(self, namespace: str, agent: str) -> tuple[tuple[int, int], tuple[int, int]]:
+        """((entries, bytes) of `namespace`, (entries, bytes) `agent` wrote last in it)."""
 
 
 # one entry's read to record: (namespace, tier, owner, key, when)

@@ -55,6 +55,7 @@ from host.store.postgres.sql import (
     is_postgres_url,
     lexemes_of,
 )
+from host.store.postgres.usage import OwnUsage
 from host.store.postgres.vectors import Vectors
 from host.store.postgres.writes import Writes
 from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview, Quotas
@@ -62,7 +63,7 @@ from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview, Qu
 __all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
 
 
-class PostgresEntryStore(ReadTimes, Writes, Reads, Vectors, Changes, ClientSpace,
+class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, ClientSpace,
                          VectorSearch, ChangeNotices, NearSearch, EntryStore):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 

@@ -462,6 +462,12 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
         """The last read time of each of `ids` ever read (`host.store.growth.ReadTimes`)."""
         return sqlite_reads.read_times(self._conn(), ids)
 
+    async def usage_of(self, namespace: str, agent: str
+                       ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """What a namespace and an agent in it hold (`host.store.growth.UsageOf`): two rows
+        of the quota counters, on the loop's connection."""
+        return sqlite_usage.usage_of(self._conn(), namespace, agent)
+
     async def ready(self) -> bool:
         """True when the database answers and its disk has room for writes."""
         try:
