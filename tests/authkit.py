@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.cli.token import token_toml

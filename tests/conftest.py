@@ -11,34 +11,42 @@ SSE (`http`) and stdio (`stdio`), each through a client of our own with the same
 `all_transports("websocket")` runs only the WebSocket ones (tests of frames, upgrades,
 `host_process`, `authkit.running(..., transport=transport)`); unmarked tests use the default,
 `websockets`.
+
+The plain helpers (`make_config`, `running_host`, `url_of`, `client_of`, `run_cli`, ...) are in
+`support/hosts.py`: a test imports them from there, not from this file.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AsyncExitStack
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.hosts import (
+    ALL_TRANSPORTS,
+    BACKENDS,
+    TRANSPORTS,
+    EmbeddingHandler,
+    RawChannel,
+    client_of,
+    make_config,
+    running_host,
+    server_transport,
+    url_of,
+)
 from support.postgres import EmbeddedPostgres, EmbeddedPostgresError
 from support.procs import HostProcess
 
 from host.app import Host
 from host.client import MemoryClient
-from host.config import Config, load_config
-from protocol.clock import Clock, ShiftedClock, wall_clock
-
-BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
-TRANSPORTS: tuple[str, ...] = ("websockets", "picows")  # the WebSocket ones (server.transport)
-ALL_TRANSPORTS: tuple[str, ...] = (*TRANSPORTS, "http", "stdio")
+from host.config import load_config
+from protocol.clock import ShiftedClock
 
 pytest_plugins = ["hang_watchdog"]  # a hung test fails with its stacks (tests/hang_watchdog.py)
 
@@ -53,16 +61,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "transport" in metafunc.fixturenames and mark:
         kinds = TRANSPORTS if "websocket" in mark.args else ALL_TRANSPORTS
         metafunc.parametrize("transport", kinds, indirect=True)
-
-
-def make_config(db: Path | str, **sections: dict[str, Any]) -> Config:
-    """A config on port 0 with `db` (a SQLite path or a postgresql:// URL), plus overrides.
-    The disk reserve is 256 KiB, not 16 MiB: a suite starts a thousand hosts."""
-    overrides: dict[str, dict[str, Any]] = {
-        "server": {"port": 0}, "store": {"db": str(db), "disk_reserve_bytes": 256 * 1024}}
-    for name, values in sections.items():
-        overrides.setdefault(name, {}).update(values)
-    return load_config(None, overrides)
 
 
 @pytest.fixture
@@ -112,63 +110,6 @@ def store_db(request: pytest.FixtureRequest, db_path: Path) -> str:
 def transport(request: pytest.FixtureRequest) -> str:
     """The transport a test's clients speak (see `all_transports`)."""
     return str(getattr(request, "param", "websockets"))
-
-
-def server_transport(transport: str) -> str:
-    """The `server.transport` of a host serving `transport` (HTTP and stdio clients reach a
-    host on the default WebSocket library)."""
-    return transport if transport in TRANSPORTS else "websockets"
-
-
-async def client_of(host: Host, transport: str, **kwargs: Any) -> MemoryClient:
-    """A client of `host` over `transport`: a WebSocket (`kwargs` go to `websockets.connect`),
-    an HTTP + SSE session (`additional_headers` go with each request) or a stdio session over
-    a pair of real pipes served by the running host."""
-    if transport in TRANSPORTS:
-        return await MemoryClient.connect(url_of(host), **kwargs)
-    if transport == "http":
-        return await MemoryClient.connect_http(f"http://127.0.0.1:{host.port}",
-                                               kwargs.get("additional_headers"))
-    from host.net.clients import StdioChannel
-    from host.net.transport_stdio import serve_pipes
-
-    to_host, from_client = os.pipe()
-    to_client, from_host = os.pipe()
-    await serve_pipes(host.server, os.fdopen(to_host, "rb", buffering=0),
-                      os.fdopen(from_host, "wb", buffering=0))
-    return MemoryClient(await StdioChannel.over(to_client, from_client))
-
-
-class RawChannel:
-    """`send(text)` and `recv()` over a client's channel, as a raw WebSocket offers them."""
-
-    def __init__(self, client: MemoryClient) -> None:
-        self.client = client
-        self._reader = client.channel.__aiter__()
-
-    async def send(self, text: str) -> None:
-        await self.client.channel.send(text)
-
-    async def recv(self) -> str:
-        return await self._reader.__anext__()
-
-
-@asynccontextmanager
-async def running_host(
-    config: Config, config_path: Path | None = None, clock: Clock = wall_clock
-) -> AsyncIterator[Host]:
-    """A host of `config` started, stopped (drained, committed) on leaving the block."""
-    h = Host(config, config_path=config_path, clock=clock)
-    await h.start()
-    try:
-        yield h
-    finally:
-        await h.stop()
-
-
-def url_of(host: Host) -> str:
-    """The WebSocket URL of a started host."""
-    return f"ws://127.0.0.1:{host.port}"
 
 
 @pytest.fixture
@@ -243,20 +184,6 @@ def host_process(tmp_path: Path, transport: str) -> Iterator[Callable[..., HostP
             p.proc.wait()
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, input: bytes | None = None,
-    cwd: Path | None = None, timeout: float = 60.0, text: bool = False,
-) -> subprocess.CompletedProcess[Any]:
-    """Run `python -m host.cli ARGS` in a subprocess (A2E_HOST_* of this process removed,
-    `env` added); the completed process with stdout and stderr captured (bytes, or with
-    `text` str)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("A2E_HOST_")}
-    return subprocess.run(
-        [sys.executable, "-m", "host.cli", *args], env={**base, **(env or {})}, input=input,
-        capture_output=True, cwd=cwd, timeout=timeout, text=text,
-    )
-
-
 @pytest.fixture(scope="session")
 def embedder() -> Any:
     """The shipped default embedder (MiniLM int8), loaded once for the whole test session."""
@@ -265,34 +192,10 @@ def embedder() -> Any:
     return make_embedder(load_config().search)
 
 
-class _EmbeddingHandler(BaseHTTPRequestHandler):
-    """An OpenAI-compatible /v1/embeddings endpoint backed by the real default embedder."""
-
-    embedder: Any = None
-    seen: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                          "body": body})
-        vecs = self.embedder.embed(body["input"]) * 3.0  # not normalised, as some servers do
-        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                for i, v in reversed(list(enumerate(vecs)))]
-        out = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def embedding_endpoint(embedder: Any) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A real HTTP embeddings server on a free port; yields (base_url, requests seen)."""
-    handler = type("H", (_EmbeddingHandler,), {"embedder": embedder, "seen": []})
+    handler = type("H", (EmbeddingHandler,), {"embedder": embedder, "seen": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from authkit import connect, issue, running, write_config
-from conftest import run_cli
+from support.hosts import run_cli
 from websockets.exceptions import InvalidStatus
 
 from host.client import MemoryClient, RemoteError

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import make_config
+from support.hosts import make_config
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.app import Host, make_store

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from conftest import running_host
+from support.hosts import running_host
 from test_client_vectors_index import DIMS, SPACE, Model, _clients, _config, _put
 
 from host.search.client_vectors import rescore_count

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient

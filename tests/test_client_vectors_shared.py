@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 from test_client_vectors_index import DIMS, SPACE, Model, _check, _clients, _put, _vectors
 
 from host.app import Host, make_store

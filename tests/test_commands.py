@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import HostProcess, make_config, run_cli, running_host, url_of
+from support.hosts import make_config, run_cli, running_host, url_of
+from support.procs import HostProcess
 
 from host.cli._progress import Progress
 from host.client import MemoryClient

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from conftest import make_config, run_cli, running_host, url_of
+from support.hosts import make_config, run_cli, running_host, url_of
 from test_commands import _jsonl, _sorted
 
 from host.client import MemoryClient

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from support.hosts import run_cli
 
 from host.cli.reference import masked
 from host.config import ConfigError, load_config

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 from test_metrics import get
 
 from host.client import MemoryClient, RemoteError

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import TRANSPORTS, HostProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hosts import TRANSPORTS
+from support.procs import HostProcess
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect

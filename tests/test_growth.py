@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host, url_of
 from msgspec import UNSET
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError

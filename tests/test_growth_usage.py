@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import make_config, run_cli, running_host, url_of
+from support.hosts import make_config, run_cli, running_host, url_of
 from test_metrics import get, metric_value
 
 from host.client import MemoryClient

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from authkit import issue, running
-from conftest import make_config, running_host, url_of
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -22,6 +21,7 @@ from langgraph.store.base import (
     PutOp,
     SearchOp,
 )
+from support.hosts import make_config, running_host, url_of
 from test_metrics import get, metric_value
 
 from host.app import Host

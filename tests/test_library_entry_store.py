@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import make_config
+from support.hosts import make_config
 
 from host.app import make_store
 from host.client import MemoryClient

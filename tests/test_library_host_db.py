@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config
 from mcp import Client
+from support.hosts import make_config
 
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config
 from mcp import Client
 from mcp_types import CallToolResult
+from support.hosts import make_config
 
 from host.config import Config
 from host.mcp.app import McpApp

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
+from support.hosts import run_cli
 from support.procs import free_port, wait_port
 
 from host.client import MemoryClient

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import client_of, make_config, running_host
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
+from support.hosts import client_of, make_config, running_host
 
 from host.mcp.app import McpApp
 

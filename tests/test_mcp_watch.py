@@ -7,8 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from conftest import make_config
 from mcp import Client
+from support.hosts import make_config
 
 from host.mcp.app import McpApp
 from host.mcp.changes import namespace_uri

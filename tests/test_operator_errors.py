@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HostProcess, run_cli
+from support.hosts import run_cli
+from support.procs import HostProcess
 
 from host import __version__
 from host.cli._progress import Progress, human_bytes

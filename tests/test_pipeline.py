@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config
+from support.hosts import make_config
 
 from host.app import Host
 from host.core.context import ConnectionContext

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
@@ -21,7 +22,6 @@ from host.search import ranking
 from host.store.base import StoredEntry
 from host.text.keyword import pair_coverage, term_weights
 from scripts.bench.eval_relevance import label
-from tests.conftest import make_config, running_host, url_of
 
 pytestmark = pytest.mark.all_backends
 

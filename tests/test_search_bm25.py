@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient

@@ -248,7 +248,7 @@ async def test_restored_text_keeps_vector(tmp_path: Path, embedder: Embedder) ->
 
 async def test_reindex_command_embeds_queue_and_all(tmp_path: Path) -> None:
     """`a2e-host reindex` embeds the queued entries; `--all` recomputes every vector."""
-    from conftest import run_cli
+    from support.hosts import run_cli
 
     path = tmp_path / "a.db"
     store = SQLiteEntryStore(path)

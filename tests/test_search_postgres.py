@@ -6,7 +6,7 @@ on PostgreSQL too (marked `all_backends`)."""
 from __future__ import annotations
 
 import asyncpg
-from conftest import make_config, run_cli, running_host, url_of
+from support.hosts import make_config, run_cli, running_host, url_of
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient

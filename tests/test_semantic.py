@@ -14,10 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from support.hosts import make_config, run_cli, running_host, url_of
+
 from host.client import MemoryClient
 from host.config import load_config
 from host.search.queries import QueryVectors
-from tests.conftest import make_config, run_cli, running_host, url_of
 
 FACT = "Caroline adopted a puppy from the animal shelter last weekend."
 PARAPHRASE = "Who got a new dog recently?"

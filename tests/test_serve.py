@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from authkit import issue, write_config
-from conftest import HostProcess
 from rawws import TEXT, frame
+from support.procs import HostProcess
 from websockets.exceptions import ConnectionClosed
 
 from host.client import MemoryClient, RemoteError

@@ -147,7 +147,7 @@ async def test_a_regular_file_as_input_is_read_only_as_fast_as_it_is_answered(
     the output is read, every request is answered in order."""
     import os
 
-    from conftest import make_config, running_host
+    from support.hosts import make_config, running_host
 
     from host.net.transport_stdio import serve_pipes
 
@@ -192,7 +192,7 @@ async def test_lines_that_are_not_utf8_are_held_to_the_same_backpressure(tmp_pat
     import os
     import threading
 
-    from conftest import make_config, running_host
+    from support.hosts import make_config, running_host
 
     from host.net.transport_stdio import serve_pipes
 

@@ -15,9 +15,9 @@ from urllib.parse import urlencode
 import pytest
 from authkit import connect as auth_connect
 from authkit import issue, running
-from conftest import make_config, running_host
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hosts import make_config, running_host
 from uikit import UiClient, text
 
 from host.app import Host

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 from authkit import issue, running
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 
 pytestmark = pytest.mark.all_transports("websocket")
 

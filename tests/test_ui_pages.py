@@ -13,7 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 from uikit import UiClient, text
 
 from host.app import Host

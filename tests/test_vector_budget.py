@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY
 
 from host.app import Host

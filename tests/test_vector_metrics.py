@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 from support.procs import HostProcess
 from test_client_vectors_index import SPACE, Model, _clients, _config, _put
 from test_metrics import _get, get, metric_value

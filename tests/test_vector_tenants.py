@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import _EmbeddingHandler, make_config, running_host, url_of
+from support.hosts import EmbeddingHandler as _EmbeddingHandler
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient

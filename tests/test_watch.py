@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 from test_metrics import get, metric_value
 
 from host.app import Host

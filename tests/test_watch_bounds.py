@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 from test_pipeline import Recorder
 from test_watch import changed, entry, session
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from authkit import running
-from conftest import url_of
+from support.hosts import url_of
 
 from host.client import MemoryClient
 from protocol.messages import MemoryChangedEvent

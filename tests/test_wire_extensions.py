@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from authkit import issue
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
