@@ -40,9 +40,10 @@ from host.ops.threads import blas_threads
 from host.ops.usage import QuotaUsage
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import AdjustableQuotas, EntryStore, NotReadyReason, Quotas, TierCounts
+from host.store.interface import EntryStore, NotReadyReason
 from host.store.postgres.schema import explain_open_error
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
+from host.store.records import Quotas
 from host.store.sqlite.schema import FileState
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
@@ -142,10 +143,8 @@ class Host:
         self.metrics = Metrics()
         self.store = store if store is not None else make_store(
             config, self.metrics.commit, adopt=adopt)
-        # the optional capabilities the host itself reads, checked once (host/store/base.py)
-        self._counts = self.store if isinstance(self.store, TierCounts) else None
+        # the optional capability the host itself reads, checked once (host/store/interface.py)
         self._not_ready = self.store if isinstance(self.store, NotReadyReason) else None
-        self._quotas = self.store if isinstance(self.store, AdjustableQuotas) else None
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
@@ -206,7 +205,7 @@ class Host:
         self._request_log(conn_id, req_id, msg_type, code, s)
 
     async def _count_entries(self, now: float) -> dict[str, int]:
-        return await self._counts.count_by_tier(now) if self._counts is not None else {}
+        return await self.store.count_by_tier(now)
 
     def _connections_by_transport(self) -> dict[str, int]:
         counts = dict.fromkeys(("websocket", "http", "stdio"), 0)
@@ -281,8 +280,7 @@ class Host:
             restart += [c for c in changed if c in _FIXED_AT_START]
             for field in type(new_section).model_fields:  # in place: holders see the change
                 setattr(old_section, field, getattr(new_section, field))
-        if self._quotas is not None:
-            self._quotas.quotas = quotas_of(self.config)
+        self.store.quotas = quotas_of(self.config)
         for hook in self.reload_hooks:
             hook(self.config)
         self.auth.reload()

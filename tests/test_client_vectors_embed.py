@@ -15,7 +15,7 @@ from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 from host.app import Host, make_store
 from host.client import MemoryClient
 from host.search.client_vectors import unit_rows
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 
 pytestmark = pytest.mark.all_backends
 

@@ -84,7 +84,7 @@ async def test_the_host_vectors_of_an_approximate_index_are_ranked_exactly(
     from host.config import load_config
     from host.search.engine import SearchEngine
     from host.search.vectors import LocalVectors
-    from host.store.base import NewEntry, Query, Scope
+    from host.store.records import NewEntry, Query, Scope
     from host.store.sqlite.store import SQLiteEntryStore
     from protocol.keys import canonical_key
 

@@ -23,7 +23,7 @@ from support.hosts import make_config, running_host, url_of
 from host.app import Host
 from host.client import MemoryClient
 from host.search.client_vectors import space_key, unit_rows
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 from protocol.clock import ShiftedClock
 

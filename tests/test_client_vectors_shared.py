@@ -19,8 +19,8 @@ from test_client_vectors_index import DIMS, SPACE, Model, _check, _clients, _put
 
 from host.app import Host, make_store
 from host.search.client_vectors import nearest, space_key, unit_rows
-from host.store.base import NewEntry, Query, Scope
 from host.store.postgres import extensions as pg_ext
+from host.store.records import NewEntry, Query, Scope
 
 pytestmark = pytest.mark.all_backends
 

@@ -18,7 +18,7 @@ from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
-from host.store.base import Scope
+from host.store.records import Scope
 from protocol.clock import ShiftedClock
 from protocol.messages import MemoryChangedEvent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from host.store.base import NewEntry, Query, Quotas, Scope
+from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import ops
 from host.store.sqlite.bm25 import analyse, stems
 from host.store.sqlite.deferred import Deferred

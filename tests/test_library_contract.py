@@ -26,7 +26,7 @@ from host.library import (
 )
 from host.library.entry_store import EntryStoreMemories
 from host.library.protocol import Closing
-from host.store.base import Scope
+from host.store.records import Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 Factory = Callable[[], Any]

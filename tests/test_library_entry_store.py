@@ -19,7 +19,8 @@ from host.library.entry_store import EntryStoreMemories
 from host.library.models import Memory, MemoryImportance, MemoryType
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
-from host.store.base import EntryStore, NewEntry, Query, Scope
+from host.store.interface import EntryStore
+from host.store.records import NewEntry, Query, Scope
 from protocol.keys import canonical_key
 
 SCOPE = Scope("ns", "a1")

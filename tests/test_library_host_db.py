@@ -24,7 +24,7 @@ from host.library.sqlite_store import SQLiteStore
 from host.mcp.app import McpApp
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import Scope
+from host.store.records import Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 NS, AGENT = "ns", "a1"

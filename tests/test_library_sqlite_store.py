@@ -11,7 +11,7 @@ import pytest
 from host.app import Host
 from host.library import Memory, MemoryImportance, MemoryType, SQLiteStore, StoreFullError
 from host.library.mapping import memory_to_entry
-from host.store.base import Quotas
+from host.store.records import Quotas
 
 
 async def test_host_serves_library_memories(host: Host, db_path: Path,

@@ -12,7 +12,7 @@ from support.hosts import make_config
 
 from host.mcp.app import McpApp
 from host.mcp.changes import namespace_uri
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 
 
 async def test_a_listener_is_told_of_the_changes_it_may_read(db_path: Path) -> None:

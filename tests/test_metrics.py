@@ -13,7 +13,7 @@ import pytest
 from host.app import Host
 from host.client import MemoryClient, RemoteError
 from host.ops.metrics import Metrics
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 
 pytestmark = pytest.mark.all_transports("websocket")
 

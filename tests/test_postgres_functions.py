@@ -11,7 +11,6 @@ import asyncpg
 import pytest
 from test_store_contract import T0, entry, key
 
-from host.store.base import Query, Scope
 from host.store.postgres.schema import (
     FUNCTIONS,
     LOCK_MIGRATE,
@@ -22,6 +21,7 @@ from host.store.postgres.schema import (
     apply_functions,
 )
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import Query, Scope
 
 _OURS = ("SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n"
          " ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"

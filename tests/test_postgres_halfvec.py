@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_store_contract import BOTH, T0, entry, key
 
-from host.store.base import Query, Scope
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import Query, Scope
 
 INDEXES = ("SELECT indexname FROM pg_indexes WHERE tablename = 'a2e_vectors'"
            " AND indexname LIKE 'a2e_vectors_hnsw%' ORDER BY 1")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from test_store_contract import BOTH, T0, entry
 
-from host.store.base import EntryStore, Query, Scope
+from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import Query, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 from host.text.bm25 import bm25
 from host.text.searchable import stored_text

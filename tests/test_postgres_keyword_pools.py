@@ -19,8 +19,9 @@ from pathlib import Path
 from test_postgres_keyword import _texts
 from test_store_contract import BOTH, T0, entry
 
-from host.store.base import EntryStore, Query, Scope
+from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import Query, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 QUERIES = ("apple", "apple river", "stone cloud music", "lantern meadow apple", "copper",

@@ -9,9 +9,9 @@ import asyncpg
 import pytest
 from test_store_contract import T0, entry, key
 
-from host.store.base import Query, Scope
 from host.store.postgres.schema import BASELINE, FUNCTIONS, MIGRATIONS, OlderSchema
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import Query, Scope
 
 _TABLES = ("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables"
            " WHERE schemaname = current_schema()")

@@ -13,7 +13,7 @@ import pytest
 
 from host.config import SearchConfig
 from host.search.ranking import NO_TERM_SHARE, coverages, fused_z, score, zscores
-from host.store.base import StoredEntry
+from host.store.records import StoredEntry
 from host.text.keyword import Coverage, _fold, pair_coverage, stems, term_weights, tokens
 from host.text.searchable import EntryTerms, stored_text
 

@@ -19,7 +19,7 @@ from host.app import Host
 from host.client import MemoryClient
 from host.config import SearchConfig
 from host.search import ranking
-from host.store.base import StoredEntry
+from host.store.records import StoredEntry
 from host.text.keyword import pair_coverage, term_weights
 from scripts.bench.eval_relevance import label
 

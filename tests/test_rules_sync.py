@@ -17,7 +17,7 @@ from host.config import Config, load_config
 from host.rules.memory import rule_content, tag_queries
 from host.rules.resolver import RulesIndex
 from host.rules.sync import load_into_store, rules_for
-from host.store.base import Query, Scope
+from host.store.records import Query, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 SAMPLE = Path(__file__).parent / "data" / "rules"

@@ -12,7 +12,7 @@ from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
-from host.store.base import NewEntry, Query, Scope
+from host.store.records import NewEntry, Query, Scope
 from host.text.bm25 import Analysis, Bm25Stats, bm25
 from host.text.searchable import searchable_text
 from protocol.keys import canonical_key

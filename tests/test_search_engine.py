@@ -18,7 +18,7 @@ from host.client import MemoryClient
 from host.config import load_config
 from host.search.embed import Embedder, OpenAIEmbedder
 from host.search.engine import SearchEngine
-from host.store.base import NewEntry, Query, Scope
+from host.store.records import NewEntry, Query, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host.store.base import NewEntry, Query, Scope
+from host.store.records import NewEntry, Query, Scope
 from host.store.sqlite import ops
 from host.store.sqlite.schema import MIGRATIONS, connect, migrate
 

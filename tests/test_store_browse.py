@@ -1,4 +1,4 @@
-"""The `Browse` capability (the memory browser's reads), run against every backend."""
+"""The memory browser's reads (`EntryStore.overview`, `browse`, ...), run against every backend."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from host.store.base import Browse, BrowseFilter, EntryStore, NewEntry, Scope, stored_bytes
+from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import BrowseFilter, NewEntry, Scope, stored_bytes
 from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
 
@@ -43,7 +44,6 @@ def _keys(entries: list) -> list[str]:  # type: ignore[type-arg]
 
 async def test_browse_lists_every_agents_entries_newest_first(store: EntryStore) -> None:
     """A browse sees every agent's live entries of one namespace, newest first, paged."""
-    assert isinstance(store, Browse)
     now = T0 + 10  # "gone" has expired
     page, total = await store.browse("ns", BrowseFilter(limit=2), now)
     assert total == 3 and _keys(page) == ['{"k":"s_1"}', '{"k":"b1"}']
@@ -56,7 +56,6 @@ async def test_browse_lists_every_agents_entries_newest_first(store: EntryStore)
 async def test_browse_filters_by_tier_agent_tags_and_key_text(store: EntryStore) -> None:
     """Tier, writing agent, every tag and text within the key narrow a browse; LIKE wildcards
     in the key text are literal."""
-    assert isinstance(store, Browse)
     now = T0 + 10
 
     async def keys(**f: object) -> list[str]:
@@ -74,7 +73,6 @@ async def test_browse_filters_by_tier_agent_tags_and_key_text(store: EntryStore)
 async def test_overview_entry_changes_and_export(store: EntryStore) -> None:
     """The overview counts live entries by tier and agent (only the namespaces asked for);
     one entry reads back by id; export holds the namespace."""
-    assert isinstance(store, Browse)
     now = T0 + 10
     rows = await store.overview(None, now)
     assert [r.namespace for r in rows] == ["ns", "other"]

@@ -1,6 +1,6 @@
 """The `EntryStore` contract, run against every backend (SQLite file, PostgreSQL database).
 
-Each test states one behaviour of `host.store.base.EntryStore`; the `store` fixture is
+Each test states one behaviour of `host.store.interface.EntryStore`; the `store` fixture is
 parametrised by backend, so a backend that drifts from the reference semantics fails here.
 """
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from host.store.base import EntryStore, NewEntry, Query, Quotas, Refusal, Scope
+from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import NewEntry, Query, Quotas, Refusal, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 from host.text.keyword import coverage, query_terms
 from protocol.keys import canonical_key

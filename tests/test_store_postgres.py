@@ -16,9 +16,9 @@ from test_store_contract import BOTH, T0, entry, key
 
 from host.app import make_store
 from host.config import load_config
-from host.store.base import Query, Quotas, Scope
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
 from host.store.postgres.store import PostgresEntryStore, _lexemes, lexemes_of
+from host.store.records import Query, Quotas, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from host.store.base import EntryStore, NewEntry, Query, Scope, StoreExtensions
-from host.store.changes import ChangeLog
 from host.store.filters import parse_filter, parse_key_prefix
+from host.store.interface import EntryStore
 from host.store.postgres import scan_index as pg_scan_index
 from host.store.postgres.sql import _Params, _where
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import NewEntry, Query, Scope
 from host.store.sqlite import ops, scan_index
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
 from host.store.sqlite.schema import connect
@@ -52,14 +52,12 @@ def entry(i: int, **kw: Any) -> NewEntry:
 
 async def expired_changes(store: EntryStore, namespace: str) -> list[int]:
     """The sequence numbers of the namespace's `expired` changes."""
-    assert isinstance(store, ChangeLog)
     return [c.seq for c in await store.changes_after(namespace, 0, 1000) if c.op == "expired"]
 
 
 async def test_a_sweep_of_more_than_a_batch_commits_batch_by_batch(store: EntryStore) -> None:
     """A sweep of 2,500 expired entries deletes them all in transactions of at most 1,000,
     each logged as its own `expired` change (one transaction held the writer ~1 s at 50,000)."""
-    assert isinstance(store, StoreExtensions)
     await store.put(A, [entry(i, ttl=60, updated_at=T0 - 3600) for i in range(2500)], T0)
     await store.put(A, [entry(9999)], T0)  # live: stays
     assert await store.sweep(A, ("semantic",), T0) == 2500

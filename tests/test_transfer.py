@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from host.cli._progress import Progress
 from host.cli.export import line_of
 from host.cli.import_ import _entries
-from host.store.base import Quotas
+from host.store.records import Quotas
 from host.store.sqlite.admin import export_rows, import_batch, open_store_file
 from protocol.keys import canonical_key
 

@@ -14,7 +14,7 @@ import numpy as np
 from host.config import Config
 from host.search.index import VectorIndexes
 from host.search.worker import LocalWorker
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 DIM = 8

@@ -27,7 +27,7 @@ from host.config import Config
 from host.search.client_vectors import MAX_DIMS, ROWS_PER_ENTRY, space_key
 from host.search.index import VectorIndexes
 from host.search.worker import LocalWorker
-from host.store.base import NewEntry, Scope
+from host.store.records import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
 

@@ -382,7 +382,8 @@ def test_the_changes_a_feed_keeps_in_memory_are_bounded_in_bytes() -> None:
     them go, the older ones, which a watch behind them replays from the log), however few
     changes that is."""
     from host.memory import watch as watch_module
-    from host.store.changes import Change, encode_records, stored_record
+    from host.store.changes import encode_records, stored_record
+    from host.store.records import Change
 
     feed = watch_module._Feed("ns", 0)
     big = b'"' + b"x" * 1_000_000 + b'"'

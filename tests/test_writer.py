@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from host.store.base import NewEntry, Query, Scope
+from host.store.records import NewEntry, Query, Scope
 from host.store.sqlite import ops
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from host.app import open_store
 from host.app import quotas_of as quotas
 from host.config import Config, mask_value
-from host.store.base import StoreAdmin
+from host.store.admin import StoreAdmin
 from host.store.postgres.admin import PostgresAdmin
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.admin import SQLiteAdmin, open_store_file

@@ -16,7 +16,7 @@ from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.cli.transfer import ExportedEntry, encode_line
 from host.config import Config
-from host.store.base import ExportRow
+from host.store.admin import ExportRow
 
 __all__ = ["line_of", "register"]
 

@@ -22,7 +22,7 @@ from host.cli._store import open_admin
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.cli.transfer import decode_line
 from host.config import Config
-from host.store.base import NewEntry, Scope, StoreOutcome
+from host.store.records import NewEntry, Scope, StoreOutcome
 
 __all__ = ["register", "BATCH"]
 

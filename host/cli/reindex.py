@@ -17,7 +17,6 @@ from host.cli._progress import Progress
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import VectorQueue
 
 __all__ = ["register"]
 
@@ -30,14 +29,13 @@ async def _reindex(args: argparse.Namespace) -> int:
         return 0
     # SQLite (which must exist), or PostgreSQL (claims as a host's worker does)
     store = make_store(config, create=False)
-    queue = store if isinstance(store, VectorQueue) else None  # both backends have one
     await open_store(store, config)
     engine = SearchEngine(store, embedder, config.search)
     try:
         await engine.start(worker=False)
-        if args.all and queue is not None:
-            await queue.requeue_vectors()
-        with Progress("reindex", await queue.vector_queue() if queue is not None else 0) as bar:
+        if args.all:
+            await store.requeue_vectors()
+        with Progress("reindex", await store.vector_queue()) as bar:
             done = await engine.drain(lambda n, _left: bar.advance(n - bar.done))
     finally:
         await engine.stop()

@@ -14,7 +14,7 @@ from host.cli._store import open_admin, quotas
 from host.cli.main import add_db_args, config_from_args, run_loop
 from host.config import Config
 from host.ops.usage import read_usage
-from host.store.base import NamespaceStats
+from host.store.admin import NamespaceStats
 from host.store.growth import UsageSummary
 
 __all__ = ["register"]

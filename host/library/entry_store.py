@@ -46,7 +46,8 @@ from host.library.sqlite_store import StoreFullError
 from host.memory.working import WorkingTier
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights
-from host.store.base import PERSISTENT_TIERS, EntryStore, Query, Scope, StoredEntry
+from host.store.interface import EntryStore
+from host.store.records import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.text.keyword import query_terms
 from protocol.keys import canonical_key
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from host.library.mapping import key_to_id, memory_to_entry, stored_to_memory
 from host.library.models import Memory, RetrievalResult
 from host.search.rank import RankWeights, rank_matches
-from host.store.base import NewEntry, StoredEntry
+from host.store.records import NewEntry, StoredEntry
 from protocol.keys import canonical_key
 
 __all__ = ["new_entry", "ranked_results"]

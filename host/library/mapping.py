@@ -40,7 +40,7 @@ from host.library.models import Memory, MemoryImportance, MemoryType, utc_now
 from protocol.keys import canonical_json
 
 if TYPE_CHECKING:
-    from host.store.base import StoredEntry
+    from host.store.records import StoredEntry
 
 __all__ = [
     "IMPORTANCE_SCORE",

@@ -32,7 +32,7 @@ from host.library.host_db import new_entry
 from host.library.mapping import key_to_id
 from host.library.search import Row
 from host.library.searcher import EngineSearcher
-from host.store.base import PERSISTENT_TIERS, Query, Quotas, Scope, StoredEntry
+from host.store.records import PERSISTENT_TIERS, Query, Quotas, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
 from protocol.keys import canonical_key

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from host.config import SearchConfig
 from host.search.embed import Embedder, EmbedderError, make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import Query, Scope, StoredEntry
+from host.store.records import Query, Scope, StoredEntry
 from host.store.sqlite.store import SQLiteEntryStore
 
 __all__ = ["EngineSearcher", "load_embedder"]

@@ -45,7 +45,7 @@ from host.library.protocol import Closing
 from host.library.searcher import EngineSearcher
 from host.memory.session import DEFAULT_AGENT
 from host.search.rank import RankWeights
-from host.store.base import PERSISTENT_TIERS, Query, Scope, StoredEntry
+from host.store.records import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.store.sqlite import ops
 from host.store.sqlite.schema import connect, migrate, write_transaction
 from host.text.keyword import query_terms

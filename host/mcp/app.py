@@ -30,7 +30,8 @@ from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
-from host.store.base import ChangeLog, EntryStore, Scope
+from host.store.interface import EntryStore
+from host.store.records import Scope
 
 __all__ = ["McpApp"]
 
@@ -59,13 +60,12 @@ class McpApp(Opens):
             self.store, make_embedder(config.search), config.search)
         self.memories = EntryStoreMemories(self.store, scope, config, self.search)
         self.bus = InMemorySubscriptionBus()
-        self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus) \
-            if isinstance(self.store, ChangeLog) else None
+        self.feed = NamespaceFeed(self.store, scope, config.watch.poll_interval, self.bus)
         self.server = build_server(
             self.memories, config,
             rules=functools.partial(rules_for, self.store, cfg.namespace),
             subscriptions=self.bus,
-            namespace=(self.feed.uri, self.feed.describe) if self.feed is not None else None,
+            namespace=(self.feed.uri, self.feed.describe),
         )
 
     async def open(self) -> None:
@@ -73,8 +73,7 @@ class McpApp(Opens):
         background (not inside a host: the host did); follow its change log for the
         namespace."""
         if not self.own_search:  # inside a host: its store and engine are started
-            if self.feed is not None:
-                await self.feed.start()
+            await self.feed.start()
             return
         await self.store.open()
         try:
@@ -82,14 +81,12 @@ class McpApp(Opens):
         except BaseException:
             await self.store.close()
             raise
-        if self.feed is not None:
-            await self.feed.start()
+        await self.feed.start()
 
     async def close(self) -> None:
         """Stop following and embedding, commit and close the store (inside a host, only stop
         following: the store and the engine are the host's)."""
-        if self.feed is not None:
-            await self.feed.stop()
+        await self.feed.stop()
         if not self.own_search:
             return
         await self.search.stop()

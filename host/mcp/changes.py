@@ -18,8 +18,9 @@ import json
 import logging
 from typing import Any
 
-from host.store.base import Scope
-from host.store.changes import ChangeLog, decode_entries
+from host.store.changes import decode_entries
+from host.store.interface import EntryStore
+from host.store.records import Scope
 
 __all__ = ["NamespaceFeed", "namespace_uri"]
 
@@ -37,7 +38,7 @@ def namespace_uri(namespace: str) -> str:
 class NamespaceFeed:
     """Follows one scope's changes in a change log; `publish(uri)` for each one it may read."""
 
-    def __init__(self, changes: ChangeLog, scope: Scope, interval: float, bus: Any) -> None:
+    def __init__(self, changes: EntryStore, scope: Scope, interval: float, bus: Any) -> None:
         self.changes = changes
         self.scope = scope
         self.interval = interval

@@ -11,7 +11,7 @@ The memory plugin asks here before it touches a tier or the store. With authenti
 
 `admin` carries every right. A request that names a tier it may not use is `unauthorized`; a
 request for every tier (`tier: ""`) covers the tiers it may use. Which rows a tier shows is not
-decided here: the store's queries select by namespace and owner (see `host.store.base`).
+decided here: the store's queries select by namespace and owner (see `host.store.interface`).
 """
 
 from __future__ import annotations

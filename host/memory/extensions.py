@@ -28,14 +28,6 @@ from host.memory.access import Access
 from host.memory.watch import WatchHub
 from host.search.client_vectors import MAX_DIMS, ROWS_PER_ENTRY, SpaceDims, nearest, unit_rows
 from host.search.engine import SearchEngine
-from host.store.base import (
-    PERSISTENT_TIERS,
-    ClientVectors,
-    EntryStore,
-    Query,
-    StoredEntry,
-    StoreExtensions,
-)
 from host.store.filters import (
     Condition,
     FilterError,
@@ -45,6 +37,8 @@ from host.store.filters import (
     parse_key_prefix,
     select_paths,
 )
+from host.store.interface import EntryStore
+from host.store.records import PERSISTENT_TIERS, Query, StoredEntry
 from protocol.clock import Clock
 from protocol.codec import new_id, now
 from protocol.errors import ErrorCode, ProtocolError
@@ -154,19 +148,10 @@ class _Plugin(Protocol):
 
 class StoreExtensionHandlers:
     """`memory/paths`, `memory/sweep`, and the vector search and TTL refresh of a retrieve,
-    over the plugin's store (which must have `StoreExtensions`, else `invalid_message`)."""
+    over the plugin's store."""
 
     def __init__(self, plugin: _Plugin) -> None:
         self.plugin = plugin
-        # the store's capabilities, checked once (host/store/base.py), not on every request
-        store = plugin.store
-        self._extended = store if isinstance(store, StoreExtensions) else None
-        self._client_vectors = store if isinstance(store, ClientVectors) else None
-
-    def _store(self, req_id: str, field: str = "type") -> StoreExtensions:
-        if self._extended is None:
-            raise _invalid("this host's store has no store extensions", req_id, field)
-        return self._extended
 
     async def vector_search(
         self, req: MemoryRetrieveRequest, session: Session, q: Query, t: float
@@ -179,9 +164,7 @@ class StoreExtensionHandlers:
             v = unit_rows([req.vector])[0]
         except ValueError as err:
             raise _invalid(str(err), req.id, "vector") from None
-        store = self._client_vectors
-        if store is None:
-            raise _invalid("this host's store keeps no client vectors", req.id, "vector")
+        store = self.plugin.store
         if not q.tiers:
             return [], 0
         spaces = self.plugin.search.spaces
@@ -219,7 +202,7 @@ class StoreExtensionHandlers:
                 by_tier.setdefault(e.tier, []).append(bytes(e.key))
         if not by_tier:
             return
-        store = self._store(req_id, "refresh_ttl")
+        store = self.plugin.store
         moved = 0
         for tier, keys in by_tier.items():
             moved += await store.refresh(session.scope, (tier,), keys, t)
@@ -242,7 +225,7 @@ class StoreExtensionHandlers:
         tiers = tuple(x for x in plugin.access.read_tiers(grant, req.tier, req.id)
                       if x in PERSISTENT_TIERS)
         await ctx.writes_done()
-        store = self._store(req.id)
+        store = self.plugin.store
         paths: list[list[str]] = []
         if tiers:
             t = plugin.clock()
@@ -266,7 +249,7 @@ class StoreExtensionHandlers:
         session, grant = plugin.access.session(ctx, req.memory_id, req.id)
         tiers = tuple(x for x in plugin.access.forget_tiers(grant, req.tier, req.id)
                       if x in PERSISTENT_TIERS)
-        store = self._store(req.id)
+        store = self.plugin.store
         n = await store.sweep(session.scope, tiers, plugin.clock()) if tiers else 0
         if n:
             plugin.search.notify()

@@ -33,19 +33,9 @@ from host.memory.working import ByteBudget, WorkingTier
 from host.search import judgement
 from host.search.engine import SearchEngine
 from host.search.rank import RankWeights, rank_matches
-from host.store.base import (
-    PERSISTENT_TIERS,
-    ChangeLog,
-    ClientVectors,
-    EntryStore,
-    NewEntry,
-    Query,
-    Refusal,
-    Scope,
-    StoredEntry,
-    StoredVectors,
-)
 from host.store.growth import ReadLog, evicted_by
+from host.store.interface import EntryStore
+from host.store.records import PERSISTENT_TIERS, NewEntry, Query, Refusal, Scope, StoredEntry
 from host.text.searchable import searchable_text
 from protocol.clock import Clock, wall_clock
 from protocol.codec import decode_entry, new_id, now, numbers_fit
@@ -117,13 +107,10 @@ class MemoryPlugin:
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
-        # the store's optional capabilities, checked once here (host/store/base.py)
-        self._client_vectors = isinstance(store, ClientVectors)
         # the judgement of a reply reads the stored vectors of its matches back
-        self._stored_vectors = (self.search.store
-                                if isinstance(self.search.store, StoredVectors) else None)
-        self.watches = WatchHub(store if isinstance(store, ChangeLog) else None, config.watch,
-                                self.access, max_keys=config.limits.max_keys_per_request)
+        self._stored_vectors = self.search.store
+        self.watches = WatchHub(store, config.watch, self.access,
+                                max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
         # the entries a retrieve returns are read: their read times, written in batches
         self.reads = ReadLog(store)
@@ -235,10 +222,6 @@ class MemoryPlugin:
                 vectors, space, dims = entry_vectors(e)
             except ValueError as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"vectors: {err}")
-                continue
-            if vectors and not self._client_vectors:
-                outcomes[i] = (ErrorCode.INVALID_MESSAGE,
-                               "vectors: this host's store keeps no client vectors")
                 continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,

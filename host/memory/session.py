@@ -8,7 +8,7 @@ from typing import cast
 
 from host.core.context import ConnectionContext
 from host.memory.working import ByteBudget, WorkingTier
-from host.store.base import Scope
+from host.store.records import Scope
 from protocol.errors import ErrorCode, ProtocolError
 
 __all__ = ["CAPABILITY", "DEFAULT_AGENT", "Session", "Sessions", "session_of", "sessions_of",

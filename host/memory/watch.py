@@ -45,15 +45,9 @@ from host.config import WatchConfig
 from host.core.context import ConnectionContext, Pieces
 from host.memory.access import Access
 from host.memory.session import Session
-from host.store.base import PERSISTENT_TIERS, ChangeNotices, Scope, StoredEntry
-from host.store.changes import (
-    Change,
-    ChangedEntry,
-    ChangeLog,
-    decode_entries,
-    removed_record,
-    stored_record,
-)
+from host.store.changes import ChangedEntry, decode_entries, removed_record, stored_record
+from host.store.interface import ChangeNotices, EntryStore
+from host.store.records import PERSISTENT_TIERS, Change, Scope, StoredEntry
 from protocol.codec import new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -206,7 +200,7 @@ class WatchHub:
     """Every watch of one host. `register(router)`, `start()`, `stop()`; the memory plugin
     calls `poke(namespace)` after each commit and `working(...)` after working-tier writes."""
 
-    def __init__(self, changes: ChangeLog | None, config: WatchConfig, access: Access, *,
+    def __init__(self, changes: EntryStore | None, config: WatchConfig, access: Access, *,
                  max_keys: int = 1_000) -> None:
         self.log = changes
         self.config = config
@@ -226,7 +220,7 @@ class WatchHub:
         of another process on SQLite; a notification lost with a dropped connection)."""
         if self.log is None or self._poller is not None:
             return
-        if isinstance(self.log, ChangeNotices):  # once a start (host/store/base.py)
+        if isinstance(self.log, ChangeNotices):  # once a start (host/store/interface.py)
             await self.log.listen_changes(self._notified)
         self._poller = asyncio.get_running_loop().create_task(self._poll())
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from host.store.base import NewEntry, StoredEntry, stored_bytes
+from host.store.records import NewEntry, StoredEntry, stored_bytes
 from host.text.bm25 import Analysis
 from host.text.keyword import coverage
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from host.store.base import EntryStore
+from host.store.interface import EntryStore
 from protocol.clock import Clock, wall_clock
 
 __all__ = ["GarbageCollector"]

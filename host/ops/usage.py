@@ -20,8 +20,8 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from host.store.base import Quotas
 from host.store.growth import FRACTION_BUCKETS, QuotaReport, TenantUsage, UsageSummary
+from host.store.records import Quotas
 
 __all__ = ["WARN_AT", "QuotaUsage", "read_usage"]
 

@@ -32,7 +32,8 @@ from host.rules.memory import (
 )
 from host.rules.model import Level, Rule, RulesProblem
 from host.rules.resolver import RulesIndex
-from host.store.base import EntryStore, NewEntry, Query, Scope, StoredEntry
+from host.store.interface import EntryStore
+from host.store.records import NewEntry, Query, Scope, StoredEntry
 from host.text.searchable import searchable_text
 from protocol.keys import canonical_key
 

@@ -62,7 +62,7 @@ from host.text.searchable import EntryTerms
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
-    from host.store.base import Hits, StoredEntry
+    from host.store.records import Hits, StoredEntry
 
 __all__ = ["CALIBRATIONS", "FEATURES", "FLAT_BM25_CV", "FLAT_KEYWORD", "NEIGHBOUR_PRIOR_ROWS", "NO_TERM_SHARE", "PRIOR_ROWS", "REFERENCE_QUERIES", "REFERENCE_TEXTS", "cosine_at_half", "coverages", "flat_bm25", "fuse", "fused_z",
            "neighbour_floor", "orders", "pair_features", "pair_relevance", "score", "standouts", "zscores"]

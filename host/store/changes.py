@@ -20,7 +20,7 @@ and never the content. A `stored` change left with no record stays, empty (nobod
 so the numbers of the changes do not move.
 
 The log is kept for `watch.retention_seconds` and at most `watch.retention_rows` changes a
-namespace (`ChangeLog.prune_changes`); the highest sequence pruned from a namespace is its
+namespace (`EntryStore.prune_changes`); the highest sequence pruned from a namespace is its
 *floor*: a cursor below it may have missed changes and is refused (`cursor_expired`).
 """
 
@@ -32,11 +32,7 @@ from typing import Any
 
 import msgspec
 
-from host.store.base import Change, ChangeLog  # declared with every store capability
-
 __all__ = [
-    "Change",
-    "ChangeLog",
     "ChangedEntry",
     "decode_entries",
     "encode_records",

@@ -32,19 +32,16 @@ from host.memory.plugin import MemoryPlugin
 from host.ops.gc import GarbageCollector
 from host.ops.metrics import Metrics
 from host.search.rank import RankWeights, score_parts
-from host.store.base import (
+from host.store.changes import decode_entries
+from host.store.interface import EntryStore
+from host.store.records import (
     PERSISTENT_TIERS,
-    Browse,
     BrowsedEntry,
     BrowseFilter,
-    ChangeLog,
-    EntryStore,
     Query,
     Scope,
     StoredEntry,
-    VectorQueue,
 )
-from host.store.changes import decode_entries
 from host.ui import views
 from host.ui.health import HealthSampler
 from host.ui.html import layout
@@ -143,14 +140,13 @@ class UiApp:
         cfg = deps.config
         self.gate = Gatekeeper(deps.auth, secure=bool(cfg.server.tls_cert))
         self.weights = RankWeights.from_config(cfg.ranking)
-        # the store's optional capabilities the pages read, checked once (host/store/base.py)
+        # every store has the operator's reads, the change log and the embedding queue
         store = deps.store
-        self._browser = store if isinstance(store, Browse) else None
-        self._changes = store if isinstance(store, ChangeLog) else None
-        queue = store if isinstance(store, VectorQueue) else None
+        self._browser: EntryStore | None = store
+        self._changes: EntryStore | None = store
 
         async def _backlog() -> int:
-            return int(await queue.vector_queue()) if queue is not None else 0
+            return int(await store.vector_queue())
 
         self.health = HealthSampler(deps.metrics.latency_snapshot, deps.connections,
                                     deps.in_flight, _backlog, cfg.ui.health_interval,
@@ -174,7 +170,7 @@ class UiApp:
 
     @property
     def browsable(self) -> bool:
-        """True when the store offers the operator's reads (`host.store.base.Browse`)."""
+        """True when the store offers the operator's reads (`EntryStore.browse`)."""
         return self._browser is not None
 
     async def start(self) -> None:
@@ -271,7 +267,7 @@ class UiApp:
             return True
         return bool(await self._browser.overview([ns], now))
 
-    def _browse(self) -> Browse:
+    def _browse(self) -> EntryStore:
         if self._browser is None:
             raise _Refused(refusal(HTTPStatus.NOT_IMPLEMENTED,
                                    "this store does not offer browsing"))

@@ -26,7 +26,7 @@ from http import HTTPStatus
 
 from host.core.auth import Authenticator, Grant
 from host.memory.access import Access
-from host.store.base import PERSISTENT_TIERS
+from host.store.records import PERSISTENT_TIERS
 from host.ui.web import Request, Response, refusal
 
 __all__ = ["BIND_COOKIE", "TOKEN_COOKIE", "Gatekeeper", "Viewer"]

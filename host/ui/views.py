@@ -15,7 +15,7 @@ from typing import Any
 from host.ops.gc import GarbageCollector
 from host.ops.metrics import LATENCY_BUCKETS
 from host.search.rank import ScoreParts
-from host.store.base import BrowsedEntry, NamespaceOverview, StoredEntry
+from host.store.records import BrowsedEntry, NamespaceOverview, StoredEntry
 from host.ui.charts import bar, column_chart, line_chart
 from host.ui.health import HealthSample
 from host.ui.html import (

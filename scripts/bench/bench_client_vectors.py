@@ -45,7 +45,7 @@ from host.search.client_vectors import nearest  # noqa: E402
 from host.search.engine import SearchEngine  # noqa: E402
 from host.search.index import VectorIndexes  # noqa: E402
 from host.search.worker import LocalWorker  # noqa: E402
-from host.store.base import NewEntry, Query, Scope  # noqa: E402
+from host.store.records import NewEntry, Query, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 
 SPACE = "bench"

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from host.app import make_store  # noqa: E402
 from host.config import load_config  # noqa: E402
-from host.store.base import NewEntry, Scope  # noqa: E402
+from host.store.records import NewEntry, Scope  # noqa: E402
 
 
 async def _links(store: object, db: str) -> int:

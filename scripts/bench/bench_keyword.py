@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from host.config import SearchConfig  # noqa: E402
-from host.store.base import NewEntry, Query, Quotas, Scope  # noqa: E402
+from host.store.records import NewEntry, Query, Quotas, Scope  # noqa: E402
 from host.store.sqlite import ops  # noqa: E402
 from host.store.sqlite.deferred import Deferred  # noqa: E402
 from host.store.sqlite.schema import connect, migrate  # noqa: E402

@@ -57,8 +57,8 @@ def _baseline(sql: str) -> str:
 
 
 async def _load(url: str, case: str) -> None:
-    from host.store.base import NewEntry, Quotas, Scope
     from host.store.postgres.store import PostgresEntryStore
+    from host.store.records import NewEntry, Quotas, Scope
 
     words = bench_postgres.WORDS
     if case in ("bench", "all"):

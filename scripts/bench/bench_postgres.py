@@ -377,8 +377,8 @@ def _measure(url: str, pg: PgCpu, case: str, connections: int, depth: int, secon
 async def _load(url: str, namespace: str, count: int) -> None:
     """`count` semantic entries in `namespace`, each holding both words of `QUERY` among
     others, written through the store in puts of 500 entries (not the measured path)."""
-    from host.store.base import NewEntry, Quotas, Scope
     from host.store.postgres.store import PostgresEntryStore
+    from host.store.records import NewEntry, Quotas, Scope
 
     scope = Scope(namespace, "loader")
     big = 1 << 62  # one loader writes the whole namespace: no quota of the host's stands in

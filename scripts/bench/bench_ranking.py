@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from host.search import ranking  # noqa: E402
-from host.store.base import Query, Scope, StoredEntry  # noqa: E402
+from host.store.records import Query, Scope, StoredEntry  # noqa: E402
 from host.text.searchable import EntryTerms  # noqa: E402
 from scripts.bench.bench_retrieval import add_data_arg, load  # noqa: E402
 from scripts.bench.tune_retrieval import cached_host, overrides, stored_conversation  # noqa: E402

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from support.procs import HostProcess  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
-from host.store.base import NewEntry, Quotas, Scope  # noqa: E402
+from host.store.records import NewEntry, Quotas, Scope  # noqa: E402
 from host.store.sqlite import scan_index  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 from protocol.codec import new_id, now  # noqa: E402

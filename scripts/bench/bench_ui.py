@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from host.store.base import BrowseFilter, NewEntry, Query, Scope  # noqa: E402
+from host.store.records import BrowseFilter, NewEntry, Query, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 from protocol.keys import canonical_key  # noqa: E402
 

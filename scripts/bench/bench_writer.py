@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))  # bench_client's sentences
 from bench_client import sentence  # noqa: E402
 
 import host  # noqa: E402
-from host.store.base import NewEntry, Scope  # noqa: E402
+from host.store.records import NewEntry, Scope  # noqa: E402
 from host.store.sqlite.store import SQLiteEntryStore  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
 

@@ -50,7 +50,7 @@ from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.ranking import REFERENCE_TEXTS, coverages  # noqa: E402
-from host.store.base import Query, Scope  # noqa: E402
+from host.store.records import Query, Scope  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
 from scripts.bench.tune_retrieval import cached_host, overrides  # noqa: E402
 

@@ -16,9 +16,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import msgspec
 
-from host.store.base import ExportRow, NamespaceStats, NewEntry, Quotas, Scope, StoreOutcome
+from host.store.admin import ExportRow, NamespaceStats
 from host.store.growth import UsageSummary
 from host.store.postgres.store import PostgresEntryStore
+from host.store.records import NewEntry, Quotas, Scope, StoreOutcome
 
 __all__ = ["PostgresAdmin", "database_bytes", "export_rows", "import_batch", "stats"]
 
@@ -83,7 +84,7 @@ async def database_bytes(store: PostgresEntryStore) -> int:
 
 
 class PostgresAdmin:
-    """`host.store.base.StoreAdmin` on an open `PostgresEntryStore` (the caller's to close);
+    """`host.store.admin.StoreAdmin` on an open `PostgresEntryStore` (the caller's to close);
     `where` is how to show the database (its URL with the password masked)."""
 
     def __init__(self, store: PostgresEntryStore, where: str) -> None:

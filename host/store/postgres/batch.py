@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from host.store.base import Scope
+from host.store.records import Scope
 
 __all__ = ["BatchError", "MAX_BATCH_ENTRIES", "PendingWrite", "WriteBatcher"]
 

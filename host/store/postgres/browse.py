@@ -1,4 +1,4 @@
-"""The memory browser's reads on PostgreSQL (`host.store.base.Browse`), the SQL of
+"""The memory browser's reads on PostgreSQL (`host.store.interface.EntryStore`), the SQL of
 `host.store.sqlite.browse` in PostgreSQL's dialect, over the store's asyncpg pool.
 
 Like the SQLite ones they cross the agents of a namespace (an operator's view, reached only
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview
+from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview
 
 __all__ = ["browse", "browse_entry", "export_namespace", "overview"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from host.store.changes import Change
 from host.store.postgres.sql import StoreState
+from host.store.records import Change
 
 __all__ = ["Changes"]
 

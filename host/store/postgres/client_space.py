@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from host.store.base import ClientRows, Query, Scope
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres.sql import StoreState, _Params, _where
+from host.store.records import ClientRows, Query, Scope
 
 __all__ = ["ClientSpace", "SpacePages"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from host.store.base import Refusal, StoreOutcome
 from host.store.growth import PutOutcomes
+from host.store.records import Refusal, StoreOutcome
 
 __all__ = ["put_outcomes"]
 

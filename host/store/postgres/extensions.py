@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from host.store.base import ClientRows, NewEntry, Scope, owner_for
 from host.store.changes import whole_changes
+from host.store.records import ClientRows, NewEntry, Scope, owner_for
 
 __all__ = ["PENDING_SECONDS", "ROWS_OF", "SPACE_ROWS", "client_changes", "client_rows",
            "client_rows_of", "digest", "pending_before", "read_vectors", "space_dims",

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from host.store import filters
-from host.store.base import Query, Scope, StoredEntry
 from host.store.key_index import leading
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres import filters as pg_filters
@@ -26,6 +25,7 @@ from host.store.postgres.sql import (
     _visibility,
     _where,
 )
+from host.store.records import Query, Scope, StoredEntry
 from host.text.bm25 import Analysis, Bm25Stats
 from host.text.keyword import coverage, query_terms
 

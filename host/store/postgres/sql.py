@@ -16,7 +16,9 @@ from typing import Any
 
 import msgspec
 
-from host.store.base import (
+from host.store.postgres import filters as pg_filters
+from host.store.postgres.batch import WriteBatcher
+from host.store.records import (
     NewEntry,
     Query,
     Quotas,
@@ -26,8 +28,6 @@ from host.store.base import (
     scope_token,
     stored_bytes,
 )
-from host.store.postgres import filters as pg_filters
-from host.store.postgres.batch import WriteBatcher
 from host.text.keyword import tokens
 
 __all__ = ["StoreState", "is_postgres_url", "lexemes_of"]
@@ -86,7 +86,7 @@ def _text_array(values: Sequence[str]) -> str:
 
 
 def stored_size(e: NewEntry) -> int:
-    """The bytes an entry counts against the byte quotas (`host.store.base.stored_bytes`, as
+    """The bytes an entry counts against the byte quotas (`host.store.records.stored_bytes`, as
     on SQLite)."""
     return stored_bytes(e.key, e.content, e.tags) + len(e.vectors)
 

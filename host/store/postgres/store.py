@@ -19,7 +19,7 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
   search engine ranks both backends alike.
 - TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
   (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
-- Vectors (`host.store.base.VectorSearch`): the hosts' embedding workers claim queued entries
+- Vectors (`host.store.interface.VectorSearch`): the hosts' embedding workers claim queued entries
   (`claim_vectors`, `FOR UPDATE SKIP LOCKED` and a lease) and write their vectors
   (`put_vectors`) into `a2e_vectors`; the search engine asks `nearest_vectors` for a query's
   neighbours within the reader's visibility (an HNSW index per dimension when pgvector is
@@ -28,7 +28,7 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 The class is made of one part a concern, each a module of this package over the shared state
 (`sql.StoreState`): `writes` (puts, forgets, touches, TTL), `reads` (finds, keyword search,
 fetches), `vectors` (the embedding queue, nearest neighbours), `changes` (the change log),
-`client_space` (the client spaces the host searches in memory, `base.ClientSpaceReads`);
+`client_space` (the client spaces the host searches in memory, `host.store.interface.EntryStore`);
 here are only the pool's life and the memory browser's reads (`browse`).
 """
 
@@ -134,16 +134,16 @@ class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, C
             pool, self._pool = self._pool, None
             await pool.close()
 
-    # -- the memory browser (host/ui; `base.Browse`, the SQL is in postgres/browse.py) --------
+    # -- the memory browser (host/ui; `host.store.interface.EntryStore`, the SQL is in postgres/browse.py) --------
 
     async def overview(self, namespaces: Sequence[str] | None, now: float
                        ) -> list[NamespaceOverview]:
-        """The namespaces with live entries, by name (`base.Browse.overview`)."""
+        """The namespaces with live entries, by name (`EntryStore.overview`)."""
         return await pg_browse.overview(self.pool, namespaces, now)
 
     async def browse(self, namespace: str, f: BrowseFilter, now: float
                      ) -> tuple[list[BrowsedEntry], int]:
-        """Live entries of `namespace` matching `f`, newest first (`base.Browse.browse`)."""
+        """Live entries of `namespace` matching `f`, newest first (`EntryStore.browse`)."""
         return await pg_browse.browse(self.pool, namespace, f, now)
 
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:

@@ -1,4 +1,4 @@
-"""The hosts' vectors on PostgreSQL (`host.store.base.VectorSearch`): the embedding queue
+"""The hosts' vectors on PostgreSQL (`host.store.interface.VectorSearch`): the embedding queue
 (`a2e_embed_queue`, claimed with `FOR UPDATE SKIP LOCKED` and a lease), the vectors
 (`a2e_vectors`), nearest neighbours on pgvector's HNSW index per dimension."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from host.store.base import Hits, Pending, Query, Scope
 from host.store.postgres.schema import LOCK_MIGRATE, advisory_lock, ensure_vector_index
 from host.store.postgres.sql import _VECTOR_LOCK_TIMEOUT_MS, StoreState, _Params, _where
+from host.store.records import Hits, Pending, Query, Scope
 from host.text.searchable import stored_text
 
 __all__ = ["Vectors"]

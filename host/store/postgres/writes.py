@@ -8,15 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from host.store.base import (
-    NewEntry,
-    Query,
-    Refusal,
-    Scope,
-    StorageFull,
-    StoreOutcome,
-    owner_for,
-)
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres.batch import BatchError, PendingWrite
 from host.store.postgres.evict import put_outcomes
@@ -33,6 +24,7 @@ from host.store.postgres.sql import (
     log,
     stored_size,
 )
+from host.store.records import NewEntry, Query, Refusal, Scope, StorageFull, StoreOutcome, owner_for
 from host.text.searchable import stored_text
 
 __all__ = ["Writes"]
@@ -188,7 +180,7 @@ class Writes(StoreState):
                     break
         return total
 
-    # -- the store extensions (host.store.base.StoreExtensions) ------------------------------
+    # -- the store extensions (host.store.interface.EntryStore) ------------------------------
 
     async def refresh(self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes],
                       now: float) -> int:

@@ -1,2 +1,2 @@
-"""The SQLite backend of `host.store.base.EntryStore`: schema, SQL, the group-commit writer,
+"""The SQLite backend of `host.store.interface.EntryStore`: schema, SQL, the group-commit writer,
 keyword statistics, vectors, admin tasks."""

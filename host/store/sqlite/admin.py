@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from host.store.base import ExportRow, NamespaceStats, NewEntry, Quotas, Scope, StoreOutcome
+from host.store.admin import ExportRow, NamespaceStats
 from host.store.growth import UsageSummary
+from host.store.records import NewEntry, Quotas, Scope, StoreOutcome
 from host.store.sqlite import ops
 from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite.schema import connect, migrate, write_transaction
@@ -187,7 +188,7 @@ def vacuum(path: str) -> None:
 
 
 class SQLiteAdmin:
-    """`host.store.base.StoreAdmin` on an open store file (`open_store_file`), the caller's to
+    """`host.store.admin.StoreAdmin` on an open store file (`open_store_file`), the caller's to
     close; imports apply `quotas`."""
 
     def __init__(self, conn: sqlite3.Connection, path: str, quotas: Quotas) -> None:

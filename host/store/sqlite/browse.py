@@ -1,4 +1,4 @@
-"""The SQL of the memory browser's reads on SQLite (`host.store.base.Browse`).
+"""The SQL of the memory browser's reads on SQLite (`host.store.interface.EntryStore`).
 
 Plain functions over one `sqlite3.Connection`, like `sqlite.ops`. Unlike the wire's reads they
 cross the agents of a namespace (an operator's view, reached only through `host.ui`, which
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from host.store.base import BrowsedEntry, BrowseFilter, NamespaceOverview
+from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview
 
 __all__ = ["browse", "browse_entry", "export_namespace", "overview"]
 

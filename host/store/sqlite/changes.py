@@ -34,7 +34,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from host.store.changes import Change, encode_records, without_entries
+from host.store.changes import encode_records, without_entries
+from host.store.records import Change
 
 __all__ = ["changes_after", "floor", "forget_gone", "head", "heads", "log_change", "prune"]
 

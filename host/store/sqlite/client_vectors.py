@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from host.store.base import NewEntry
+from host.store.records import NewEntry
 
 __all__ = ["space_fits", "write_client_vectors"]
 

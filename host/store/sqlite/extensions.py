@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from host.store.base import Query, Scope, owner_for
 from host.store.changes import whole_changes
 from host.store.key_index import leading
+from host.store.records import Query, Scope, owner_for
 from host.store.sqlite import changes
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred

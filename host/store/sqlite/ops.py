@@ -17,7 +17,9 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from host.store.base import (
+from host.store.changes import removed_record, stored_record
+from host.store.growth import PutOutcomes
+from host.store.records import (
     NewEntry,
     Query,
     Quotas,
@@ -29,8 +31,6 @@ from host.store.base import (
     scope_token,
     stored_bytes,
 )
-from host.store.changes import removed_record, stored_record
-from host.store.growth import PutOutcomes
 from host.store.sqlite import bm25, filters, scan_index
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.client_vectors import space_fits, write_client_vectors

@@ -20,7 +20,7 @@ Migration 6: `keyword_stats`, the rows and tokens of each namespace's keyword ro
 the namespace's own statistics, `host/store/sqlite/bm25.py`).
 
 Migration 7: `size` (what byte quotas count) is the key's, content's and tags' bytes
-(`host.store.base.stored_bytes`), recounted for existing entries.
+(`host.store.records.stored_bytes`), recounted for existing entries.
 
 Migration 2 (similarity search, `host/store/sqlite/vectors.py`): `vectors` (one float32 BLOB an
 entry, of the model named in `search_meta`), `embed_queue` (entries whose vector is missing or
@@ -235,7 +235,7 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT c.c0, count(*), sum(a2e_row_length(d.sz))
         FROM entries_fts_content c JOIN entries_fts_docsize d ON d.id = c.id GROUP BY c.c0;
     """,
-    # 7: byte quotas count keys and tags too (host.store.base.stored_bytes): every entry's
+    # 7: byte quotas count keys and tags too (host.store.records.stored_bytes): every entry's
     # size recounted, and the usage rows' bytes summed again from them
     """
     UPDATE entries SET size = length(CAST(key AS BLOB)) + length(CAST(content AS BLOB))

@@ -19,13 +19,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from host.store.changes import Change
 from host.store.growth import UsageSummary
 from host.store.interface import EntryStore, NotReadyReason, VectorStore
 from host.store.records import (
     PERSISTENT_TIERS,
     BrowsedEntry,
     BrowseFilter,
+    Change,
     NamespaceOverview,
     NewEntry,
     Query,
@@ -235,7 +235,7 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
 
         return await asyncio.to_thread(_count)
 
-    # -- the memory browser (host/ui; `base.Browse`, the SQL is in sqlite_browse) ------------
+    # -- the memory browser (host/ui; `host.store.interface.EntryStore`, the SQL is in sqlite_browse) ------------
 
     async def _on_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`fn(conn, *args)` on a worker thread with a connection of its own (a WAL snapshot):
@@ -248,12 +248,12 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
 
     async def overview(self, namespaces: Sequence[str] | None, now: float
                        ) -> list[NamespaceOverview]:
-        """The namespaces with live entries, by name (`base.Browse.overview`)."""
+        """The namespaces with live entries, by name (`EntryStore.overview`)."""
         return await self._on_thread(sqlite_browse.overview, namespaces, now)
 
     async def browse(self, namespace: str, f: BrowseFilter, now: float
                      ) -> tuple[list[BrowsedEntry], int]:
-        """Live entries of `namespace` matching `f`, newest first (`base.Browse.browse`)."""
+        """Live entries of `namespace` matching `f`, newest first (`EntryStore.browse`)."""
         return await self._on_thread(sqlite_browse.browse, namespace, f, now)
 
     async def browse_entry(self, namespace: str, id: int, now: float) -> BrowsedEntry | None:
@@ -290,7 +290,7 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
         return await self._submit(  # type: ignore[no-any-return]
             changes.prune, before, max_rows, grows=False)
 
-    # -- the store extensions (host.store.base.StoreExtensions; sqlite/extensions.py) ---------
+    # -- the store extensions (host.store.interface.EntryStore; sqlite/extensions.py) ---------
 
     async def client_vectors(self, scope: Scope, q: Query, space: str, now: float
                              ) -> tuple[int, list[tuple[int, np.ndarray]]]:

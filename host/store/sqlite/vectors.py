@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from host.store.base import Pending, Query, Scope, StoredEntry, digest
+from host.store.records import Pending, Query, Scope, StoredEntry, digest
 from host.store.sqlite.ops import _COLUMNS, _row, _where
 
 __all__ = [

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from host.store.base import StorageFull
+from host.store.records import StorageFull
 from host.store.sqlite.space import DiskSpace, is_disk_full
 
 __all__ = ["Writer", "CommitObserver", "GroupWrites"]

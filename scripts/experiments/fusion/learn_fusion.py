@@ -149,7 +149,7 @@ async def fact_groups(host: Any, emb: Any, rec: Recorder, source: str, data: dic
     """The questions of a facts file asked of its facts among `filler`."""
     import time
 
-    from host.store.base import Query, Scope
+    from host.store.records import Query, Scope
     from host.text.searchable import searchable_text
     facts = [f["fact"] for f in data["facts"]]
     entries = memory(facts, filler)
