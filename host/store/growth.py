@@ -124,11 +124,16 @@ class QuotaReport(Protocol):
 
 @runtime_checkable
 class UsageOf(Protocol):
-    """Optional capability of a store: what one tenant holds, read from the quota counters
-    (both backends; the `memory/usage` request)."""
+    """Optional capability of a store: what tenants hold, read from the quota counters (both
+    backends; the `memory/usage` request, the memory browser)."""
 
     async def usage_of(self, namespace: str, agent: str) -> tuple[tuple[int, int], tuple[int, int]]:
         """((entries, bytes) of `namespace`, (entries, bytes) `agent` wrote last in it)."""
+
+    async def agents_usage(self, namespaces: Sequence[str]
+                           ) -> dict[str, dict[str, tuple[int, int]]]:
+        """(entries, bytes) of each agent holding entries in each of `namespaces`, by
+        namespace and agent (the memory browser's Namespaces page)."""
 
 
 # one entry's read to record: (namespace, tier, owner, key, when)

@@ -33,6 +33,7 @@ from host.ops.gc import GarbageCollector
 from host.ops.metrics import Metrics
 from host.search.rank import RankWeights, score_parts
 from host.store.changes import decode_entries
+from host.store.growth import UsageOf
 from host.store.interface import EntryStore
 from host.store.records import (
     PERSISTENT_TIERS,
@@ -321,9 +322,13 @@ class UiApp:
         rows = await self._browse().overview(viewer.namespaces, now) if self.browsable else []
         working = {ns: n for ns, n in self.deps.working().items() if viewer.allows(ns) and n}
         limits = self.deps.config.limits
+        store = self.deps.store
+        agent_use = (await store.agents_usage([r.namespace for r in rows])
+                     if rows and isinstance(store, UsageOf) else None)
         body = views.namespaces_page(
             rows, working, views.Quota(limits.max_entries_per_namespace,
-                                       limits.max_bytes_per_namespace), self.browsable)
+                                       limits.max_bytes_per_namespace), self.browsable,
+            views.Quota(limits.max_entries_per_agent, limits.max_bytes_per_agent), agent_use)
         return self._page("Namespaces", body, viewer, "namespaces")
 
     def _may_forget(self, viewer: Viewer) -> dict[str, bool]:

@@ -105,12 +105,26 @@ def _quota_use(entries: int, size: int, quota: Quota) -> str:
             f" ({_share(size, quota.bytes)})</span></span>")
 
 
+def _agent_use(use: tuple[int, int] | None, quota: Quota | None) -> str:
+    """An agent's use of its own quotas, the fuller of entries and bytes ("" when unknown)."""
+    if use is None or quota is None:
+        return ""
+    n, b = use
+    fuller = max(n / quota.entries if quota.entries else 0, b / quota.bytes if quota.bytes else 0)
+    title = (f"{n:,} of {quota.entries:,} entries, {fmt_bytes(b)} of {fmt_bytes(quota.bytes)}"
+             " (limits.max_entries_per_agent, max_bytes_per_agent)")
+    return (f'; <span class="agent-quota" title="{esc(title)}">quota'
+            f" {_share(round(fuller * 1000), 1000)}</span>")
+
+
 def namespaces_page(
     rows: Sequence[NamespaceOverview], working: Mapping[str, int], quota: Quota,
-    browsable: bool,
+    browsable: bool, agent_quota: Quota | None = None,
+    agent_use: Mapping[str, Mapping[str, tuple[int, int]]] | None = None,
 ) -> str:
     """Every namespace the token may read: entries by tier and agent, bytes, quota use, the
-    embedding backlog, links to its pages."""
+    embedding backlog, links to its pages. With `agent_use` ({namespace: {agent: (entries,
+    bytes)}}), each agent's use of its own quota (`agent_quota`) beside it."""
     if not browsable:
         return ('<p class="notice">This store does not offer browsing; Search and Health'
                 " work.</p>")
@@ -127,8 +141,10 @@ def namespaces_page(
         tiers = r.tiers if r else {}
         entries = sum(tiers.values())
         size = r.bytes if r else 0
+        uses = (agent_use or {}).get(ns, {})
         agents = ", ".join(
-            f"{esc(a)} ({' + '.join(f'{n} {t[:3]}' for t, n in sorted(per.items()))})"
+            f"{esc(a)} ({' + '.join(f'{n} {t[:3]}' for t, n in sorted(per.items()))}"
+            f"{_agent_use(uses.get(a), agent_quota)})"
             for a, per in sorted((r.agents if r else {}).items()))
         links = " · ".join(
             f'<a href="{url(f"/ui/{p}", {"ns": ns})}">{p.capitalize()}</a>'
@@ -147,8 +163,10 @@ def namespaces_page(
                 '<p class="muted">Working entries live in the open sessions of connected'
                 " agents and are not listed entry by entry. Quota use: the namespace's persisted"
                 " entries and bytes against its quotas (<code>limits.max_entries_per_namespace"
-                "</code>, <code>limits.max_bytes_per_namespace</code>). Backlog: entries waiting"
-                " for their vector.</p>")
+                "</code>, <code>limits.max_bytes_per_namespace</code>); an agent's quota: its"
+                " share of its own (<code>limits.max_entries_per_agent</code>,"
+                " <code>limits.max_bytes_per_agent</code>, the fuller of the two; the entries it"
+                " wrote last). Backlog: entries waiting for their vector.</p>")
     return "".join(body)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from host.store.growth import UsageSummary, summary_of, usage_sql
@@ -43,3 +44,13 @@ class OwnUsage:
                        ) -> tuple[tuple[int, int], tuple[int, int]]:
         """((entries, bytes) of `namespace`, (entries, bytes) of `agent` in it)."""
         return await usage_of(self.pool, namespace, agent)
+
+    async def agents_usage(self, namespaces: Sequence[str]
+                           ) -> dict[str, dict[str, tuple[int, int]]]:
+        """(entries, bytes) of each agent holding entries in `namespaces`, by namespace."""
+        out: dict[str, dict[str, tuple[int, int]]] = {}
+        for r in await self.pool.fetch(
+                "SELECT namespace, agent, entries, bytes FROM a2e_usage"
+                " WHERE namespace = ANY($1) AND agent <> '' AND entries > 0", list(namespaces)):
+            out.setdefault(r[0], {})[r[1]] = (int(r[2]), int(r[3]))
+        return out

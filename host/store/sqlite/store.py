@@ -468,6 +468,11 @@ class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
         of the quota counters, on the loop's connection."""
         return sqlite_usage.usage_of(self._conn(), namespace, agent)
 
+    async def agents_usage(self, namespaces: Sequence[str]
+                           ) -> dict[str, dict[str, tuple[int, int]]]:
+        """Each agent's (entries, bytes) in `namespaces` (`host.store.growth.UsageOf`)."""
+        return sqlite_usage.agents_usage(self._conn(), namespaces)
+
     async def ready(self) -> bool:
         """True when the database answers and its disk has room for writes."""
         try:
