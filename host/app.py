@@ -40,6 +40,7 @@ from host.ops.threads import blas_threads
 from host.ops.usage import QuotaUsage
 from host.search.embed import make_embedder
 from host.search.engine import SearchEngine
+from host.store.history import Retention
 from host.store.interface import EntryStore, NotReadyReason
 from host.store.postgres.schema import explain_open_error
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
@@ -112,6 +113,8 @@ async def open_store(store: EntryStore, config: Config) -> None:
                 err := explain_open_error(mask_value(config.store.db), exc)) is not None:
             raise err from None
         raise
+    h = config.history  # the `history` settings, for every writer of the database
+    await store.set_history_retention(Retention(h.keep, h.days * 86_400.0, h.max_retired))
 
 
 def _hostport(host: str) -> str:

@@ -45,6 +45,10 @@ __all__ = [
     "MemoryPathsResponse",
     "MemorySweepRequest",
     "MemorySweepResponse",
+    "MemoryHistoryRequest",
+    "MemoryHistoryResponse",
+    "Consolidated",
+    "CONSOLIDATE_POLICIES",
     "MemoryUsageRequest",
     "MemoryUsageResponse",
     "QuotaUse",
@@ -142,9 +146,26 @@ class MemoryInitResponse(Envelope, tag="memory/init/resp"):
     success: bool = True
 
 
+# consolidation on write (docs/protocol.md, "Consolidation on write"): "" is the namespace's
+# configured policy (`keep` unless configured: every entry stored)
+CONSOLIDATE_POLICIES: tuple[str, ...] = ("", "keep", "skip", "supersede")
+
+
 class MemoryStoreRequest(Envelope, tag="memory/store/req"):
     memory_id: str
     entries: list[Raw] = []
+    consolidate: Literal["", "keep", "skip", "supersede"] = ""
+
+
+class Consolidated(Struct, kw_only=True):
+    """What consolidation on write did with one entry of a store: `skipped` (not stored: a
+    near-duplicate is) or `superseded` (stored; the older entry `existing` retired, kept in
+    history), with the similarity that decided."""
+
+    key: Raw
+    action: str
+    existing: Raw
+    similarity: float
 
 
 class MemoryStoreResponse(Envelope, tag="memory/store/resp"):
@@ -153,6 +174,9 @@ class MemoryStoreResponse(Envelope, tag="memory/store/resp"):
     errors: list[str] = []
     # an extension (docs/protocol.md): entries the host evicted to make room, sent when > 0
     evicted: int | UnsetType = UNSET
+    # consolidation on write (docs/protocol.md): what it did, one item (`Consolidated`) an
+    # entry it merged
+    consolidated: list[dict[str, Any]] | UnsetType = UNSET
 
 
 class MemoryRetrieveRequest(Envelope, tag="memory/retrieve/req"):
@@ -196,7 +220,7 @@ class MemoryForgetResponse(Envelope, tag="memory/forget/resp"):
 
 # -- the watch extension (docs/protocol.md, "Change streams"): not part of the A2E spec --------
 
-CHANGE_OPS: tuple[str, ...] = ("stored", "forgotten", "expired", "evicted")
+CHANGE_OPS: tuple[str, ...] = ("stored", "forgotten", "expired", "evicted", "consolidated")
 WATCH_END_REASONS: tuple[str, ...] = ("lagging", "retention", "unauthorized", "shutdown")
 
 
@@ -310,6 +334,25 @@ class MemoryUsageResponse(Envelope, tag="memory/usage/resp"):
     on_full: str = "refuse"
 
 
+# -- the history extension (docs/protocol.md, "History") ----------------------------------------
+
+
+class MemoryHistoryRequest(Envelope, tag="memory/history/req"):
+    """The versions of the entry at `key` the session may read in `tier` ("" = every
+    persistent tier it may read), newest first, at most `limit`: the current one, then the
+    earlier ones the host keeps, each with when and why it was replaced."""
+
+    memory_id: str
+    key: dict[str, Any]
+    tier: TierOrAll = ""
+    limit: Limit = 10
+
+
+class MemoryHistoryResponse(Envelope, tag="memory/history/resp"):
+    req_id: str = ""
+    versions: list[dict[str, Any]] = []
+
+
 class HandshakeRequest(Envelope, tag="handshake/req"):
     agent_id: str = ""
     agent_caps: list[str] = []
@@ -360,6 +403,7 @@ Request = (
     | MemoryUnwatchRequest
     | MemoryPathsRequest
     | MemorySweepRequest
+    | MemoryHistoryRequest
     | MemoryUsageRequest
     | HandshakeRequest
     | Ping
@@ -376,6 +420,7 @@ Message = (
     | MemoryUnwatchResponse
     | MemoryPathsResponse
     | MemorySweepResponse
+    | MemoryHistoryResponse
     | MemoryUsageResponse
     | MemoryChangedEvent
     | MemoryWatchEndedEvent
@@ -395,6 +440,7 @@ REQUEST_TYPES: frozenset[str] = frozenset(
         MemoryUnwatchRequest,
         MemoryPathsRequest,
         MemorySweepRequest,
+        MemoryHistoryRequest,
         MemoryUsageRequest,
         HandshakeRequest,
         Ping,

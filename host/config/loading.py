@@ -16,6 +16,7 @@ from typing import Any, get_origin
 
 from pydantic import BaseModel, Field, ValidationError
 
+from host.config.history import ConsolidationConfig, HistoryConfig
 from host.config.search import SearchConfig
 from host.config.sections import (
     AuthConfig,
@@ -63,6 +64,8 @@ class Config(_Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
     watch: WatchConfig = Field(default_factory=WatchConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
 
 ENV_PREFIX = "A2E_HOST_"

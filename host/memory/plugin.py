@@ -20,12 +20,14 @@ from host.config import Config
 from host.core.context import ConnectionContext
 from host.core.router import Router, then
 from host.memory.access import Access
+from host.memory.consolidate import Consolidator, Merge
 from host.memory.extensions import (
     StoreExtensionHandlers,
     entry_vectors,
     retrieve_filters,
     working_matches,
 )
+from host.memory.history import HistoryHandler
 from host.memory.session import CAPABILITY, DEFAULT_AGENT, Session, Sessions, sessions_of
 from host.memory.usage import UsageHandler
 from host.memory.watch import WatchHub
@@ -47,6 +49,7 @@ from protocol.messages import (
     EntryOut,
     MemoryForgetRequest,
     MemoryForgetResponse,
+    MemoryHistoryRequest,
     MemoryInitRequest,
     MemoryInitResponse,
     MemoryPathsRequest,
@@ -112,6 +115,9 @@ class MemoryPlugin:
         self.watches = WatchHub(store, config.watch, self.access,
                                 max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
+        # history (`memory/history`) and consolidation on write
+        self.history = HistoryHandler(self, store)
+        self.consolidation = Consolidator(config, self.search, store)
         # the entries a retrieve returns are read: their read times, written in batches
         self.reads = ReadLog(store)
         self.usage = UsageHandler(self)
@@ -126,6 +132,7 @@ class MemoryPlugin:
         router.register(MemoryUnwatchRequest, self.watches.unwatch, self.capability)
         router.register(MemoryPathsRequest, self.extensions.paths, self.capability)
         router.register(MemorySweepRequest, self.extensions.sweep, self.capability)
+        router.register(MemoryHistoryRequest, self.history.history, self.capability)
         router.register(MemoryUsageRequest, self.usage.usage, self.capability)
 
     # -- init ---------------------------------------------------------------------------
@@ -183,6 +190,7 @@ class MemoryPlugin:
                 ErrorCode.INVALID_MESSAGE,
                 f"{len(req.entries)} entries; at most {limits.max_entries_per_request} a request",
                 req_id=req.id, field="entries")
+        policy = self.consolidation.policy(req.consolidate, session.scope.namespace, req.id)
         t = self.clock()
         outcomes: list[Failure | None] = [None] * len(req.entries)
         keys: list[bytes | None] = [None] * len(req.entries)
@@ -240,28 +248,43 @@ class MemoryPlugin:
         if working:  # after the reply, as the events of persistent entries come after commit
             asyncio.get_running_loop().call_soon(self.watches.working, ctx, session, "stored",
                                                  working)
-        if not persistent:
+        merges: list[Merge] = []
+        if policy != "keep" and persistent:  # consolidation on write (host/memory/consolidate.py)
+            merges = await self.consolidation.judge(ctx, session, persistent, where, policy, t)
+            skipped = {m.index for m in merges if m.action == "skipped"}
+            for i in skipped:
+                keys[i] = None
+            persistent = [e for i, e in zip(where, persistent) if i not in skipped]
+            where = [i for i in where if i not in skipped]
+        if not persistent and not merges:
             return self._store_reply(req, keys, outcomes)
-        write = asyncio.ensure_future(self.store.put(session.scope, persistent, t))
+        write: asyncio.Future[Any] | None = (
+            asyncio.ensure_future(self.store.put(session.scope, persistent, t))
+            if persistent else None)
+        if merges:  # then retire what the new entries supersede, log the merges
+            write = asyncio.ensure_future(
+                self.consolidation.commit(session.scope, write, where, merges, t))
+        assert write is not None
         ctx.last_write = write
 
         def finish(results: list[Any]) -> Any:
             # embed the new entries in the background; a query of this connection waits for them
             session.vector_ticket = self.search.notify()
             self.watches.poke(session.scope.namespace)
-            for i, res in zip(where, results):
+            for i, res in zip(where, results or ()):
                 if res is Refusal.VECTOR_DIMS:
                     outcomes[i] = (ErrorCode.INVALID_MESSAGE,
                                    "vectors: not the dimension of the namespace's space")
                 elif res is not None:
                     outcomes[i] = (ErrorCode(res), "storage quota reached")
-            return self._store_reply(req, keys, outcomes, evicted_by(results))
+            return self._store_reply(req, keys, outcomes, evicted_by(results),
+                                     Consolidator.done(merges, results, where) if merges else None)
 
         return then(write, finish)
 
     def _store_reply(
         self, req: MemoryStoreRequest, keys: list[bytes | None], outcomes: list[Failure | None],
-        evicted: int = 0,
+        evicted: int = 0, consolidated: list[Any] | None = None,
     ) -> Any:
         stored = [msgspec.Raw(k) for k, o in zip(keys, outcomes) if o is None and k is not None]
         errors = [f"entries[{i}]: {o[0]}: {o[1]}" for i, o in enumerate(outcomes) if o is not None]
@@ -273,7 +296,8 @@ class MemoryPlugin:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token may not write these tiers",
                                 req_id=req.id, field="entries")
         return MemoryStoreResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
-                                   stored=stored, errors=errors, evicted=evicted or UNSET)
+                                   stored=stored, errors=errors, evicted=evicted or UNSET,
+                                   consolidated=consolidated or UNSET)  # type: ignore[arg-type]
 
     # -- retrieve -----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from host.lifecycle import Opens
+from host.store.history import HistoryVersion, Merges, Retention
 from host.store.records import (
     BrowsedEntry,
     BrowseFilter,
@@ -275,6 +276,28 @@ class EntryStore(Opens, ABC):
     async def prune_changes(self, before: float, max_rows: int) -> int:
         """Delete the changes committed before `before` (seconds since the epoch) and those
         past the newest `max_rows` of their namespace, raising the floors; the number deleted."""
+
+    # -- history (`host.store.history`): earlier versions, and consolidation's merges ----------
+
+    @abstractmethod
+    async def set_history_retention(self, retention: Retention) -> None:
+        """Apply `retention` (the `history` settings) from now on, to every writer."""
+
+    @abstractmethod
+    async def history(self, scope: Scope, tiers: Sequence[str], key: bytes, now: float,
+                      limit: int) -> list[HistoryVersion]:
+        """The versions of `key` that `scope` may read in `tiers`, newest first, at most
+        `limit`: the live entries, then the earlier ones kept within the retention."""
+
+    @abstractmethod
+    def retire(self, scope: Scope, merges: Merges, now: float) -> Awaitable[int]:
+        """Retire the live entries the merges name (each copied into the history as
+        `superseded` by the new key, then deleted, its key's history kept), logged as one
+        `consolidated` change; after the commit, how many were retired."""
+
+    @abstractmethod
+    def log_skips(self, scope: Scope, skips: Merges, now: float) -> Awaitable[None]:
+        """Log skipped stores (the new entry not stored) as one `consolidated` change."""
 
     # -- the memory browser (`host.ui`): an operator's reads across a namespace's agents -------
     # Nothing here is reachable from the wire; the caller decides which namespaces and tiers a

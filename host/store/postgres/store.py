@@ -45,6 +45,7 @@ from host.store.postgres import usage as pg_usage
 from host.store.postgres.batch import WriteBatcher
 from host.store.postgres.changes import Changes
 from host.store.postgres.client_space import ClientSpace
+from host.store.postgres.history import PostgresHistory
 from host.store.postgres.read_times import ReadTimes
 from host.store.postgres.reads import Reads
 from host.store.postgres.schema import enable_vectors, migrate
@@ -64,7 +65,7 @@ __all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
 
 
 class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, ClientSpace,
-                         VectorSearch, ChangeNotices, NearSearch, EntryStore):
+                         PostgresHistory, VectorSearch, ChangeNotices, NearSearch, EntryStore):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task

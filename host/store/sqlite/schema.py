@@ -60,7 +60,7 @@ from contextlib import closing, contextmanager
 from enum import Enum
 from urllib.parse import quote
 
-from host.store.sqlite import read_times, scan_index
+from host.store.sqlite import history, read_times, scan_index
 from host.store.sqlite.bm25 import row_length
 
 __all__ = [
@@ -350,6 +350,9 @@ MIGRATIONS: tuple[str, ...] = (
     # 14: `read_at`, each entry's last read over the wire, and `entries_value`, the index of
     # eviction's order (host/store/sqlite/read_times.py)
     read_times.MIGRATION,
+    # 15: `entry_history`, the earlier versions of entries and the entries consolidation on
+    # write retired, written by triggers on `entries` (host/store/sqlite/history.py)
+    history.MIGRATION,
 )
 
 

@@ -43,6 +43,7 @@ from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.history import SQLiteHistory
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
 from host.store.sqlite.schema import (
     FileState,
@@ -62,7 +63,7 @@ __all__ = ["SQLiteEntryStore"]
 _T = TypeVar("_T")
 
 
-class SQLiteEntryStore(VectorStore, NotReadyReason, EntryStore):
+class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
     """The `EntryStore` on one SQLite file. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = True  # reads run on the loop's own WAL connection
