@@ -1,6 +1,6 @@
 """The SQLite keyword search's shortcuts rank as the exhaustive search does.
 
-`sqlite.ops.search_entries` matches without the namespace's scope token when the namespace
+`sqlite.keyword.search_entries` matches without the namespace's scope token when the namespace
 holds most of the index (`_Layout`: a term's rows are then the index's less the few other
 namespaces'), and scores from the index alone when the kept terms are in at most
 `index_budget` rows (`_scored_by_index`). Each answer here is compared, entries, order, BM25
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from host.store.records import NewEntry, Query, Quotas, Scope
-from host.store.sqlite import ops
+from host.store.records import NewEntry, Query, Quotas, Scope, scope_token
+from host.store.sqlite import keyword, writes
 from host.store.sqlite.bm25 import analyse, stems
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
@@ -55,7 +55,7 @@ def _fill(conn: sqlite3.Connection, namespace: str, texts: list[str], first: int
         e = NewEntry(tier=tier, key=json.dumps(f"k{i}").encode(),
                      content=json.dumps({"text": text}).encode(), text=text,
                      created_at=NOW - 10_000 + i, updated_at=NOW - 10_000 + i)
-        assert ops.put_entries(conn, Scope(namespace, agent), [e], NOW, quotas,
+        assert writes.put_entries(conn, Scope(namespace, agent), [e], NOW, quotas,
                                deferred) == [None]
     deferred.flush(conn)
     conn.execute("COMMIT")
@@ -99,7 +99,7 @@ def _reference(conn: sqlite3.Connection, scope: Scope, text: str, candidates: in
 
 def _search(conn: sqlite3.Connection, scope: Scope, text: str, candidates: int, cap: int,
             max_matches: int, budget: int) -> list[tuple[int, float, float]]:
-    got = ops.search_entries(conn, scope, Query(tiers=TIERS), query_terms(text), NOW,
+    got = keyword.search_entries(conn, scope, Query(tiers=TIERS), query_terms(text), NOW,
                              candidates, cap, max_matches, budget)
     return [(e.id, e.keyword, e.relevance) for e in got]  # type: ignore[misc]
 
@@ -112,7 +112,7 @@ def _all_paths_agree(conn: sqlite3.Connection, scope: Scope) -> int:
         for cap, max_matches, candidates in ((0, 0, 10), (40, 0, 10), (40, 25, 5), (8, 6, 50),
                                              (1000, 1000, 1000)):
             want = _reference(conn, scope, text, candidates, cap, max_matches)
-            for budget in (0, 3, 30, ops.INDEX_BUDGET):  # 0: never from the index alone
+            for budget in (0, 3, 30, keyword.INDEX_BUDGET):  # 0: never from the index alone
                 got = _search(conn, scope, text, candidates, cap, max_matches, budget)
                 assert got == want, (text, cap, max_matches, candidates, budget)
             answered += bool(want)
@@ -129,7 +129,7 @@ def conn(tmp_path: Path) -> sqlite3.Connection:
 def test_one_namespace(conn: sqlite3.Connection) -> None:
     """The namespace is the whole index: no scope token, terms counted by the index alone."""
     _fill(conn, "big", _texts(400, 1), 0)
-    assert ops._layout(conn, ops.scope_token("big")) == ops._Layout(False, (), 0)
+    assert keyword.layout_of(conn, scope_token("big")) == keyword.Layout(False, (), 0)
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
     assert _all_paths_agree(conn, Scope("big", "bob")) > 20
 
@@ -140,28 +140,28 @@ def test_namespace_among_a_few(conn: sqlite3.Connection) -> None:
     _fill(conn, "big", _texts(300, 2), 0)
     _fill(conn, "small", _texts(60, 3), 300)
     _fill(conn, "tiny", _texts(7, 4), 360)
-    layout = ops._layout(conn, ops.scope_token("big"))
+    layout = keyword.layout_of(conn, scope_token("big"))
     assert not layout.scoped and layout.rest == 67
-    assert sorted(layout.others) == sorted([ops.scope_token("small"), ops.scope_token("tiny")])
-    assert ops._layout(conn, ops.scope_token("small")).scoped
+    assert sorted(layout.others) == sorted([scope_token("small"), scope_token("tiny")])
+    assert keyword.layout_of(conn, scope_token("small")).scoped
     for ns in ("big", "small", "tiny"):
         assert _all_paths_agree(conn, Scope(ns, "alice")) > 0
 
 
 def test_large_other_namespace(conn: sqlite3.Connection) -> None:
     """Another namespace past `_FEW_ROWS` rows: every search keeps its scope token."""
-    _fill(conn, "big", _texts(ops._FEW_ROWS + 300, 9), 0)
-    _fill(conn, "other", _texts(ops._FEW_ROWS + 1, 10), 10**6)
-    assert ops._layout(conn, ops.scope_token("big")).scoped
+    _fill(conn, "big", _texts(keyword.FEW_ROWS + 300, 9), 0)
+    _fill(conn, "other", _texts(keyword.FEW_ROWS + 1, 10), 10**6)
+    assert keyword.layout_of(conn, scope_token("big")).scoped
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
 
 
 def test_many_namespaces(conn: sqlite3.Connection) -> None:
     """Past `_FEW_OTHERS` other namespaces, every search keeps its scope token."""
     _fill(conn, "big", _texts(200, 5), 0)
-    for k in range(ops._FEW_OTHERS + 1):
+    for k in range(keyword.FEW_OTHERS + 1):
         _fill(conn, f"ns{k}", _texts(5, 10 + k), 200 + 5 * k)
-    assert ops._layout(conn, ops.scope_token("big")).scoped
+    assert keyword.layout_of(conn, scope_token("big")).scoped
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
     assert _all_paths_agree(conn, Scope("ns3", "alice")) > 0
 
@@ -171,13 +171,13 @@ def test_stale_rows_and_forgotten_entries(conn: sqlite3.Connection) -> None:
     changing as namespaces fill: the answers stay the reference's."""
     _fill(conn, "big", _texts(150, 6), 0)
     conn.execute("BEGIN IMMEDIATE")
-    gone = ops.forget_entries(conn, Scope("big", "alice"), ["semantic"],
+    gone = writes.forget_entries(conn, Scope("big", "alice"), ["semantic"],
                               [json.dumps(f"k{i}").encode() for i in range(2, 150, 9)], [], NOW)
     conn.execute("COMMIT")
     assert gone > 10
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
     _fill(conn, "other", _texts(200, 7), 1000)  # now "big" is the smaller: scoped
-    assert ops._layout(conn, ops.scope_token("big")).scoped
+    assert keyword.layout_of(conn, scope_token("big")).scoped
     assert _all_paths_agree(conn, Scope("big", "alice")) > 20
 
 
@@ -207,7 +207,7 @@ def test_filters_read_alike(conn: sqlite3.Connection) -> None:
                      tags=[f"t{i % 3}", "all"] if i % 5 else [],
                      ttl=50 if i % 7 == 0 else 0,  # updated at NOW - 100 + i: i < 50 expired
                      created_at=NOW - 100 + i, updated_at=NOW - 100 + i)
-        assert ops.put_entries(conn, Scope("big", "alice"), [e], NOW, quotas,
+        assert writes.put_entries(conn, Scope("big", "alice"), [e], NOW, quotas,
                                deferred) == [None]
     deferred.flush(conn)
     conn.execute("COMMIT")
@@ -218,9 +218,9 @@ def test_filters_read_alike(conn: sqlite3.Connection) -> None:
               Query(tiers=("episodic",), keys=keys, tags=("all",))):
         for text in QUERIES:
             for cap, max_matches, candidates in ((0, 0, 20), (30, 12, 5), (1000, 1000, 300)):
-                ways = [[(e.id, e.keyword, e.relevance, e.key) for e in ops.search_entries(
+                ways = [[(e.id, e.keyword, e.relevance, e.key) for e in keyword.search_entries(
                     conn, scope, q, query_terms(text), NOW, candidates, cap, max_matches,
-                    budget)] for budget in (0, 10, ops.INDEX_BUDGET)]
+                    budget)] for budget in (0, 10, keyword.INDEX_BUDGET)]
                 assert ways[0] == ways[1] == ways[2], (q, text, cap, max_matches)
                 assert all(int(k.decode().strip('"k')) % 7 or int(k.decode().strip('"k')) >= 50
                            for *_, k in ways[0])  # the expired are not read
@@ -254,7 +254,7 @@ def test_a_search_reads_one_snapshot(tmp_path: Path) -> None:
         conn.set_trace_callback(None)
     assert fired and not conn.in_transaction
     assert got == want
-    assert ops._layout(conn, ops.scope_token("big")).scoped  # the next search sees "late"
+    assert keyword.layout_of(conn, scope_token("big")).scoped  # the next search sees "late"
     assert _search(conn, scope, "alpha bravo", 10, 0, 0, 0) == want
 
 
@@ -291,7 +291,7 @@ def test_a_term_the_index_splits_is_scored_as_the_highlight_path(
     scope = Scope("big", "alice")
     want = _search(conn, scope, query, 10, 0, 0, 0)
     assert want and len(want) < 12
-    for budget in (30, ops.INDEX_BUDGET):
+    for budget in (30, keyword.INDEX_BUDGET):
         assert _search(conn, scope, query, 10, 0, 0, budget) == want
 
 
@@ -307,7 +307,7 @@ def test_a_word_repeated_in_every_row_is_not_read_instance_by_instance(
     want = _search(conn, scope, "alpha", 10, 0, 0, 0)
     assert len(want) == 10
     tracemalloc.start()
-    got = _search(conn, scope, "alpha", 10, 0, 0, ops.INDEX_BUDGET)
+    got = _search(conn, scope, "alpha", 10, 0, 0, keyword.INDEX_BUDGET)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert got == want

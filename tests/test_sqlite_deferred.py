@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host.store.records import NewEntry, Query, Scope
-from host.store.sqlite import ops
+from host.store.records import NewEntry, Query, Quotas, Scope
+from host.store.sqlite import keyword, writes
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
@@ -21,7 +21,7 @@ def _entry(k: int, text: str) -> NewEntry:
 
 
 def _search(conn, words: str) -> list[bytes]:  # type: ignore[no-untyped-def]
-    return sorted(e.key for e in ops.search_entries(conn, A, Q, query_terms(words), 10.0, 50))
+    return sorted(e.key for e in keyword.search_entries(conn, A, Q, query_terms(words), 10.0, 50))
 
 
 def _counts(conn) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
@@ -32,7 +32,7 @@ def _counts(conn) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
 
 def _put(conn, entries: list[NewEntry], deferred: Deferred | None = None) -> None:  # type: ignore[no-untyped-def]
     conn.execute("BEGIN IMMEDIATE")
-    assert ops.put_entries(conn, A, entries, 1.0, ops.Quotas(), deferred) == [None] * len(entries)
+    assert writes.put_entries(conn, A, entries, 1.0, Quotas(), deferred) == [None] * len(entries)
     if deferred is not None:
         deferred.flush(conn)
     conn.execute("COMMIT")
@@ -62,8 +62,8 @@ def test_forget_and_gc_without_a_writer_leave_no_keyword_rows(tmp_path: Path) ->
     migrate(conn)
     short = NewEntry(tier="episodic", key=b'{"k":3}', content=b'"brief walrus"', ttl=5)
     _put(conn, [_entry(1, "amber walrus"), _entry(2, "cobalt walrus"), short])
-    assert ops.forget_entries(conn, A, ["episodic"], [b'{"k":1}'], [], 2.0) == 1
-    assert ops.collect_expired(conn, 100.0) == 1
+    assert writes.forget_entries(conn, A, ["episodic"], [b'{"k":1}'], [], 2.0) == 1
+    assert writes.collect_expired(conn, 100.0) == 1
     assert _counts(conn) == (1, 1, 0)
     assert _search(conn, "walrus") == [b'{"k":2}']
     conn.close()
@@ -78,7 +78,7 @@ def test_a_vector_for_an_entry_forgotten_in_the_same_group_is_not_stored(tmp_pat
     [(pending, _digest)] = vec.pending(conn, 10)
     held = Deferred()
     conn.execute("BEGIN IMMEDIATE")
-    assert ops.forget_entries(conn, A, ["episodic"], [b'{"k":1}'], [], 2.0, held) == 1
+    assert writes.forget_entries(conn, A, ["episodic"], [b'{"k":1}'], [], 2.0, held) == 1
     assert vec.write_vectors(conn, [(pending.id, pending.text, b"\0" * 8)]) == []
     held.flush(conn)
     conn.execute("COMMIT")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host.store.records import NewEntry, Query, Scope
-from host.store.sqlite import ops
+from host.store.records import NewEntry, Query, Quotas, Scope, scope_token
+from host.store.sqlite import reads, writes
 from host.store.sqlite.schema import MIGRATIONS, connect, migrate
 
 
@@ -25,10 +25,10 @@ def test_version_one_database_keeps_tags_after_migration(tmp_path: Path) -> None
                          [(t, i) for t in tags])
     assert migrate(conn) == len(MIGRATIONS)
     q = Query(tiers=("episodic",), tags=("x",))
-    found, total = ops.find_entries(conn, Scope("ns", "a1"), q, now=10.0)
+    found, total = reads.find_entries(conn, Scope("ns", "a1"), q, now=10.0)
     assert [e.key for e in found] == [b'{"k":1}'] and total == 1
     q = Query(tiers=("episodic",), tags=("y",))
-    found, total = ops.find_entries(conn, Scope("ns", "a1"), q, now=10.0)
+    found, total = reads.find_entries(conn, Scope("ns", "a1"), q, now=10.0)
     assert [e.key for e in found] == [b'{"k":3}', b'{"k":1}'] and total == 2
     conn.execute("DELETE FROM entries WHERE id = 1")  # the trigger still removes its tags
     assert conn.execute("SELECT count(*) FROM entry_tags WHERE entry_id = 1").fetchone()[0] == 0
@@ -49,13 +49,13 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
             (f'{{"k":{i}}}',),
         )
     assert migrate(conn) == len(MIGRATIONS)
-    q = ops.Quotas()
+    q = Quotas()
     conn.execute("BEGIN IMMEDIATE")
     new = NewEntry(tier="semantic", key=b'{"k":9}', content=b'"newer"')
     over = NewEntry(tier="semantic", key=b'{"k":0}', content=b'"overwritten by b2"')
-    assert ops.put_entries(conn, Scope("ns", "a1"), [new], 2.0, q) == [None]
-    assert ops.put_entries(conn, Scope("ns", "b2"), [over], 2.0, q) == [None]
-    assert ops.forget_entries(conn, Scope("ns", "a1"), ["semantic"], [b'{"k":1}'], [], 2.0) == 1
+    assert writes.put_entries(conn, Scope("ns", "a1"), [new], 2.0, q) == [None]
+    assert writes.put_entries(conn, Scope("ns", "b2"), [over], 2.0, q) == [None]
+    assert writes.forget_entries(conn, Scope("ns", "a1"), ["semantic"], [b'{"k":1}'], [], 2.0) == 1
     conn.execute("COMMIT")
     usage = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
         "SELECT namespace, agent, entries, bytes FROM usage")}
@@ -77,7 +77,7 @@ def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> 
             " VALUES (?, 'semantic', '', ?, 'w', '\"x\"', '[]', '', 1.0, 0, 1.0, 1.0, NULL, 3)",
             (ns, f'{{"k":{i}}}'))
         conn.execute("INSERT INTO entries_fts (rowid, scope, body) VALUES (?, ?, ?)",
-                     (i + 1, ops.scope_token(ns), text))
+                     (i + 1, scope_token(ns), text))
     assert migrate(conn) == len(MIGRATIONS)
 
     def stats() -> dict[str, tuple[int, int]]:
@@ -90,14 +90,14 @@ def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> 
             sizes[scope] = (n + 1, t + len(body.split()) + 1)
         return sizes
 
-    assert stats() == recount() == {ops.scope_token("a"): (2, 6), ops.scope_token("b"): (1, 3)}
+    assert stats() == recount() == {scope_token("a"): (2, 6), scope_token("b"): (1, 3)}
     conn.execute("BEGIN IMMEDIATE")
-    q = ops.Quotas()
-    assert ops.put_entries(conn, Scope("a", "w"), [
+    q = Quotas()
+    assert writes.put_entries(conn, Scope("a", "w"), [
         NewEntry(tier="semantic", key=b'{"k":1}', content=b'"seven eight"', text="seven eight"),
         NewEntry(tier="semantic", key=b'{"k":7}', content=b'"nine"', text="nine")], 2.0, q) == [
         None, None]
-    assert ops.forget_entries(conn, Scope("b", "w"), ["semantic"], [b'{"k":2}'], [], 2.0) == 1
+    assert writes.forget_entries(conn, Scope("b", "w"), ["semantic"], [b'{"k":2}'], [], 2.0) == 1
     conn.execute("COMMIT")
     assert {k: v for k, v in stats().items() if v != (0, 0)} == recount()
     conn.close()
@@ -135,7 +135,7 @@ def test_version_eight_change_log_keeps_its_cursors_and_forgets_what_is_gone(
     assert not any(b"GONE" in e for e in logged) and any(b"KEPT" in e for e in logged)
     assert changes.changes_after(conn, "a", old["a"][0], 10)[0].seq == old["a"][1]
     with conn:
-        ops.forget_entries(conn, Scope("a", "w"), ["semantic"], [b'{"k":"kept"}'], [], 2.0)
+        writes.forget_entries(conn, Scope("a", "w"), ["semantic"], [b'{"k":"kept"}'], [], 2.0)
     after = changes.changes_after(conn, "a", 0, 10)
     assert after[-1].seq == max(old["a"]) + 1 and after[-1].op == "forgotten"
     assert not any(b"KEPT" in bytes(c.entries) for c in after)

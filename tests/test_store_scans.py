@@ -20,7 +20,7 @@ from host.store.postgres import scan_index as pg_scan_index
 from host.store.postgres.sql import _Params, _where
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Scope
-from host.store.sqlite import ops, scan_index
+from host.store.sqlite import reads, scan_index
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
 from host.store.sqlite.schema import connect
 from host.store.sqlite.store import SQLiteEntryStore
@@ -123,7 +123,7 @@ async def test_a_read_off_the_loop_answers_what_the_loop_would(store: EntryStore
     assert sorted(json.loads(x) for x in paths) == [["u", "0"], ["u", "1"], ["u", "2"]]
     if isinstance(store, SQLiteEntryStore):
         with closing(connect(store.path)) as conn:  # the loop's way: a connection's own read
-            want, want_total = ops.find_entries(conn, A, q, T0)
+            want, want_total = reads.find_entries(conn, A, q, T0)
         assert (page, total) == (want, want_total)
     else:
         assert total == sum(1 for i in range(SCAN_ON_LOOP + 1) if i % 3 == 2 and i % 7 >= 3)
@@ -164,7 +164,7 @@ async def key_plan(store: EntryStore, q: Query) -> str:
     """The query plan of counting what `q` finds (PostgreSQL: sequential scans off, as on a
     table too large for one)."""
     if isinstance(store, SQLiteEntryStore):
-        where, params = ops._where(A, q, T0)
+        where, params = reads.read_where(A, q, T0)
         with closing(connect(store.path)) as conn:
             conn.executescript(scan_index.MIGRATION)  # (schema.py's list: already there)
             return str(conn.execute(f"EXPLAIN QUERY PLAN SELECT count(*) FROM entries e"

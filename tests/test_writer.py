@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from host.store.records import NewEntry, Query, Scope
-from host.store.sqlite import ops
+from host.store.records import NewEntry, Query, Quotas, Scope
+from host.store.sqlite import keyword, writes
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.schema import connect, migrate
 from host.store.sqlite.writer import Writer
@@ -100,7 +100,7 @@ def _found(db: Path, words: str) -> list[bytes]:
     conn = connect(str(db))
     try:
         q = Query(tiers=("episodic",), limit=50)
-        hits = ops.search_entries(conn, _SCOPE, q, query_terms(words), 10.0, 50)
+        hits = keyword.search_entries(conn, _SCOPE, q, query_terms(words), 10.0, 50)
         # every keyword row belongs to a live entry, one row an entry
         orphans = conn.execute("SELECT count(*) FROM entries_fts f"
                                " LEFT JOIN entries e ON e.id = f.rowid WHERE e.id IS NULL")
@@ -113,7 +113,7 @@ def _found(db: Path, words: str) -> list[bytes]:
 
 
 def _put_then_fail(conn: sqlite3.Connection, held: Deferred) -> None:
-    ops.put_entries(conn, _SCOPE, [_entry(9, "doomed walrus")], 1.0, ops.Quotas(), held)
+    writes.put_entries(conn, _SCOPE, [_entry(9, "doomed walrus")], 1.0, Quotas(), held)
     raise ValueError("refused")
 
 
@@ -124,17 +124,17 @@ async def test_group_indexes_puts_updates_and_forgets_in_order(db_path: Path) ->
     observed: list[int] = []
     w, held = _store_writer(db_path, observed)
     gate = threading.Event()
-    q = ops.Quotas()
+    q = Quotas()
     try:
-        await w.submit(ops.put_entries, _SCOPE, [_entry(1, "amber falcon"),
+        await w.submit(writes.put_entries, _SCOPE, [_entry(1, "amber falcon"),
                                                  _entry(2, "cobalt otter")], 1.0, q, held)
         first = w.submit(lambda conn: gate.wait(10))
         futs = [
-            w.submit(ops.put_entries, _SCOPE, [_entry(3, "amber lynx"), _entry(4, "cobalt lynx"),
+            w.submit(writes.put_entries, _SCOPE, [_entry(3, "amber lynx"), _entry(4, "cobalt lynx"),
                                                _entry(5, "violet lynx")], 2.0, q, held),
-            w.submit(ops.put_entries, _SCOPE, [_entry(1, "crimson heron")], 2.0, q, held),
-            w.submit(ops.put_entries, _SCOPE, [_entry(3, "crimson owl")], 2.0, q, held),
-            w.submit(ops.forget_entries, _SCOPE, ["episodic"], [b'{"k":2}', b'{"k":4}'], [], 2.0),
+            w.submit(writes.put_entries, _SCOPE, [_entry(1, "crimson heron")], 2.0, q, held),
+            w.submit(writes.put_entries, _SCOPE, [_entry(3, "crimson owl")], 2.0, q, held),
+            w.submit(writes.forget_entries, _SCOPE, ["episodic"], [b'{"k":2}', b'{"k":4}'], [], 2.0),
         ]
         gate.set()
         await first
@@ -154,13 +154,13 @@ async def test_failed_operation_drops_its_held_keyword_rows(db_path: Path) -> No
     observed: list[int] = []
     w, held = _store_writer(db_path, observed)
     gate = threading.Event()
-    q = ops.Quotas()
+    q = Quotas()
     try:
-        await w.submit(ops.put_entries, _SCOPE, [_entry(9, "steady walrus")], 1.0, q, held)
+        await w.submit(writes.put_entries, _SCOPE, [_entry(9, "steady walrus")], 1.0, q, held)
         first = w.submit(lambda conn: gate.wait(10))
-        ok1 = w.submit(ops.put_entries, _SCOPE, [_entry(1, "amber walrus")], 1.0, q, held)
+        ok1 = w.submit(writes.put_entries, _SCOPE, [_entry(1, "amber walrus")], 1.0, q, held)
         bad = w.submit(_put_then_fail, held)
-        ok2 = w.submit(ops.put_entries, _SCOPE, [_entry(2, "cobalt walrus")], 1.0, q, held)
+        ok2 = w.submit(writes.put_entries, _SCOPE, [_entry(2, "cobalt walrus")], 1.0, q, held)
         gate.set()
         await first
         done = await asyncio.gather(ok1, bad, ok2, return_exceptions=True)
@@ -203,16 +203,16 @@ async def test_quota_is_exact_within_a_group(db_path: Path) -> None:
     the group frees its room for the puts after it."""
     observed: list[int] = []
     w, held = _store_writer(db_path, observed)
-    q = ops.Quotas(max_entries_per_namespace=100, max_entries_per_agent=2)
+    q = Quotas(max_entries_per_namespace=100, max_entries_per_agent=2)
     a = _SCOPE
 
     def put(k: int) -> tuple:
-        return (ops.put_entries, a, [_entry(k, "x")], 1.0, q, held)
+        return (writes.put_entries, a, [_entry(k, "x")], 1.0, q, held)
 
     try:
         done = await _one_group(w, [
             put(1), put(2), put(3),
-            (ops.forget_entries, a, ["episodic"], [b'{"k":1}'], [], 1.0),
+            (writes.forget_entries, a, ["episodic"], [b'{"k":1}'], [], 1.0),
             put(4), put(5), put(2),  # the last one overwrites: no new entry
         ])
     finally:
@@ -227,13 +227,13 @@ async def test_usage_counts_match_the_entries_after_mixed_groups(db_path: Path) 
     a full namespace collecting its expired rows, forgets and an operation that failed, the
     usage rows equal the counts and sizes computed from the entries."""
     w, held = _store_writer(db_path, [])
-    q = ops.Quotas(max_entries_per_namespace=6, max_entries_per_agent=100)
+    q = Quotas(max_entries_per_namespace=6, max_entries_per_agent=100)
     a, b = Scope("ns", "a1"), Scope("ns", "b2")
 
     def put(scope: Scope, k: int, text: str, tier: str = "episodic", ttl: int = 0,
             now: float = 1.0) -> tuple:
         e = NewEntry(tier=tier, key=b'{"k":%d}' % k, content=b'"%s"' % text.encode(), ttl=ttl)
-        return (ops.put_entries, scope, [e], now, q, held)
+        return (writes.put_entries, scope, [e], now, q, held)
 
     try:
         await _one_group(w, [
@@ -246,7 +246,7 @@ async def test_usage_counts_match_the_entries_after_mixed_groups(db_path: Path) 
             put(a, 2, "two, renewed after expiry", now=10.0),  # the expired key: a new entry
             put(b, 5, "five", now=10.0), put(b, 6, "six", now=10.0),
             put(b, 7, "seven: the namespace is full, b's expired entry makes room", now=10.0),
-            (ops.forget_entries, a, ["semantic"], [b'{"k":3}'], [], 10.0),
+            (writes.forget_entries, a, ["semantic"], [b'{"k":3}'], [], 10.0),
             put(a, 8, "eight", now=10.0),
         ])
     finally:
@@ -260,11 +260,11 @@ async def test_quota_after_an_expired_key_is_replaced_in_the_group(db_path: Path
     """A put that replaces an expired key (a delete, then a new entry) leaves the next put of
     the group counting the right number of entries against the quota."""
     w, held = _store_writer(db_path, [])
-    q = ops.Quotas(max_entries_per_namespace=100, max_entries_per_agent=3)
+    q = Quotas(max_entries_per_namespace=100, max_entries_per_agent=3)
 
     def put(k: int, ttl: int, now: float) -> tuple:
         e = NewEntry(tier="episodic", key=b'{"k":%d}' % k, content=b'"x"', ttl=ttl)
-        return (ops.put_entries, _SCOPE, [e], now, q, held)
+        return (writes.put_entries, _SCOPE, [e], now, q, held)
 
     try:
         assert await _one_group(w, [put(1, 5, 1.0), put(2, 0, 1.0)]) == [[None], [None]]

@@ -33,7 +33,7 @@ from host.library.mapping import key_to_id
 from host.library.search import Row
 from host.library.searcher import EngineSearcher
 from host.store.records import PERSISTENT_TIERS, Query, Quotas, Scope, StoredEntry
-from host.store.sqlite import ops
+from host.store.sqlite import writes
 from host.store.sqlite.schema import connect, migrate, write_transaction
 from protocol.keys import canonical_key
 
@@ -101,13 +101,13 @@ class EngineMirror:
             for key, row in todo.items():
                 canon = canonical_key({"id": key})
                 if row is None:
-                    ops.forget_entries(conn, _SCOPE, PERSISTENT_TIERS, [canon], [], now)
+                    writes.forget_entries(conn, _SCOPE, PERSISTENT_TIERS, [canon], [], now)
                     self._rows.pop(key, None)
                     continue
                 new = new_entry(key, row.memory, working_tier="episodic")
                 others = [t for t in PERSISTENT_TIERS if t != new.tier]
-                ops.forget_entries(conn, _SCOPE, others, [new.key], [], now)
-                ops.put_entries(conn, _SCOPE, [new], now, _UNBOUNDED)
+                writes.forget_entries(conn, _SCOPE, others, [new.key], [], now)
+                writes.put_entries(conn, _SCOPE, [new], now, _UNBOUNDED)
                 self._rows[key] = row
 
     def search(self, query: str, now: float) -> list[tuple[str, StoredEntry]]:

@@ -1,7 +1,7 @@
 """`SQLiteStore`: the library's `Store` on the host's SQLite engine (same file, schema and SQL).
 
 A memory is written as the wire entry `host.library.mapping.memory_to_entry` makes, through the
-host's own functions (`host.store.sqlite.ops`), into one namespace as one agent. So a host
+host's own functions (`host.store.sqlite.writes`), into one namespace as one agent. So a host
 serving the same file shows these memories to that agent over WebSocket (episodic ones) and to
 every agent of the namespace (semantic and procedural ones), and what wire clients store there
 is found by `get` and `search` here.
@@ -45,8 +45,8 @@ from host.library.protocol import Closing
 from host.library.searcher import EngineSearcher
 from host.memory.session import DEFAULT_AGENT
 from host.search.rank import RankWeights
-from host.store.records import PERSISTENT_TIERS, Query, Scope, StoredEntry
-from host.store.sqlite import ops
+from host.store.records import PERSISTENT_TIERS, Query, Quotas, Scope, StoredEntry
+from host.store.sqlite import reads, writes
 from host.store.sqlite.schema import connect, migrate, write_transaction
 from host.text.keyword import query_terms
 from protocol.keys import canonical_key
@@ -80,7 +80,7 @@ class SQLiteStore(Closing):
         namespace: str = DEFAULT_NAMESPACE,
         agent: str = DEFAULT_AGENT,
         weights: RankWeights | None = None,
-        quotas: ops.Quotas | None = None,
+        quotas: Quotas | None = None,
         candidates: int | None = None,
         search: SearchConfig | None = None,
     ) -> None:
@@ -88,7 +88,7 @@ class SQLiteStore(Closing):
         self.path = str(path)
         self.scope = Scope(namespace=namespace, agent=agent)
         self.weights = weights if weights is not None else default_weights()
-        self.quotas = quotas or ops.Quotas(
+        self.quotas = quotas or Quotas(
             max_entries_per_namespace=limits.max_entries_per_namespace,
             max_entries_per_agent=limits.max_entries_per_agent,
         )
@@ -111,7 +111,7 @@ class SQLiteStore(Closing):
             result = fn(conn, *args) if fn is not None else None
             if self._touched:
                 touches = [(_key(k), when) for k, when in self._touched.items()]
-                ops.touch_entries(conn, self.scope, PERSISTENT_TIERS, touches)
+                writes.touch_entries(conn, self.scope, PERSISTENT_TIERS, touches)
         self._touched.clear()
         if fn is not None:
             self._ticket = self._searcher.notify()  # its worker embeds what was queued
@@ -119,7 +119,7 @@ class SQLiteStore(Closing):
 
     def _row(self, key: str, now: float) -> StoredEntry | None:
         q = Query(tiers=PERSISTENT_TIERS, keys=(_key(key),), limit=1)
-        rows, _total = ops.find_entries(self._conn, self.scope, q, now)
+        rows, _total = reads.find_entries(self._conn, self.scope, q, now)
         return rows[0] if rows else None
 
     def get(self, key: str) -> Memory | None:
@@ -136,8 +136,8 @@ class SQLiteStore(Closing):
     def _replace(self, conn: sqlite3.Connection, key: str, memory: Memory, now: float) -> None:
         new = new_entry(key, memory, working_tier="episodic")
         others = [t for t in PERSISTENT_TIERS if t != new.tier]
-        ops.forget_entries(conn, self.scope, others, [new.key], [], now)
-        outcome = ops.put_entries(conn, self.scope, [new], now, self.quotas)  # an upsert
+        writes.forget_entries(conn, self.scope, others, [new.key], [], now)
+        outcome = writes.put_entries(conn, self.scope, [new], now, self.quotas)  # an upsert
         if outcome[0] is not None:
             raise StoreFullError(f"{outcome[0]}: no room for {key!r} in {self.scope.namespace!r}")
 
@@ -170,7 +170,7 @@ class SQLiteStore(Closing):
         with self._lock:
             self._check_open()
             self._touched.pop(key, None)
-            n = self._write(ops.forget_entries, self.scope, PERSISTENT_TIERS, [_key(key)], [],
+            n = self._write(writes.forget_entries, self.scope, PERSISTENT_TIERS, [_key(key)], [],
                             time.time())
         return bool(n)
 

@@ -11,7 +11,7 @@
   second it asks each connection to expire the requests waiting longer (`Pipeline.expire`).
 
 Storage quotas (entries and bytes per namespace and agent) are kept by the store
-(`host.store.sqlite.ops.Quotas`), working-tier entries by `host.memory.working`.
+(`host.store.records.Quotas`), working-tier entries by `host.memory.working`.
 """
 
 from __future__ import annotations

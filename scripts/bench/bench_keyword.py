@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from host.config import SearchConfig  # noqa: E402
 from host.store.records import NewEntry, Query, Quotas, Scope  # noqa: E402
-from host.store.sqlite import ops  # noqa: E402
+from host.store.sqlite import keyword, reads, writes  # noqa: E402
 from host.store.sqlite.deferred import Deferred  # noqa: E402
 from host.store.sqlite.schema import connect, migrate  # noqa: E402
 from host.text.keyword import query_terms  # noqa: E402
@@ -145,8 +145,8 @@ def build(path: Path, size: int, texts: Texts) -> float:
                          content=json.dumps({"text": text}).encode(), text=text,
                          created_at=NOW - size + i, updated_at=NOW - size + i)
             (theirs if foreign else mine).append(e)
-        ops.put_entries(conn, Scope(NAMESPACE, AGENT), mine, NOW, quotas, deferred)
-        ops.put_entries(conn, Scope(NAMESPACE, FOREIGN_AGENT), theirs, NOW, quotas, deferred)
+        writes.put_entries(conn, Scope(NAMESPACE, AGENT), mine, NOW, quotas, deferred)
+        writes.put_entries(conn, Scope(NAMESPACE, FOREIGN_AGENT), theirs, NOW, quotas, deferred)
         deferred.flush(conn)
         conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -184,10 +184,10 @@ def measure(db: Path, queries: dict[str, list[str]], check: bool,
     scope = Scope(NAMESPACE, AGENT)
     q = Query(tiers=TIERS, limit=cfg.fusion_pool)
     pool = cfg.fusion_pool
-    token_match = ops._match  # the store's MATCH text
+    token_match = keyword.match_text  # the store's MATCH text
 
     def store(text: str, term_docs: int, matches: int) -> list:
-        return ops.search_entries(conn, scope, q, query_terms(text), NOW, pool, term_docs,
+        return keyword.search_entries(conn, scope, q, query_terms(text), NOW, pool, term_docs,
                                   matches)
 
     def fts(text: str) -> list:
@@ -269,15 +269,15 @@ def _exhaustive(conn: sqlite3.Connection, scope: Scope, q: Query, text: str, poo
     with `sqlite.bm25.score_rows` (no bound on the rows scored, no early stop)."""
     from host.store.sqlite import bm25
 
-    kept, stats = ops.keyword_stats(conn, scope, q, query_terms(text), NOW, term_docs)
+    kept, stats = keyword.keyword_stats(conn, scope, q, query_terms(text), NOW, term_docs)
     if not kept:
         return []
-    where, params = ops._where(scope, q, NOW)
+    where, params = reads.read_where(scope, q, NOW)
     sql = (f"SELECT f.rowid, highlight(entries_fts, 1, '{bm25.MARK_OPEN}', '{bm25.MARK_CLOSE}'),"
            " (SELECT sz FROM entries_fts_docsize WHERE id = f.rowid)"
            " FROM entries_fts f CROSS JOIN entries e ON e.id = f.rowid"
            f" WHERE entries_fts MATCH ? AND {where} ORDER BY f.rowid DESC")
-    args: list[object] = [ops._match(scope, kept), *params]
+    args: list[object] = [keyword.match_text(scope, kept), *params]
     if matches > 0:
         sql += " LIMIT ?"
         args.append(matches)

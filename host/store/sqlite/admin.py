@@ -3,7 +3,7 @@
 The CLI's `stats`, `export`, `import`, `backup`, `vacuum` and `gc` call these; they run in
 their own process beside a serving host (WAL lets readers and one writer at a time share the
 file; a write waits up to the busy timeout for the host's writer). Imports write through
-`sqlite.ops.put_entries`, the same function as the wire path, one transaction a batch.
+`sqlite.writes.put_entries`, the same function as the wire path, one transaction a batch.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from host.store.admin import ExportRow, NamespaceStats
 from host.store.growth import UsageSummary
 from host.store.records import NewEntry, Quotas, Scope, StoreOutcome
-from host.store.sqlite import ops
 from host.store.sqlite import usage as sqlite_usage
+from host.store.sqlite import writes
 from host.store.sqlite.schema import connect, migrate, write_transaction
 
 __all__ = [
@@ -112,7 +112,7 @@ def import_batch(
     conn: sqlite3.Connection,
     batch: Sequence[tuple[Scope, NewEntry]],
     now: float,
-    quotas: ops.Quotas,
+    quotas: Quotas,
 ) -> list[StoreOutcome]:
     """Upsert `batch` in one transaction through `put_entries` (the wire path's function).
 
@@ -122,7 +122,7 @@ def import_batch(
     with write_transaction(conn):
         # consecutive entries of one scope go in one call
         for scope, run in itertools.groupby(batch, key=lambda item: item[0]):
-            outcomes += ops.put_entries(conn, scope, [e for _s, e in run], now, quotas)
+            outcomes += writes.put_entries(conn, scope, [e for _s, e in run], now, quotas)
     return outcomes
 
 
@@ -131,9 +131,9 @@ def collect_all_expired(conn: sqlite3.Connection, now: float) -> int:
     total = 0
     while True:
         with write_transaction(conn):
-            n = ops.collect_expired(conn, now)
+            n = writes.collect_expired(conn, now)
         total += n
-        if n < ops.GC_BATCH:
+        if n < writes.GC_BATCH:
             return total
 
 

@@ -7,11 +7,11 @@ with the formula of `host.text.bm25` and the namespace's own statistics:
 - rows and total length (in tokens) of the namespace's keyword rows: the `keyword_stats` table
   (schema migration 6), kept by `host.store.sqlite.deferred` as it writes and drops rows;
 - rows holding each query term: counted by the search among the rows the reader may read
-  (`host.store.sqlite.ops.selective_terms`);
+  (`host.store.sqlite.keyword.selective_terms`);
 - a row's length: FTS5's own count, from its `entries_fts_docsize` record (`row_length`); its
   term counts: the spans FTS5's `highlight()` marks for the query, each stemmed as the index
   stems it (`stems`, cached), or, when the search scores from the index alone
-  (`host.store.sqlite.ops._scored_by_index`), the instances of FTS5's postings (the same
+  (`host.store.sqlite.keyword._scored_by_index`), the instances of FTS5's postings (the same
   counts: one marked span an instance of a one-token term).
 
 `Scorer` computes the score from those, for both (the same float either way).

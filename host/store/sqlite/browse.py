@@ -1,6 +1,6 @@
 """The SQL of the memory browser's reads on SQLite (`host.store.interface.EntryStore`).
 
-Plain functions over one `sqlite3.Connection`, like `sqlite.ops`. Unlike the wire's reads they
+Plain functions over one `sqlite3.Connection`, like `sqlite.reads`. Unlike the wire's reads they
 cross the agents of a namespace (an operator's view, reached only through `host.ui`, which
 decides who may see which namespace). They read without an index made for them (newest first
 is a sort of the namespace's live rows): the store runs them on a worker thread with a

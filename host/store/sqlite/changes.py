@@ -23,7 +23,7 @@ deleted by another tool, which logs nothing, at the next change logged, whatever
 the next pruning of the log): a replay never shows the content of what was forgotten or
 expired, only the `forgotten` or `expired` change. A `stored` change left with no entry stays,
 empty (nobody is sent it), so the numbers do not move. The write functions of
-`host.store.sqlite.ops` call `log_change` inside their transaction, whoever runs them (the wire
+`host.store.sqlite.writes` call `log_change` inside their transaction, whoever runs them (the wire
 path, the library, the CLI).
 """
 

@@ -1,5 +1,5 @@
 """Client-supplied vectors on SQLite's write path (the store extension): a space's dimension
-and an entry's vectors, written by `host.store.sqlite.ops.put_entries` in its transaction (an
+and an entry's vectors, written by `host.store.sqlite.writes.put_entries` in its transaction (an
 entry with vectors is not queued for the host's embedder)."""
 
 from __future__ import annotations

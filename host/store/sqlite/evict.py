@@ -1,7 +1,7 @@
 """Eviction on SQLite (`limits.on_full` "evict", docs/growth.md): make room for a store that
 would pass a quota by deleting as few as needed of the storing agent's own entries.
 
-`host.store.sqlite.ops.put_entries` calls `evict` inside its transaction, after it has
+`host.store.sqlite.writes.put_entries` calls `evict` inside its transaction, after it has
 collected the namespace's expired entries (the first step of the order) and found the entry
 still over a quota. The candidates are the live entries of the namespace whose writer
 (`agent`, the column the per-agent quotas count) is the storing agent: its episodic entries
@@ -129,7 +129,7 @@ def evict(conn: sqlite3.Connection, namespace: str, agent: str, keep: Sequence[i
 
 
 class _Usage(Protocol):
-    """The usage a put keeps (`host.store.sqlite.ops._Usage`)."""
+    """The usage a put keeps (`host.store.sqlite.writes.Usage`)."""
 
     agent_entries: int
     agent_bytes: int

@@ -1,6 +1,6 @@
 """The SQL of the store extensions on SQLite: client vectors, TTL refresh, sweep, key paths.
 
-Plain functions over one `sqlite3.Connection`, like `host.store.sqlite.ops` (whose `_where`
+Plain functions over one `sqlite3.Connection`, like `host.store.sqlite.reads` (whose `read_where`
 gives every read here the same visibility, liveness and filters as a retrieve). Write
 functions run in the writer's transaction.
 """
@@ -20,8 +20,9 @@ from host.store.sqlite import changes
 from host.store.sqlite.changes import log_change
 from host.store.sqlite.deferred import Deferred
 from host.store.sqlite.filters import NO_NUL_KEY, json_path
-from host.store.sqlite.ops import _removed, _where
+from host.store.sqlite.reads import read_where
 from host.store.sqlite.scan_index import prefix_range
+from host.store.sqlite.writes import removed_records
 
 __all__ = [
     "client_changes",
@@ -45,7 +46,7 @@ def client_vectors(conn: sqlite3.Connection, scope: Scope, q: Query, space: str,
     if row is None:
         return 0, []
     dims = int(row[0])
-    where, params = _where(scope, q, now)
+    where, params = read_where(scope, q, now)
     rows = conn.execute(
         f"SELECT e.id, v.vecs FROM entries e JOIN client_vectors v ON v.entry_id = e.id"
         f" WHERE {where} AND v.space = ?", [*params, space]).fetchall()
@@ -135,7 +136,7 @@ def refresh_entries(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str]
     vectors only (whose index rows carry no expiry: a read checks it)."""
     if not keys or not tiers:
         return 0
-    where, params = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now)
+    where, params = read_where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now)
     ids = conn.execute(
         f"UPDATE entries AS e SET expires_at = ? + e.ttl WHERE {where} AND e.ttl > 0"
         " RETURNING id", [now, *params]).fetchall()
@@ -162,7 +163,7 @@ def sweep_expired(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], 
         " ORDER BY expires_at LIMIT ?) RETURNING tier, owner, key, tags",
         [now, *params, batch if batch > 0 else -1]).fetchall()
     if gone:
-        log_change(conn, scope.namespace, "expired", _removed(gone), now)
+        log_change(conn, scope.namespace, "expired", removed_records(gone), now)
         if deferred is None:
             Deferred().flush(conn)
     return len(gone)
@@ -181,7 +182,7 @@ def key_paths(conn: sqlite3.Connection, scope: Scope, q: Query, field: str,
     if any("\x00" in el for el in prefix):
         return  # no key read here holds U+0000 (sqlite/filters.py)
     member = json_path((field,))
-    where, params = _where(scope, q, now)
+    where, params = read_where(scope, q, now)
     span, span_params = prefix_range([leading(field, prefix)])  # an index range, if any
     sql = [f"SELECT DISTINCT json_extract(e.key, '{member}') FROM entries e WHERE {where}{span}"
            f" AND json_type(e.key, '{member}') = 'array' AND {NO_NUL_KEY}"]

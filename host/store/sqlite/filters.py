@@ -1,6 +1,6 @@
 """The store extensions' filters in SQLite SQL: conditions on content values, key prefixes.
 
-`where_sql(where, prefixes)` is ANDed to a read's WHERE (host/store/sqlite/ops.py `_where`),
+`where_sql(where, prefixes)` is ANDed to a read's WHERE (host/store/sqlite/reads.py `read_where`),
 so the filters apply before any count, cap or `LIMIT`. Paths are JSON paths with every member
 quoted (`$."a"."b"`); the members were checked by `host.store.filters` (letters, digits, `_`,
 `-`), and values travel as parameters, never in the SQL text.

@@ -10,9 +10,9 @@ so a tag filter reads only what the reader may see),
 (entries and bytes per (namespace, agent), agent "" holding the namespace total, in the
 database so every writer process sees the same counts). Deleting an entry row removes its tags
 and its usage through a trigger, whoever deletes it (forget, TTL collection, another tool).
-Since migration 4 inserts and overwrites are counted by `sqlite.ops.put_entries`, the only
+Since migration 4 inserts and overwrites are counted by `sqlite.writes.put_entries`, the only
 writer of entries, once a commit group, and the trigger queues the deleted entry's FTS row in
-`fts_gone`: every write function of `sqlite.ops` deletes the queued rows before its transaction
+`fts_gone`: every write function of `sqlite.writes` deletes the queued rows before its transaction
 commits (`host/store/sqlite/deferred.py`). A row deleted by another tool stays in the keyword
 index until the store's next write; searches join `entries`, so it is never returned.
 

@@ -36,7 +36,7 @@ from host.store.records import (
 )
 from host.store.sqlite import bm25 as sqlite_bm25
 from host.store.sqlite import browse as sqlite_browse
-from host.store.sqlite import changes, ops
+from host.store.sqlite import changes, keyword, reads, writes
 from host.store.sqlite import extensions as ext
 from host.store.sqlite import read_times as sqlite_reads
 from host.store.sqlite import usage as sqlite_usage
@@ -71,7 +71,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
     def __init__(
         self,
         path: str | Path,
-        quotas: ops.Quotas | None = None,
+        quotas: Quotas | None = None,
         batch_max: int = 512,
         observer: CommitObserver | None = None,
         max_term_docs: int = 0,
@@ -86,7 +86,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         self.found: FileState | None = None  # what `open()` found at the path
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self.space = DiskSpace(self.path, 0 if memory else disk_reserve_bytes)
-        self.quotas = quotas or ops.Quotas()
+        self.quotas = quotas or Quotas()
         self.max_term_docs = max_term_docs  # see sqlite.ops.search_entries
         self.max_matches = max_matches
         self._batch_max = batch_max
@@ -161,13 +161,13 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
     ) -> asyncio.Future[list[StoreOutcome]]:
         """Upsert entries in one group-committed transaction: the writer's future, resolved
         after the commit (awaiting it needs no task)."""
-        return self._submit(ops.put_entries, scope, list(entries), now, self.quotas,
+        return self._submit(writes.put_entries, scope, list(entries), now, self.quotas,
                             self._deferred)
 
     def _scans_many(self, scope: Scope, q: Query) -> bool:
         """True when reading `q` may walk more than `scan_on_loop` rows of the namespace (no
         keys: the read counts or filters the visible rows of a large namespace)."""
-        return not q.keys and ops.namespace_entries(self._conn(), scope.namespace) \
+        return not q.keys and reads.namespace_entries(self._conn(), scope.namespace) \
             > self.scan_on_loop
 
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
@@ -175,14 +175,14 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         may walk a large namespace."""
         if self._scans_many(scope, q):
             return await self._scans.submit(  # type: ignore[no-any-return]
-                scope.namespace, ops.find_entries, scope, q, now)
-        return ops.find_entries(self._conn(), scope, q, now)
+                scope.namespace, reads.find_entries, scope, q, now)
+        return reads.find_entries(self._conn(), scope, q, now)
 
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int
     ) -> list[StoredEntry]:
         """Keyword candidates for `text` with `relevance` set (see `host.text.keyword`)."""
-        return ops.search_entries(
+        return keyword.search_entries(
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
             self.max_matches)
 
@@ -194,7 +194,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         index on the index's scale (see `host.text.bm25`)."""
         q = q if q is not None else Query(tiers=PERSISTENT_TIERS)
         t = now if now is not None else time.time()
-        return ops.keyword_stats(self._conn(), scope, q, query_terms(text), t,
+        return keyword.keyword_stats(self._conn(), scope, q, query_terms(text), t,
                                  self.max_term_docs)[1]
 
     def analyse(self, text: str) -> Analysis:
@@ -206,7 +206,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         now: float,
     ) -> asyncio.Future[int]:
         """Delete matching live entries: the writer's future, resolved after the commit."""
-        return self._submit(ops.forget_entries, scope, list(tiers), list(keys), list(tags), now,
+        return self._submit(writes.forget_entries, scope, list(tiers), list(keys), list(tags), now,
                             self._deferred, grows=False)
 
     def touch(
@@ -214,17 +214,17 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
     ) -> asyncio.Future[int]:
         """Record a read (`EntryStore.touch`: `updated_at` moves forward to `when`, nothing
         else, expiry included): the writer's future, resolved after the group's commit."""
-        return self._submit(ops.touch_entries, scope, list(tiers), [(k, when) for k in keys],
+        return self._submit(writes.touch_entries, scope, list(tiers), [(k, when) for k in keys],
                             grows=False)
 
     async def collect_garbage(self, now: float) -> int:
         """Delete every expired entry, in batches so other writes interleave."""
         total = 0
         while True:
-            n = await self._submit(ops.collect_expired, now, ops.GC_BATCH, self._deferred,
+            n = await self._submit(writes.collect_expired, now, writes.GC_BATCH, self._deferred,
                                    grows=False)
             total += n
-            if n < ops.GC_BATCH:
+            if n < writes.GC_BATCH:
                 return total
 
     async def count_by_tier(self, now: float) -> dict[str, int]:
@@ -310,9 +310,9 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         total = 0
         while True:
             n = await self._submit(ext.sweep_expired, scope, list(tiers), now, self._deferred,
-                                   ops.GC_BATCH, grows=False)
+                                   writes.GC_BATCH, grows=False)
             total += n
-            if n < ops.GC_BATCH:
+            if n < writes.GC_BATCH:
                 return total
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],

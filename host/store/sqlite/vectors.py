@@ -1,6 +1,6 @@
 """The SQL of similarity search on SQLite: stored vectors, the embedding queue, model identity.
 
-Plain functions over one `sqlite3.Connection`, like `sqlite.ops`: the write functions run in the
+Plain functions over one `sqlite3.Connection`, like `sqlite.reads`: the write functions run in the
 store's writer thread (inside its transaction), the reads on the caller's connection. Vectors
 are float32 BLOBs of unit length, one per entry, all of the model `search_meta` names, with a
 digest of the text they were computed from (a re-stored entry whose text did not change keeps
@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from host.store.records import Pending, Query, Scope, StoredEntry, digest
-from host.store.sqlite.ops import _COLUMNS, _row, _where
+from host.store.sqlite.reads import COLUMNS, entry_of, read_where
 
 __all__ = [
     "Pending",
@@ -239,23 +239,23 @@ def neighbour_entries(
     Two reads of the `entries_order` index a hit; other groups' rows are never walked."""
     if span <= 0 or not hits:
         return []
-    where, params = _where(scope, q, now)
+    where, params = read_where(scope, q, now)
     group = "e.namespace = ? AND e.tier = ? AND e.owner = ?"
     out: list[tuple[StoredEntry, int, int]] = []
     for hit, tier, owner in hits:
         for op, order in (("<", "DESC"), (">", "ASC")):
             rows = conn.execute(
-                f"SELECT {_COLUMNS}, e.id FROM entries e INDEXED BY entries_order"
+                f"SELECT {COLUMNS}, e.id FROM entries e INDEXED BY entries_order"
                 f" WHERE {group} AND e.id {op} ? AND {where} ORDER BY e.id {order} LIMIT ?",
                 [scope.namespace, tier, owner, int(hit), *params, int(span)],
             ).fetchall()
-            out += [(_row(r, r[10]), int(hit), d) for d, r in enumerate(rows, start=1)]
+            out += [(entry_of(r, r[10]), int(hit), d) for d, r in enumerate(rows, start=1)]
     return out
 
 
 def allowed_ids(conn: sqlite3.Connection, scope: Scope, q: Query, now: float) -> np.ndarray:
     """Row ids of the live entries `q` lets `scope` read (visibility, TTL, keys, tags)."""
-    where, params = _where(scope, q, now)
+    where, params = read_where(scope, q, now)
     rows = conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params).fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
@@ -267,11 +267,11 @@ def fetch_entries(
     each with its `id` set; order unspecified."""
     if not ids:
         return []
-    where, params = _where(scope, q, now)
+    where, params = read_where(scope, q, now)
     # CROSS JOIN keeps the ids loop outside: row-id lookups, never a scan of the namespace
     rows = conn.execute(
-        f"SELECT {_COLUMNS}, e.id FROM json_each(?) AS ids CROSS JOIN entries e"
+        f"SELECT {COLUMNS}, e.id FROM json_each(?) AS ids CROSS JOIN entries e"
         f" ON e.id = ids.value WHERE {where}",
         [json.dumps([int(i) for i in ids]), *params],
     ).fetchall()
-    return [_row(r, r[10]) for r in rows]
+    return [entry_of(r, r[10]) for r in rows]
