@@ -202,3 +202,38 @@ def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
             for p in [*r["points"], r["after_restart"]]:
                 assert p["vector"]["recall10"] >= 0.95 and p["tagged"]["exact_share"] == 1.0
     assert report["failures"] == 0 and len(report["cost_curve"]) == 2
+
+
+def test_the_relevance_harness_asks_locomo_once_a_try(tmp_path: Path) -> None:
+    """eval_relevance.py --set locomo on the tiny conversation prints one table row of recall
+    figures for each `--try` (keyword only, so no embedder), and without --data it says so."""
+    cmd = [sys.executable, str(SCRIPTS / "eval_relevance.py"), "--set", "locomo",
+           "--cache", str(tmp_path / "v.npz")]
+    out = subprocess.run(
+        [*cmd, "--data", str(LOCOMO), "--conv", "tiny", "--try", "search.embedder=none",
+         "--try", "search.embedder=none", "ranking.search_candidates=50"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| search.")]
+    assert len(rows) == 2
+    assert all(0.0 <= float(cell) <= 1.0 for row in rows for cell in row.split("|")[2:4])
+    missing = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode != 0 and "--data" in missing.stderr
+
+
+def test_bench_ranking_replays_the_queries_it_saved(tmp_path: Path) -> None:
+    """bench_ranking.py --save writes the tiny conversation's questions with their candidates;
+    --replay runs a part of the ranking over every one of them, and nothing else."""
+    saved = tmp_path / "cases.pickle"
+    script = str(SCRIPTS / "bench_ranking.py")
+    out = subprocess.run(
+        [sys.executable, script, "--data", str(LOCOMO), "--conv", "tiny", "--rounds", "1",
+         "--save", str(saved), "--cache", str(tmp_path / "v.npz")],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    questions = int(out.stdout.split(": ", 1)[1].split(" questions")[0])
+    for part in ("z", "coverage", "query"):
+        got = subprocess.run([sys.executable, script, "--replay", str(saved), "--part", part,
+                              "--rounds", "2"], capture_output=True, text=True, timeout=60,
+                             check=True)
+        assert got.stdout.strip() == f"{part}: 2 rounds of {questions} queries"

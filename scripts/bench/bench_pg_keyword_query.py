@@ -1,6 +1,7 @@
 """`a2e_keyword_query`'s PostgreSQL CPU: this checkout's functions against another functions file's.
 
-    git show REV:host/store/postgres/functions.sql > /tmp/base.sql
+    git show REV:host/store/postgres/functions/keyword.sql > /tmp/base.sql
+        # (a revision before the schema's squash: REV:host/store/postgres/functions.sql)
     python scripts/bench/bench_pg_keyword_query.py --baseline /tmp/base.sql [--calls 50] [--rounds 6]
                                              [--cases bench,all,rare,dense] [--explain]
 
@@ -148,7 +149,7 @@ async def _explain(conn: Any, calls: dict[str, str], case: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the cases; print a table. 0 when both versions returned the same rows."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--baseline", required=True, help="a functions.sql of another revision")
+    p.add_argument("--baseline", required=True, help="the keyword functions (functions/keyword.sql) of another revision")
     p.add_argument("--cases", default=",".join(CASES), help=", ".join(CASES))
     p.add_argument("--calls", type=int, default=50, help="calls a round")
     p.add_argument("--rounds", type=int, default=6, help="rounds of each version, alternated")

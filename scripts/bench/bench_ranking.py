@@ -21,6 +21,17 @@ the ranking work of a query is replayed `--rounds` times over every question and
 
     python scripts/bench/bench_ranking.py --data PATH --conv 26
     python scripts/bench/bench_ranking.py --data tests/data/locomo/tiny.json --conv tiny --rounds 20
+
+`--save FILE` also writes the questions and their candidates to FILE; `--replay FILE` then runs
+one part of the ranking (`--part`) over them `--rounds` times and nothing else, for an
+instruction count that no load on the machine moves (`valgrind --tool=callgrind`): the
+instructions of a query are (Ir with --rounds R  -  Ir with --rounds 0) / (R * questions).
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        python scripts/bench/bench_ranking.py --replay FILE --part query --rounds 2
+
+Parts: `z` (the fused z-scores alone), `coverage`, `query` (coverage, the neighbours' first pass
+and `ranking.score`, as the engine does).
 """
 
 from __future__ import annotations
@@ -45,8 +56,13 @@ sys.path.insert(0, str(ROOT))
 from host.search import ranking  # noqa: E402
 from host.store.records import Query, Scope, StoredEntry  # noqa: E402
 from host.text.searchable import EntryTerms  # noqa: E402
-from scripts.bench.bench_retrieval import add_data_arg, load  # noqa: E402
-from scripts.bench.tune_retrieval import cached_host, overrides, stored_conversation  # noqa: E402
+from scripts.bench.bench_retrieval import DATA_HELP, load  # noqa: E402
+from scripts.bench.eval_relevance import (  # noqa: E402
+    add_harness_args,
+    cached_host,
+    overrides,
+    stored_conversation,
+)
 
 Case = tuple[str, list[StoredEntry], np.ndarray, float]  # query, candidates, cosines, reference
 
@@ -129,6 +145,25 @@ def run(cases: list[Case], cfg: Any, weights: list[float], rounds: int) -> dict[
              ("score", score), ("query", query))}
 
 
+def replay(file: Path, part: str, rounds: int) -> None:
+    """Run `part` of the ranking `rounds` times over the queries `--save` wrote to `file`."""
+    from host.config import SearchConfig
+    with file.open("rb") as f:
+        saved = pickle.load(f)  # noqa: S301 - a file this script wrote
+    cfg, weights = SearchConfig(), saved["weights"]
+    cases = [(q, [copy.copy(e) for e in es], s, r) for q, es, s, r in saved["cases"]]
+    for _ in range(rounds):
+        for q, es, s, r in cases:
+            if part == "z":
+                ranking.score(es, q, s, cfg, [], r)
+                continue
+            cov = ranking.coverages(q, es)
+            if part == "query":
+                ranking.orders(es, q, s, cfg, weights, r, cov=cov)
+                ranking.score(es, q, s, cfg, weights, r, cov=cov)
+    print(f"{part}: {rounds} rounds of {len(cases)} queries")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     cases, cfg, weights, search = await gather(args.data, args.conv, args.cache)
     sizes = [len(es) for _q, es, _s, _r in cases]
@@ -142,20 +177,29 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.save is not None:
         with args.save.open("wb") as f:
             pickle.dump({"cases": cases, "weights": weights}, f)
-        print(f"candidates saved to {args.save} (for scripts/bench/replay_ranking.py)")
+        print(f"candidates saved to {args.save} (for --replay)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_data_arg(ap)
+    ap.add_argument("--data", type=Path, default=None, metavar="PATH", help=DATA_HELP)
     ap.add_argument("--conv", default="26", help="the LoCoMo conversation")
     ap.add_argument("--rounds", type=int, default=20, help="replays of every question")
     ap.add_argument("--save", type=Path, default=None, metavar="FILE",
                     help="write the questions and their candidates to FILE (a pickle) for"
-                    " scripts/bench/replay_ranking.py")
-    ap.add_argument("--cache", type=Path,
-                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
-    asyncio.run(main_async(ap.parse_args()))
+                    " --replay")
+    ap.add_argument("--replay", type=Path, default=None, metavar="FILE",
+                    help="only replay `--part` of the ranking over the queries of FILE")
+    ap.add_argument("--part", choices=("z", "coverage", "query"), default="query",
+                    help="with --replay: the part of the ranking run")
+    add_harness_args(ap, tries="")
+    args = ap.parse_args()
+    if args.replay is not None:
+        replay(args.replay, args.part, args.rounds)
+    elif args.data is None:
+        ap.error(f"--data is required (or --replay FILE): {DATA_HELP}")
+    else:
+        asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -58,8 +58,12 @@ from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.judgement import Thresholds, plan  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
-from scripts.bench.eval_relevance import generated_filler  # noqa: E402
-from scripts.bench.tune_retrieval import cached_host, overrides  # noqa: E402
+from scripts.bench.eval_relevance import (  # noqa: E402
+    add_harness_args,
+    cached_host,
+    generated_filler,
+    overrides,
+)
 
 DATA = ROOT / "scripts" / "bench" / "data" / "judgement.json"
 HALVES = ("tune", "check")
@@ -350,10 +354,7 @@ def main() -> None:
     ap.add_argument("--show", default="", metavar="METHOD",
                     help="print the false merges and supersessions and the missed duplicates"
                          " of this method (a row's third column)")
-    ap.add_argument("--try", dest="tries", nargs="+", default=[],
-                    metavar="SECTION.FIELD=VALUE", help="config overrides")
-    ap.add_argument("--cache", type=Path,
-                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
+    add_harness_args(ap, tries="one")
     asyncio.run(run(ap.parse_args()))
 
 

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Relevance as a person means it: facts and the questions people ask of them, small and large.
+"""The relevance harness: a host in this process, its vectors cached, settings tried side by side.
 
-The data (`scripts/bench/data/relevance.json`, written for this script): 30 facts a personal assistant
+Two question sets (`--set`), the same `--try` (config overrides, one run each, compared in one
+go) and the same vector cache (`--cache`, in the system's temporary folder: vectors by text and
+embedder name, so a second run with other settings costs seconds, not minutes; delete it to
+recompute).
+
+`--set relevance` (the default): relevance as a person means it, facts and the questions people
+ask of them, small and large. The data (`scripts/bench/data/relevance.json`, written for this script): 30 facts a personal assistant
 might keep, each asked by a **paraphrase** that shares no content word with it, a **keyword**
 question that shares its words, and for 10 of them an **exact** lookup quoting a name, number
 or id; and 16 **off-topic** questions about nothing stored. Two memories per run, each a
@@ -23,8 +29,19 @@ relevance between the two memories.
     python scripts/bench/eval_relevance.py --data PATH --fill 600   # LoCoMo turns as the filler
     python scripts/bench/eval_relevance.py --try search.pair_weight=0 --try search.neighbour_hits=0
 
-Vectors are cached as in `scripts/bench/tune_retrieval.py` (`--cache`); a run with a warm cache takes
-about a minute for 1,000 filler entries.
+A run with a warm cache takes about a minute for 1,000 filler entries.
+
+`--set locomo`: LoCoMo evidence recall through the same in-process host. The requests of
+`scripts/bench/bench_retrieval.py` (each turn one episodic entry, each question of categories 1-4
+one `memory/retrieve` with `query`, over a WebSocket to the host on a free port); R@5, R@10,
+R@10 per category and the p50 latency of each `--try`:
+
+    python scripts/bench/eval_relevance.py --set locomo --data DIR --conv 26 30          # defaults
+    python scripts/bench/eval_relevance.py --set locomo --data DIR --conv 26 30 \
+        --try search.vector_weight=1.5 --try search.vector_weight=0.7 search.keyword_weight=1
+
+Tune on 26 and 30 only; report the held-out conversations (41 42 43) once, with the figures of
+`scripts/bench/bench_retrieval.py` (a real `a2e-host serve` process).
 """
 
 from __future__ import annotations
@@ -37,6 +54,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,9 +71,10 @@ from host.config import load_config  # noqa: E402
 from host.search.ranking import REFERENCE_TEXTS, coverages  # noqa: E402
 from host.store.records import Query, Scope  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
-from scripts.bench.tune_retrieval import cached_host, overrides  # noqa: E402
+from scripts.bench.bench_retrieval import CATEGORIES, DATA_HELP, ask, load  # noqa: E402
 
 DATA = ROOT / "scripts" / "bench" / "data" / "relevance.json"
+CACHE = Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz"  # shared by every harness run
 FAMILIES = ("paraphrase", "keyword", "exact", "off_topic")
 BINS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
 
@@ -83,6 +103,106 @@ _WHEN = ["yesterday", "last week", "on Monday", "this morning", "two days ago",
          "in the summer", "after lunch", "before the holidays", "on the weekend", "last night"]
 
 
+class CachedEmbedder:
+    """Wraps an embedder: vectors by (query or not, text), kept in a .npz file."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner, self.path = inner, path
+        self.name, self.dim = inner.name, inner.dim
+        self.cache: dict[str, np.ndarray] = {}
+        if path.exists():
+            with np.load(path, allow_pickle=False) as z:
+                self.cache = dict(zip(z["keys"].tolist(), z["vecs"], strict=True))
+        self.dirty = False
+
+    def _get(self, texts: list[str], query: bool) -> np.ndarray:
+        tag = ("q|" if query else "d|") + self.name + "|"
+        missing = [t for t in dict.fromkeys(texts) if tag + t not in self.cache]
+        if missing:
+            fn = self.inner.embed_queries if query else self.inner.embed
+            for t, v in zip(missing, fn(missing), strict=True):
+                self.cache[tag + t] = v
+            self.dirty = True
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[tag + t] for t in texts]).astype(np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._get(list(texts), False)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._get(list(texts), True)
+
+    def save(self) -> None:
+        if self.dirty:
+            keys = list(self.cache)
+            np.savez(self.path, keys=np.array(keys), vecs=np.stack([self.cache[k] for k in keys]))
+            self.dirty = False
+
+
+def overrides(pairs: list[str], db: str) -> dict[str, dict[str, Any]]:
+    """Config overrides of `SECTION.FIELD=VALUE` pairs (numbers cast, a list as JSON), on a free
+    port and the database `db`."""
+    out: dict[str, dict[str, Any]] = {"server": {"port": 0}, "store": {"db": db}}
+    for p in pairs:
+        name, _, value = p.partition("=")
+        section, _, field_name = name.partition(".")
+        v: Any = value
+        if value.startswith("["):  # a list, as JSON: search.calibration=[-8.4,24.3,...]
+            out.setdefault(section, {})[field_name] = json.loads(value)
+            continue
+        for cast in (int, float):
+            try:
+                v = cast(value)
+                break
+            except ValueError:
+                pass
+        out.setdefault(section, {})[field_name] = v
+    return out
+
+
+@asynccontextmanager
+async def cached_host(cfg: Any, cache: Path) -> AsyncIterator[tuple[Host, CachedEmbedder | None]]:
+    """A started in-process Host whose embedder reads and fills the vector cache `cache`;
+    on exit the host stops and the cache is saved."""
+    host = Host(cfg)
+    emb = None
+    if host.search.embedder is not None:
+        emb = CachedEmbedder(host.search.embedder, cache)
+        host.search.use_embedder(emb)  # type: ignore[arg-type]
+    await host.start()
+    try:
+        yield host, emb
+    finally:
+        await host.stop()
+        if emb is not None:
+            emb.save()
+
+
+async def stored_conversation(host: Host, ns: str, turns: list[tuple[Any, str]]) -> MemoryClient:
+    """A client of `host` in namespace `ns` (agent "bench") that has stored every turn as an
+    episodic entry keyed by its dialogue id, 100 a request."""
+    c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
+    await c.init(ns, {"agent": "bench"})
+    entries = [{"key": {"turn": d}, "content": t, "tier": "episodic"} for d, t in turns]
+    for i in range(0, len(entries), 100):
+        await c.store(entries[i:i + 100])
+    return c
+
+
+def add_harness_args(ap: argparse.ArgumentParser, tries: str = "runs") -> None:
+    """`--cache` (the vector cache of every harness script) and, unless `tries` is "", `--try`:
+    with "runs" each `--try` is one run's overrides (several compared), with "one" a single
+    set of overrides."""
+    if tries:
+        ap.add_argument("--try", dest="tries", nargs="+", default=[],
+                        action="append" if tries == "runs" else "store",
+                        metavar="SECTION.FIELD=VALUE",
+                        help="one run's config overrides" if tries == "runs"
+                        else "config overrides")
+    ap.add_argument("--cache", type=Path, default=CACHE, help="the vector cache (a .npz file)")
+
+
 def generated_filler(n: int, seed: int = 7) -> list[str]:
     """`n` distinct everyday sentences about other people (never the user's facts)."""
     rng = random.Random(seed)
@@ -95,7 +215,6 @@ def generated_filler(n: int, seed: int = 7) -> list[str]:
 
 def locomo_filler(data: Path, convs: list[str], n: int) -> list[str]:
     """The first `n` turns of LoCoMo conversations `convs` of `data`."""
-    from scripts.bench.bench_retrieval import load
     out: list[str] = []
     for c in convs:
         out += [t for _d, t in load(data, c)[0]]
@@ -278,7 +397,42 @@ def report(title: str, small: Memory, large: Memory) -> None:
               f"min {min(right, default=0):.3f} median {statistics.median(right or [0]):.3f}")
 
 
+async def locomo_recall(settings: list[str], convs: dict[str, Any], cache: Path
+                        ) -> dict[str, float]:
+    """R@5, R@10, R@10 per category and the p50 latency (ms) of every question of `convs`
+    (each conversation in its own namespace) under config overrides `settings`."""
+    rows: list[tuple[int, float, float]] = []
+    lat: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="a2e-tune-") as tmp:
+        cfg = load_config(None, overrides(settings, f"{tmp}/t.db"))
+        async with cached_host(cfg, cache) as (host, _emb):
+            for name, (turns, qs) in convs.items():
+                c = await stored_conversation(host, f"locomo-{name}", turns)
+                await host.search.drain()
+                await ask(c, qs, lat, rows)
+                await c.close()
+    res = {"r5": statistics.fmean(r[1] for r in rows), "r10": statistics.fmean(r[2] for r in rows),
+           "p50": float(np.percentile(lat, 50))}
+    for cat, name in CATEGORIES.items():
+        sel = [r[2] for r in rows if r[0] == cat]
+        res[name] = statistics.fmean(sel) if sel else float("nan")
+    return res
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.set == "locomo":
+        if args.data is None:
+            raise SystemExit(f"--set locomo needs --data PATH: {DATA_HELP}")
+        convs = {c: load(args.data, c) for c in args.conv}
+        print(f"conversations {' '.join(args.conv)}")
+        print("| settings | R@5 | R@10 | " + " | ".join(CATEGORIES.values()) + " | p50 ms |")
+        print("|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
+        for settings in args.tries or [[]]:
+            r = await locomo_recall(settings, convs, args.cache)
+            print(f"| {' '.join(settings) or 'defaults'} | {r['r5']:.3f} | {r['r10']:.3f} | "
+                  + " | ".join(f"{r[name]:.3f}" for name in CATEGORIES.values())
+                  + f" | {r['p50']:.1f} |", flush=True)
+        return
     filler = (locomo_filler(args.data, args.conv, args.fill) if args.data is not None
               else generated_filler(args.fill))
     print(f"filler: {len(filler)} {'LoCoMo turns' if args.data else 'generated sentences'}")
@@ -289,15 +443,16 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fill", type=int, default=1000, help="unrelated entries of the large memory")
+    ap.add_argument("--set", choices=("relevance", "locomo"), default="relevance",
+                    help="the facts and their questions, or LoCoMo's evidence recall")
+    ap.add_argument("--fill", type=int, default=1000,
+                    help="unrelated entries of the large memory (--set relevance)")
     ap.add_argument("--data", type=Path, default=None, metavar="PATH",
-                    help="LoCoMo (a folder of <conv>.json or the single file) for the filler")
+                    help="LoCoMo (a folder of <conv>.json or the single file): the conversations"
+                    " asked (--set locomo, required) or the filler (--set relevance)")
     ap.add_argument("--conv", nargs="+", default=["26", "30"],
-                    help="LoCoMo conversations the filler comes from (with --data)")
-    ap.add_argument("--try", dest="tries", nargs="+", action="append", default=[],
-                    metavar="SECTION.FIELD=VALUE", help="one run's config overrides")
-    ap.add_argument("--cache", type=Path,
-                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
+                    help="LoCoMo conversations asked, or the filler comes from (with --data)")
+    add_harness_args(ap)
     asyncio.run(run(ap.parse_args()))
 
 

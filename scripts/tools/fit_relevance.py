@@ -23,7 +23,7 @@ none of the evaluation's; its memories' generated filler another draw) and the c
 question of the evaluation, all of them held out.
 
 Prints the weights to put in `host.search.ranking.CALIBRATIONS` (for `--embedder none`, fit
-with `--keyword-only`). Vectors are cached as in `scripts/bench/tune_retrieval.py`.
+with `--keyword-only`). Vectors are cached as in `scripts/bench/eval_relevance.py`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +41,12 @@ sys.path.insert(0, str(ROOT))
 
 from host.config import load_config  # noqa: E402
 from host.search.ranking import CALIBRATIONS, FEATURES, pair_features  # noqa: E402
-from scripts.bench.eval_relevance import evaluate, generated_filler, locomo_filler  # noqa: E402
+from scripts.bench.eval_relevance import (  # noqa: E402
+    add_harness_args,
+    evaluate,
+    generated_filler,
+    locomo_filler,
+)
 
 # the generated filler of the training memories (another draw than the evaluation's)
 TRAIN_SEED = 11
@@ -202,8 +206,7 @@ def main() -> None:
                     help="fit on the facts and questions of FILE (scripts/bench/data/relevance_train"
                     ".json: none of the evaluation's) and check on every question of the"
                     " evaluation")
-    ap.add_argument("--cache", type=Path,
-                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
+    add_harness_args(ap, tries="")
     asyncio.run(run(ap.parse_args()))
 
 

@@ -23,7 +23,7 @@ correction of today's ranking, not a new one.
     python scripts/experiments/fusion/learn_fusion.py --data PATH
 
 Relevance is not touched (a property of the pair), so `min_score` and drift are the host's.
-Vectors are cached as in `scripts/bench/tune_retrieval.py`.
+Vectors are cached as in `scripts/bench/eval_relevance.py`.
 """
 
 from __future__ import annotations
@@ -48,13 +48,16 @@ from host.search import ranking  # noqa: E402
 from scripts.bench.bench_retrieval import load  # noqa: E402
 from scripts.bench.eval_relevance import (  # noqa: E402
     DATA,
+    add_harness_args,
+    cached_host,
     generated_filler,
     label,
     locomo_filler,
     memory,
+    overrides,
     questions,
+    stored_conversation,
 )
-from scripts.bench.tune_retrieval import cached_host, overrides, stored_conversation  # noqa: E402
 from scripts.tools.fit_relevance import TRAIN_SEED  # noqa: E402
 
 TRAIN = ROOT / "scripts" / "bench" / "data" / "relevance_train.json"
@@ -407,10 +410,7 @@ def main() -> None:
                     " training hits (e.g. 300: 0.01 recall = 3 hits)")
     ap.add_argument("--grid", action="store_true", help="the direct search (`grid`) only")
     ap.add_argument("--l2", type=float, nargs="+", default=[0.01, 0.1, 1.0])
-    ap.add_argument("--try", dest="tries", nargs="+", default=[],
-                    metavar="SECTION.FIELD=VALUE", help="config overrides")
-    ap.add_argument("--cache", type=Path,
-                    default=Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz")
+    add_harness_args(ap, tries="one")
     asyncio.run(run(ap.parse_args()))
 
 
