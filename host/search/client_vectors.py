@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from host.search.index import VectorIndexes, approximate, group_of
-from host.store.base import ClientSpaceReads, Query, Scope, StoredEntry, owner_for
+from host.store.interface import EntryStore
+from host.store.records import Query, Scope, StoredEntry, owner_for
 
 __all__ = ["MAX_DIMS", "ROWS_PER_ENTRY", "ClientSpaces", "SpaceDims", "entry_of", "nearest",
            "rescore_count", "row_ids", "space_key", "space_of", "unit_rows"]
@@ -147,7 +148,7 @@ class ClientSpaces:
     deleted by another tool) leaves the index there. So the stored rows stay the truth: a missed update is gone at the next load.
     """
 
-    def __init__(self, store: ClientSpaceReads, indexes: VectorIndexes) -> None:
+    def __init__(self, store: EntryStore, indexes: VectorIndexes) -> None:
         self.store = store
         self.indexes = indexes
         # key -> (change number its rows are current to, the space's dimension, the most

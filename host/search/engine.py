@@ -7,7 +7,7 @@ the query vectors (`host.search.queries`), the store's vectors as the query path
 query path itself (`host.search.retrieve`, whose docstring lists a query's steps). This module
 starts, stops, drains and reindexes them, and swaps the embedder; it holds no query step.
 
-A store that searches vectors itself (`host.store.base.VectorSearch`: PostgreSQL with pgvector,
+A store that searches vectors itself (`host.store.interface.VectorSearch`: PostgreSQL with pgvector,
 shared by several hosts) keeps no vectors in this process: its worker is a `SharedWorker` and
 its vectors a `SharedVectors`; a store the host searches in memory (SQLite) has a `LocalWorker`
 and `LocalVectors` over the same `VectorIndexes`. Everything else is the same code.
@@ -31,16 +31,8 @@ from host.search.queries import QueryVectors
 from host.search.retrieve import Retrieval, WorkingEntries, retrieved
 from host.search.vectors import LocalVectors, SharedVectors, Vectors
 from host.search.worker import EmbeddingWorker, LocalWorker, SharedWorker
-from host.store.base import (  # the store capabilities the engine reads, declared there
-    ClientSpaceReads,
-    EntryStore,
-    NamespaceVectors,
-    Query,
-    Scope,
-    StoredEntry,
-    VectorSearch,
-    VectorStore,
-)
+from host.store.interface import EntryStore, VectorSearch, VectorStore
+from host.store.records import Query, Scope, StoredEntry
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
@@ -73,8 +65,8 @@ class SearchEngine:
     ) -> None:
         self.store = store
         self.cfg = cfg
-        # what the store offers (host/store/base.py), checked once: a runtime Protocol check
-        # inspects every method. Shared: the store keeps and searches the vectors (several
+        # what the store offers beyond `EntryStore` (host/store/interface.py), checked once.
+        # Shared: the store keeps and searches the vectors (several
         # hosts on one database); local: the engine searches them in memory
         self._shared = store if isinstance(store, VectorSearch) else None
         self._local = store if self._shared is None and isinstance(store, VectorStore) else None
@@ -86,16 +78,13 @@ class SearchEngine:
         # embedder) and client space's, each loaded on its first query, within the budget
         self.vectors: VectorIndexes | None = None
         self.spaces: ClientSpaces | None = None
-        self._by_namespace = (store if not self.shared and isinstance(store, NamespaceVectors)
-                              else None)
-        if self._by_namespace is not None:
+        if self._local is not None:
             self.vectors = VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
-                ann_min_rows=cfg.ann_min_rows, persist_dir=vectors_dir(self._by_namespace.path),
+                ann_min_rows=cfg.ann_min_rows, persist_dir=vectors_dir(self._local.path),
                 dtype=cfg.vector_dtype, namespace_share=cfg.vector_namespace_share)
-            if isinstance(store, ClientSpaceReads):
-                self.spaces = ClientSpaces(store, self.vectors)
-        elif isinstance(store, ClientSpaceReads):  # PostgreSQL: the client spaces only
+            self.spaces = ClientSpaces(store, self.vectors)
+        else:  # PostgreSQL: the client spaces only
             self.spaces = ClientSpaces(store, VectorIndexes(
                 budget_bytes=cfg.vector_memory_bytes, loader=self._load,
                 ann_min_rows=cfg.ann_min_rows, dtype=cfg.vector_dtype,
@@ -112,10 +101,8 @@ class SearchEngine:
         # else none (relevance is then the order's logistic, see host.search.ranking)
         self.calibration: list[float] = (list(cfg.calibration)
                                          or ranking.CALIBRATIONS.get(kind, []))
-        self.index: VectorIndexes | None = None
-        if self.embedder is not None and not self.shared:
-            self.index = (self.vectors if self.vectors is not None
-                          else VectorIndexes(self.embedder.dim))
+        # the in-memory indexes searched with this embedder (a local store's)
+        self.index = self.vectors if self.embedder is not None else None
         self.worker: EmbeddingWorker | None = None
         self.queries: QueryVectors | None = None
         if self.embedder is not None:
@@ -129,8 +116,7 @@ class SearchEngine:
             else:
                 assert self._local is not None and self.index is not None
                 self.worker = LocalWorker(self._local, self.embedder, cfg, self.index,
-                                          lazy=self.vectors is not None, busy=wbusy,
-                                          on_batch=on_batch)
+                                          lazy=True, busy=wbusy, on_batch=on_batch)
         self.retrieval = self._retrieval()
 
     def _retrieval(self) -> Retrieval:
@@ -154,9 +140,9 @@ class SearchEngine:
             if self.spaces is not None:
                 yield from self.spaces.load(key)
             return
-        if self.embedder is None or self._by_namespace is None:
+        if self.embedder is None or self._local is None:
             return
-        for ids, vecs, places, expires in self._by_namespace.namespace_vectors(
+        for ids, vecs, places, expires in self._local.namespace_vectors(
                 key, self.embedder.dim):
             yield ids, vecs, [group_of(t, o) for t, o in places], expires
 

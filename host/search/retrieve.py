@@ -34,14 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from host.search import ranking
-from host.store.base import (  # the store capabilities the query path reads, declared there
-    EntryStore,
-    KeywordStats,
-    NearSearch,
-    Query,
-    Scope,
-    StoredEntry,
-)
+from host.store.interface import EntryStore, NearSearch
+from host.store.records import Query, Scope, StoredEntry
 from host.text.bm25 import Analysis, bm25
 from host.text.keyword import query_terms
 
@@ -94,8 +88,7 @@ class Retrieval:
         self.queries = queries
         self.worker = worker
         self.prior = prior
-        # what the store offers (host/store/base.py), checked once
-        self.keywords = store if isinstance(store, KeywordStats) else None
+        # what the store offers beyond `EntryStore` (host/store/interface.py), checked once
         self.near = (store if isinstance(store, NearSearch) and vectors is not None
                      and cfg.neighbour_hits > 0 else None)
 
@@ -113,7 +106,7 @@ class Retrieval:
         # ones and spares building (and scoring) the rest of `candidates` rows
         kw, near = await self._keyword_candidates(scope, q, words, now,
                                                   min(candidates, cfg.fusion_pool))
-        if self.keywords is None or any(e.keyword is None for e in kw):
+        if any(e.keyword is None for e in kw):
             # a store without BM25: its own relevance, the working tier's term share alike
             if qv_future is not None:
                 await asyncio.gather(qv_future, return_exceptions=True)
@@ -255,12 +248,10 @@ class Retrieval:
         """The working entries matching `q` and the query, `keyword` set on the store's scale."""
         if working is None or not len(working):
             return []
-        keywords = self.keywords
-        assert keywords is not None  # called for a BM25 store only (`search`)
-        stats = await keywords.keyword_stats(scope, text, q, now)
+        stats = await self.store.keyword_stats(scope, text, q, now)
         if not stats.terms:
             return []
-        return working.scored(q.keys, q.tags, now, keywords.analyse,
+        return working.scored(q.keys, q.tags, now, self.store.analyse,
                               lambda a: bm25(stats, a))
 
     def _keyword_text(self, text: str) -> str:

@@ -28,16 +28,8 @@ import numpy as np
 
 from host.search.client_vectors import rescore_count
 from host.search.index import VectorIndexes, approximate, group_of
-from host.store.base import (
-    Hits,
-    Query,
-    Scope,
-    StoredEntry,
-    StoredVectors,
-    VectorSearch,
-    VectorStore,
-    owner_for,
-)
+from host.store.interface import VectorSearch, VectorStore
+from host.store.records import Hits, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["Index", "LocalVectors", "Lookup", "SharedVectors", "Vectors"]
 
@@ -86,7 +78,7 @@ class Vectors(Protocol):
 
     async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
                          span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
-        """As `host.store.base.VectorStore.neighbours`."""
+        """As `host.store.interface.EntryStore.neighbours`."""
 
 
 class LocalVectors:
@@ -97,7 +89,6 @@ class LocalVectors:
         self.store = store
         self.indexes = indexes
         self.pool = pool
-        self.exact = store if isinstance(store, StoredVectors) else None
 
     async def open(self, namespace: str) -> Lookup | None:
         """The namespace's index, loaded if it is not (None: its load failed: the query then
@@ -127,10 +118,10 @@ class LocalVectors:
         each id the store has a float32 vector for scored on it instead."""
         out = np.array(approx, dtype=np.float64)
         ask = [int(i) for i, s in zip(ids, out.tolist(), strict=True) if s == s]
-        if not ask or self.exact is None:
+        if not ask:
             return out
         q = np.asarray(qv, dtype=np.float32).reshape(-1)
-        got, vecs = await self.exact.vectors_of(ask, q.size)
+        got, vecs = await self.store.vectors_of(ask, q.size)
         exact = dict(zip(got, (vecs @ q).astype(np.float64).tolist(), strict=True))
         for j, i in enumerate(ids):
             s = exact.get(int(i))
@@ -146,7 +137,7 @@ class _LocalLookup:
         self.vectors = vectors
         self.index = index
         # 8-bit codes (approximate): their best rows are scored again on the store's float32
-        self.rescore = approximate(index) and vectors.exact is not None
+        self.rescore = approximate(index)
 
     @property
     def searchable(self) -> bool:
