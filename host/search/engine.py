@@ -255,7 +255,6 @@ class SearchEngine:
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int,
         working: WorkingEntries | None = None, ticket: int = 0, conn: str = "",
-        updates: list[StoredEntry] | None = None,
     ) -> list[StoredEntry]:
         """Candidates for `text` that `q` lets `scope` read, each with its `relevance` in (0, 1)
         (of the pair query/entry alone) and its order `fused` (`host.search.ranking`);
@@ -275,7 +274,7 @@ class SearchEngine:
         fair share of the query thread (`host.search.queries`).
         """
         return await self.retrieval.search(scope, q, text, now, candidates, working, ticket,
-                                           conn, updates)
+                                           conn)
 
     async def _background_prior(self) -> tuple[float, np.ndarray]:
         if self._prior is None:

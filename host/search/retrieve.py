@@ -95,10 +95,8 @@ class Retrieval:
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int,
         working: WorkingEntries | None = None, ticket: int = 0, conn: str = "",
-        updates: list[StoredEntry] | None = None,
     ) -> list[StoredEntry]:
-        """See `host.search.engine.SearchEngine.search`: the steps of the module docstring.
-        `updates`: see that method."""
+        """See `host.search.engine.SearchEngine.search`: the steps of the module docstring."""
         cfg = self.cfg
         words = self._keyword_text(text)
         lookup, qv_future = await self._vector_of(scope.namespace, q, text, ticket, conn)
