@@ -110,7 +110,10 @@ DECLARE
     capping boolean := p_cap > 0 AND cardinality(p_terms) >= 2;
     bitmaps text := current_setting('enable_bitmapscan');
     seqs text := current_setting('enable_seqscan');
+    idxs text := current_setting('enable_indexscan');
+    entries bigint;
 BEGIN
+    SELECT u.entries INTO entries FROM a2e_usage u WHERE u.namespace = p_ns AND u.agent = '';
     -- one primary-key probe a term (a join let the generic plan read every term of the
     -- namespace into a hash: ~0.4 ms at 1,000 terms, growing with the namespace)
     docs := ARRAY(SELECT coalesce((SELECT x.docs FROM a2e_terms x
@@ -119,17 +122,26 @@ BEGIN
     FOR i IN 1 .. coalesce(cardinality(p_terms), 0) LOOP
         n := docs[i];
         IF capping AND n > p_cap AND p_tiers IS NOT NULL THEN
-            -- a common term: walk the reader's groups (their index) and stop at p_cap + 1; the
-            -- planner, underestimating its matches, would read them all through the GIN index
-            PERFORM set_config('enable_bitmapscan', 'off', true),
-                    set_config('enable_seqscan', 'off', true);
+            -- a common term, counted for the reader up to p_cap + 1. Held by a quarter of the
+            -- namespace or more: walk the reader's groups (their index), at most ~4 rows read a
+            -- match (the planner, underestimating its matches, would read them all through the
+            -- GIN index). Thinner (functions version 8): read the GIN index, the matches only,
+            -- where the walk read every entry of the groups until the cap (16 rows a match for a
+            -- term in 1 of 16 entries: 32,000 rows for 2,001 matches)
+            IF 4 * n >= coalesce(entries, 0) THEN
+                PERFORM set_config('enable_bitmapscan', 'off', true);
+            ELSE
+                PERFORM set_config('enable_indexscan', 'off', true);
+            END IF;
+            PERFORM set_config('enable_seqscan', 'off', true);
             EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM (' || coalesce(nullif(a2e_readable(
                     '1', p_ns, p_tiers, p_owners,
                     quote_literal(p_scope) || ' & ' || quote_literal(p_terms[i]),
                     p_keys, p_tags, false), ''), 'SELECT 1 WHERE false') || ') r LIMIT $2) c'
                INTO n USING p_now, p_cap + 1, p_keys, p_tags;
             PERFORM set_config('enable_bitmapscan', bitmaps, true),
-                    set_config('enable_seqscan', seqs, true);
+                    set_config('enable_seqscan', seqs, true),
+                    set_config('enable_indexscan', idxs, true);
         END IF;
         seen := seen || n;
         IF n < seen[rarest] THEN
@@ -253,10 +265,15 @@ BEGIN
             ' AND e.lexemes @@ $10 AND (e.expires_at IS NULL OR e.expires_at > $1)%s'
             ' ORDER BY -e.id LIMIT $2)', g, g, extra);
     END LOOP;
-    -- no term held by more entries than the pool takes: every match is read from the GIN
-    -- index (one bitmap, the readable groups a filter) and sorted, on a prepared generic plan
-    sparse := NOT dense AND p_max IS NOT NULL AND cardinality(kept) <= 8
-              AND cardinality(p_keys) = 0;
+    -- no term held by more entries than the pool takes, or (functions version 8) the terms
+    -- held by more but spread thin (matches^2 below pool x entries, the namespace's counts): a
+    -- walk would read entries / matches rows a match until the pool is full, this read the
+    -- matches only (6,250 of 100,000 entries holding the terms: 64,000 rows walked, 6,250
+    -- read), so every match is read from the GIN index (one bitmap, the readable groups a
+    -- filter) and the newest sorted out, on a prepared generic plan; at most sqrt(pool x
+    -- entries) rows either way
+    sparse := (NOT dense OR coalesce(matched, 0)::float8 ^ 2 < p_max::float8 * n)
+              AND p_max IS NOT NULL AND cardinality(kept) <= 8 AND cardinality(p_keys) = 0;
     IF sparse THEN
         FOR g IN 1 .. cardinality(p_tiers) LOOP
             groups := groups || format('(e.tier = $8[%s] AND e.owner = $9[%s])', g, g);
@@ -281,7 +298,7 @@ BEGIN
     IF sparse THEN
         PERFORM set_config('enable_indexscan', 'off', true),
                 set_config('enable_seqscan', 'off', true);
-    ELSIF dense OR small THEN
+    ELSIF dense OR small THEN  -- dense and thick: the walk
         PERFORM set_config('enable_bitmapscan', 'off', true),
                 set_config('enable_seqscan', 'off', true);
     END IF;
