@@ -106,6 +106,7 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any], keep: str = "") -
     from host.search.index import ExactIndex
     from host.search.index.ann import AnnIndex
     from host.search.index.builds import build_ann
+    from host.search.index.persist import stale_rows
 
     queries = sample(centres(), nq, 10**9)
     truth = Truth(queries)
@@ -163,7 +164,10 @@ def run_kind(kind: str, n: int, nq: int, opts: dict[str, Any], keep: str = "") -
         spent = 0.0
         for ids, vecs in stream(n):
             t = time.perf_counter()
-            index.sync(ids.tolist(), vecs, group(ids), [None] * ids.size)
+            late = stale_rows(index, ids.tolist(), vecs, group(ids), [None] * ids.size)
+            if late is not None:
+                index.add(*late)
+                index.changed = True
             spent += time.perf_counter() - t
         out["sync_s"] = round(spent, 2)
         out["sync_changed"] = index.changed

@@ -390,42 +390,6 @@ class AnnIndex(Rows):
         self.dirty = self.dirty or ok
         return ok
 
-    def sync(self, ids: list[int], vectors: np.ndarray, groups: list[str],
-             expires: list[float | None], add: bool = True) -> Chunk | None:
-        """Bring rows to these stored ones: missing or changed vectors (re)added, groups and
-        expiries updated (a saved index reopened against its store). `add` False: the rows
-        to (re)add are returned instead (None: none), the rest is updated."""
-        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
-        if vecs.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {self.dim}")
-        slots = np.array([self._row.get(i, -1) for i in ids], dtype=np.int64)
-        have = np.flatnonzero(slots >= 0)
-        stale = np.zeros(len(ids), dtype=bool)
-        stale[slots < 0] = True
-        if have.size:  # the same vector: the same codes (+-1 for rounding)
-            stored = self.codes()[slots[have]].astype(np.int16)
-            fresh = self._storage.sa_encode(np.ascontiguousarray(vecs[have])).astype(np.int16)
-            same = np.abs(stored - fresh).max(axis=1) <= 1
-            stale[have[~same]] = True
-            kept = have[same]
-            codes = np.array([self._group_codes.get(groups[j], -1) for j in kept.tolist()],
-                             dtype=np.int64)
-            exps = np.array([np.inf if expires[j] is None else expires[j] for j in kept.tolist()],
-                            dtype=np.float64)
-            moved = (self._groups[slots[kept]] != codes) | (self._expires[slots[kept]] != exps)
-            for j in kept[moved].tolist():
-                self.set_meta(ids[j], groups[j], expires[j])
-                self.changed = True
-        if stale.any():
-            js = np.flatnonzero(stale).tolist()
-            rows: Chunk = ([ids[j] for j in js], vecs[js], [groups[j] for j in js],
-                           [expires[j] for j in js])
-            if not add:
-                return rows
-            self.add(*rows)
-            self.changed = True
-        return None
-
     # --- reading ---
 
     def _decode(self, slots: np.ndarray) -> np.ndarray:

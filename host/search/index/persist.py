@@ -11,6 +11,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 from host.search.index import files
 from host.search.index.ann import AnnIndex, AnnOptions
 from host.search.index.loading import Chunk, Index
@@ -21,6 +23,34 @@ COMPACT_MIN = 1000  # below this many rows to add, a saved graph is always broug
 # a saved graph is read afresh instead when more than this share of its rows (and at least
 # COMPACT_MIN) would be added to it (`reconcile`)
 STALE_SHARE = 0.25
+
+
+def stale_rows(index: AnnIndex, ids: list[int], vectors: np.ndarray, groups: list[str],
+               expires: list[float | None]) -> Chunk | None:
+    """Of these stored rows, those `index` must (re)add: missing, or with another vector (the
+    same vector: the same codes, +-1 for rounding); None when none. Groups and expiries are
+    brought to the stored ones meanwhile (`changed` set when one moved)."""
+    vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+    if vecs.shape[1] != index.dim:
+        raise ValueError(f"vectors have dimension {vecs.shape[1]}, index has {index.dim}")
+    slots = index.slots_of(ids)
+    have = np.flatnonzero(slots >= 0)
+    stale = slots < 0
+    if have.size:
+        stored = index.codes()[slots[have]].astype(np.int16)
+        fresh = index.storage.sa_encode(np.ascontiguousarray(vecs[have])).astype(np.int16)
+        same = np.abs(stored - fresh).max(axis=1) <= 1
+        stale[have[~same]] = True
+        kept = have[same].tolist()
+        moved = index.meta_moved(slots[kept], [groups[j] for j in kept],
+                                 [expires[j] for j in kept])
+        for j in np.asarray(kept, dtype=np.int64)[moved].tolist():
+            index.set_meta(ids[j], groups[j], expires[j])
+            index.changed = True
+    if not stale.any():
+        return None
+    js = np.flatnonzero(stale).tolist()
+    return ([ids[j] for j in js], vecs[js], [groups[j] for j in js], [expires[j] for j in js])
 
 
 class Behind(Exception):
@@ -112,7 +142,7 @@ class Saves:
         try:
             for ids, vecs, groups, expires in rows:
                 if len(ids):
-                    part = saved.sync(ids, vecs, groups, expires, add=False)
+                    part = stale_rows(saved, ids, vecs, groups, expires)
                     seen.update(ids)
                     if part is not None:
                         late.append(part)

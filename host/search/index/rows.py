@@ -110,6 +110,17 @@ class Rows:
         return (present, self.vectors(present), [names[int(c)] for c in self._groups[slots]],
                 [None if not np.isfinite(e) else float(e) for e in self._expires[slots]])
 
+    def slots_of(self, ids: Iterable[int]) -> np.ndarray:
+        """The slot of each of `ids` (-1: no row)."""
+        return np.array([self._row.get(i, -1) for i in ids], dtype=np.int64)
+
+    def meta_moved(self, slots: np.ndarray, groups: list[str],
+                   expires: list[float | None]) -> np.ndarray:
+        """Whether each of `slots` holds another group or expiry than given."""
+        codes = np.array([self._group_codes.get(g, -1) for g in groups], dtype=np.int64)
+        exps = np.array([np.inf if e is None else e for e in expires], dtype=np.float64)
+        return (self._groups[slots] != codes) | (self._expires[slots] != exps)  # type: ignore[no-any-return]
+
     def _code(self, group: str) -> int:
         code = self._group_codes.get(group)
         if code is None:
