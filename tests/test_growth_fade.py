@@ -6,15 +6,22 @@ batches); with no half-life (the default) ranking is as before."""
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host, url_of
+from support.hosts import make_config, running_host, url_of
 
 from host.app import Host
 from host.client import MemoryClient
+from host.store.records import NewEntry, Scope
+from host.store.sqlite import evict
+from host.store.sqlite.schema import connect
+from host.store.sqlite.store import SQLiteEntryStore
 from protocol.clock import ShiftedClock
 
 pytestmark = pytest.mark.all_backends  # tests taking `store_db` run on SQLite and PostgreSQL
@@ -161,3 +168,51 @@ async def test_a_faded_entry_read_again_survives_eviction(store_db: str) -> None
         assert (await c.store([entry(3, 0.5)])).evicted == 1
         left = {e["key"]["k"] for e in (await c.retrieve(limit=10)).entries}
         assert left == {1, 3}
+
+
+async def test_faded_order_is_the_same_merged_by_score_and_sorted_by_scan(
+    tmp_path: Path,
+) -> None:
+    """SQLite reads eviction's faded order by merging one index cursor a score (few distinct
+    scores) or by sorting a scan (many): both give log2(score) + last use / half-life, then row,
+    then last use, then row, as computed here from the rows, reads over the wire included."""
+    path = tmp_path / "a.db"
+    rng = random.Random(5)
+    async with SQLiteEntryStore(path) as store:
+        scope = Scope("ns", "a1")
+        for k in range(300):
+            entry = NewEntry(tier=rng.choice(("episodic", "semantic")), key=b'{"k":%d}' % k,
+                             content=b'"x"', score=rng.choice((0.0, 0.2, 0.5, 0.9, 1.0)))
+            await store.put(scope, [entry], 1000.0 + rng.random() * 1e6)
+        await store.put(Scope("ns", "a2"), [NewEntry(tier="episodic", key=b'{"k":1}',
+                                                     content=b'"x"')], 5.0)
+        reads = [("ns", "episodic", "a1", b'{"k":%d}' % k, 2e6 + k) for k in range(0, 300, 7)]
+        await store.record_reads(reads)
+    with closing(connect(str(path))) as conn:
+        rows = conn.execute("SELECT id, score, max(updated_at, coalesce(read_at, 0))"
+                            " FROM entries WHERE namespace = 'ns' AND agent = 'a1'").fetchall()
+        expected = [i for i, *_ in sorted(rows, key=lambda r: (
+            math.log2(r[1]) + r[2] / HALF_LIFE if r[1] > 0 else -math.inf, r[2], r[0]))]
+        merged = [i for i, _ in evict._by_faded(conn, "ns", "a1", "[]", HALF_LIFE)]
+        scanned = [i for i, _ in evict._by_faded(conn, "ns", "a1", "[]", HALF_LIFE, 0)]
+    assert merged == expected
+    assert scanned == expected
+    assert len(expected) == 300
+
+
+async def test_among_many_distinct_scores_the_lowest_faded_value_is_evicted(
+    store_db: str,
+) -> None:
+    """With more distinct scores than the merge reads (70), eviction still removes the entry
+    of the lowest faded value: here the oldest of the high scores, not the lowest score."""
+    async with fading(store_db, max_entries_per_agent=70, on_full="evict") as (
+            _host, clock, session):
+        c = await session()
+        # k = 0 (score 1.0) is written first: ten half-lives before the rest, it is worth
+        # 1.0 / 1024 when the rest (scores 0.30 to 0.99) are worth nearly their score
+        for k in range(70):
+            await c.store([entry(k, 1.0 if k == 0 else 0.30 + k / 100)])
+            clock.advance(10 * HALF_LIFE if k == 0 else 1)
+        assert (await c.store([entry(70, 0.5)])).evicted == 1
+        left = {e["key"]["k"] for e in (await c.retrieve(limit=100)).entries}
+        assert left == set(range(1, 71))

@@ -26,12 +26,25 @@ DECLARE
     v_limit integer := 16;
     c record;
     cur refcursor;
+    v_score_list double precision[];
+    v_scores integer := 0;
     v_op text := current_setting('a2e.change_op', true);
     -- ranking.importance_half_life in seconds (0: off; an older host sends no 6th element)
     v_half_life double precision := coalesce(p_quotas[6], 0) / 1000.0;
 BEGIN
     IF a2e_over(ARRAY[u[1] - n, u[2] - n, u[3] - b, u[4] - b], g, p_quotas) THEN
         RETURN 0;
+    END IF;
+    IF v_half_life > 0 THEN  -- the agent's distinct scores, one index seek each (65 at most)
+        WITH RECURSIVE s(v) AS (
+            SELECT min(e.score) FROM a2e_entries e
+             WHERE e.namespace = p_namespace AND e.agent = p_agent
+            UNION ALL
+            SELECT (SELECT min(e.score) FROM a2e_entries e
+                     WHERE e.namespace = p_namespace AND e.agent = p_agent AND e.score > s.v)
+              FROM s WHERE s.v IS NOT NULL)
+        SELECT array_agg(v) INTO v_score_list FROM (SELECT v FROM s WHERE v IS NOT NULL LIMIT 65) t;
+        v_scores := coalesce(cardinality(v_score_list), 0);
     END IF;
     -- the first v_limit candidates (LIMIT, so the planner reads the index rather than sort
     -- every entry of the agent), more if they do not make room
@@ -42,15 +55,32 @@ BEGIN
         got := 0;
         -- by value: the index a2e_entries_value in order; with a half-life (p_quotas[6],
         -- milliseconds) by the score faded since last used, score * 0.5 ^ (age / half-life),
-        -- which orders as log2(score) + used / half-life whatever the time: a scan of the
-        -- agent's index range kept in a top-N sort
-        IF v_half_life > 0 THEN
+        -- which orders as log2(score) + used / half-life whatever the time (then by last use,
+        -- then row): merged from each distinct score's first rows, or past 64 distinct scores
+        -- a scan of the agent's index range kept in a top-N sort
+        IF v_half_life > 0 AND v_scores <= 64 THEN
+            -- a few distinct scores: within one, the faded order is the index's (by last
+            -- use), so the first v_limit rows of each score hold the first v_limit of all
+            OPEN cur FOR SELECT x.id, x.size FROM unnest(v_score_list) AS s(v)
+             CROSS JOIN LATERAL (
+                SELECT e.id, e.size, greatest(e.updated_at, coalesce(e.read_at, 0)) AS used
+                  FROM a2e_entries e
+                 WHERE e.namespace = p_namespace AND e.agent = p_agent AND e.score = s.v
+                   AND (e.tier = 'semantic' OR e.owner = p_agent) AND e.id <> ALL(p_keep)
+                 ORDER BY greatest(e.updated_at, coalesce(e.read_at, 0)), e.id
+                 LIMIT v_limit) x
+             ORDER BY CASE WHEN s.v > 0 THEN ln(s.v) / ln(2.0::double precision)
+                           ELSE '-Infinity'::double precision END + x.used / v_half_life,
+                      x.used, x.id
+             LIMIT v_limit;
+        ELSIF v_half_life > 0 THEN
             OPEN cur FOR SELECT e.id, e.size FROM a2e_entries e
              WHERE e.namespace = p_namespace AND e.agent = p_agent
                AND (e.tier = 'semantic' OR e.owner = p_agent) AND e.id <> ALL(p_keep)
              ORDER BY CASE WHEN e.score > 0 THEN ln(e.score) / ln(2.0::double precision)
                            ELSE '-Infinity'::double precision END
-                      + greatest(e.updated_at, coalesce(e.read_at, 0)) / v_half_life, e.id
+                      + greatest(e.updated_at, coalesce(e.read_at, 0)) / v_half_life,
+                      greatest(e.updated_at, coalesce(e.read_at, 0)), e.id
              LIMIT v_limit;
         ELSE
             OPEN cur FOR SELECT e.id, e.size FROM a2e_entries e
