@@ -151,3 +151,16 @@ async def test_an_unknown_policy_is_refused(client: MemoryClient) -> None:
         await store(client, [fact("a", CONCISE)], "merge")
     assert err.value.code == "invalid_message"
     assert await keys_stored(client) == []
+
+
+@pytest.mark.all_transports
+async def test_a_supersede_and_its_history_over_every_transport(client: MemoryClient,
+                                                                  host: Host) -> None:
+    """Over each transport (both WebSocket libraries, HTTP + SSE, stdio) a supersede is
+    acknowledged and the retired entry reads back through `memory/history`."""
+    await store(client, [fact("old", UKULELE)])
+    await host.search.drain()
+    reply = await store(client, [fact("new", BANJO)], "supersede")
+    assert [m["existing"] for m in reply.consolidated] == [{"id": "old"}]
+    [was] = await history(client, {"id": "old"})
+    assert (was["content"], was["reason"], was["by"]) == (UKULELE, "superseded", {"id": "new"})
