@@ -76,8 +76,10 @@ class EntryStoreBackend(Closing):
     def delete(self, key: str) -> bool:
         return self._run(self._memories.delete(key))  # type: ignore[no-any-return]
 
-    def search(self, query: str, k: int = 5) -> list[Any]:
-        return self._run(self._memories.search(query, k))  # type: ignore[no-any-return]
+    def search(self, query: str, k: int = 5, *, supersede: bool = True,
+               collapse: bool = False) -> list[Any]:
+        return self._run(self._memories.search(  # type: ignore[no-any-return]
+            query, k, supersede=supersede, collapse=collapse))
 
     def close(self) -> None:
         if self._closed:

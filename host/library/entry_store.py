@@ -39,7 +39,7 @@ import time
 from collections.abc import Sequence
 
 from host.config import Config
-from host.library.host_db import new_entry, ranked_results
+from host.library.host_db import judged, new_entry, ranked, results
 from host.library.mapping import id_to_key, stored_to_memory
 from host.library.models import Memory, RetrievalResult
 from host.library.sqlite_store import StoreFullError
@@ -145,11 +145,14 @@ class EntryStoreMemories:
         """Remove the memory under `key` from every tier; True when there was one."""
         return await self._forget(self.keys_for(key), _ALL_TIERS, time.time()) > 0
 
-    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
+    async def search(self, query: str, k: int = 5, *, supersede: bool = True,
+                     collapse: bool = False) -> list[RetrievalResult]:
         """The best `k` memories for `query` across the tiers, best first: the engine's
-        candidates ranked as a `memory/retrieve` of every tier ranks them, `relevance_score`
-        the `relevance` and `combined_score` the `combined` the wire reports. Raises
-        `ValueError` when `k` < 1."""
+        candidates ranked and judged as a `memory/retrieve` of every tier ranks and judges
+        them (`supersede`: an update above what it supersedes, by default; `collapse`:
+        near-duplicates folded into one, when asked), `relevance_score` the `relevance`,
+        `combined_score` the `combined`, `supersedes` and `collapsed` the ids the wire
+        reports as keys. Raises `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
         if not query_terms(query):
@@ -158,4 +161,7 @@ class EntryStoreMemories:
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
         found = await self.engine.search(self.scope, q, query, now, self.candidates,
                                          self.working, self._ticket, self.conn)
-        return ranked_results(found, k, self.weights, now)
+        emb = self.engine.embedder
+        return results(await judged(ranked(found, self.weights, now),
+                                    self.store if emb is not None else None,
+                                    emb.dim if emb is not None else 0, supersede, collapse), k)

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Literal
 
+from host.library.host_db import results
 from host.library.models import Memory, RetrievalResult, utc_now
 from host.library.protocol import Closing
 from host.library.search import Row, make_row, search_rows, touched_row
@@ -95,8 +96,11 @@ class InMemoryStore(Closing):
                     self._unsynced[key] = None
             return found
 
-    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
+    def search(self, query: str, k: int = 5, *, supersede: bool = True,
+               collapse: bool = False) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
+        its reply (`supersede`, `collapse`: see `host.library.entry_store`; a store without
+        the engine, `search=False`, judges nothing); `ValueError` when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
         terms = query_terms(query)
@@ -117,12 +121,9 @@ class InMemoryStore(Closing):
                     e.updated_at = row.accessed  # recency: the memory's last access
                     live.append((e, row))
         row_of = {id(e): row for e, row in live}
-        return [
-            RetrievalResult(memory=row_of[id(e)].memory.copy_for_store(),
-                            relevance_score=float(e.relevance or 0.0),
-                            combined_score=min(1.0, max(0.0, combined)))
-            for combined, e in rank_matches([e for e, _ in live], 0.0, now, self.weights)[:k]
-        ]
+        judged = mirror.judge(rank_matches([e for e, _ in live], 0.0, now, self.weights),
+                              supersede, collapse)
+        return results(judged, k, lambda e: row_of[id(e)].memory.copy_for_store())
 
     def _synced_mirror(self) -> EngineMirror:
         """The mirror, started if need be, holding every change made before this call."""

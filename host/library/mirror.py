@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from host.config import SearchConfig
-from host.library.host_db import new_entry
+from host.library.host_db import Ranked, new_entry
 from host.library.mapping import key_to_id
 from host.library.search import Row
 from host.library.searcher import EngineSearcher
@@ -116,6 +116,12 @@ class EngineMirror:
         q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
         found = self._searcher.search(_SCOPE, q, query, now, self.candidates, self._ticket)
         return [(key_to_id(json.loads(e.key)), e) for e in found]
+
+    def judge(self, matches: list[tuple[float, StoredEntry]], supersede: bool = True,
+              collapse: bool = False) -> Ranked:
+        """`matches` of `search` (ranked) judged over the copy's vectors
+        (`EngineSearcher.judge`)."""
+        return self._searcher.judge(matches, supersede, collapse)
 
     def embed_pending(self) -> int:
         """Embed everything the copy has queued now; the number embedded."""

@@ -153,8 +153,14 @@ class RetrievalResult(BaseModel):
     """One search hit (FR-2): the memory, its query relevance and its combined ranking score.
 
     `combined_score` is `host.search.rank.combined_score` of relevance, importance and recency.
+    The judgement of the reply (`host.search.judgement`, as a `memory/retrieve` judges it):
+    `supersedes`, the ids of the older memories this one replaces (it ranks above them), and
+    `collapsed`, the ids of the near-duplicates it stands for (a search that asked to
+    collapse them); both empty otherwise.
     """
 
     memory: Memory
     relevance_score: float = Field(ge=0.0, le=1.0)
     combined_score: float = Field(ge=0.0, le=1.0)
+    supersedes: list[str] = Field(default_factory=list)
+    collapsed: list[str] = Field(default_factory=list)

@@ -48,8 +48,11 @@ class Store(Protocol):
         """Remove the memory under `key`; True when there was one."""
         ...
 
-    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """The best `k` matches of `query`, best first."""
+    def search(self, query: str, k: int = 5, *, supersede: bool = True,
+               collapse: bool = False) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
+        its reply: an update ranks above what it `supersede`s (by default), near-duplicates
+        `collapse` into one (when asked); each result names the ids of both."""
         ...
 
 
@@ -69,8 +72,9 @@ class AsyncStore(Protocol):
         """Remove the memory under `key`; True when there was one."""
         ...
 
-    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """The best `k` matches of `query`, best first."""
+    async def search(self, query: str, k: int = 5, *, supersede: bool = True,
+                     collapse: bool = False) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first, judged (see `Store.search`)."""
         ...
 
 
@@ -117,9 +121,15 @@ class AsyncStoreAdapter:
         """See `Store.delete`."""
         return await self._call(self.store.delete, key)
 
-    async def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """See `Store.search` (in a worker thread: it waits for the search engine)."""
-        return await asyncio.to_thread(self.store.search, query, k)
+    async def search(self, query: str, k: int = 5, *, supersede: bool = True,
+                     collapse: bool = False) -> list[RetrievalResult]:
+        """See `Store.search` (in a worker thread: it waits for the search engine). The
+        judgement's arguments are passed only when they are not the defaults, so a `Store`
+        written before they existed still serves a plain search."""
+        if supersede and not collapse:
+            return await asyncio.to_thread(self.store.search, query, k)
+        return await asyncio.to_thread(self.store.search, query, k, supersede=supersede,
+                                       collapse=collapse)
 
     async def aclose(self) -> None:
         """Close the wrapped store (if it has `close`) without blocking the event loop."""

@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from host.config import SearchConfig
+from host.library.host_db import Ranked, judged
 from host.search.embed import Embedder, EmbedderError, make_embedder
 from host.search.engine import SearchEngine
 from host.store.records import Query, Scope, StoredEntry
@@ -116,6 +117,14 @@ class EngineSearcher:
         most `vector_wait`, for the vectors of the writes up to `ticket`."""
         return self._run(self.engine.search(scope, q, text, now, candidates, None, ticket,
                                             f"library:{id(self):x}"))
+
+    def judge(self, matches: list[tuple[float, StoredEntry]], supersede: bool = True,
+              collapse: bool = False) -> Ranked:
+        """`matches` (ranked) judged as a `memory/retrieve` judges its reply, over the vectors
+        of the file (`host.library.host_db.judged`; keyword-only: as they were)."""
+        emb = self.engine.embedder
+        return self._run(judged(matches, self.store if emb is not None else None,
+                                emb.dim if emb is not None else 0, supersede, collapse))
 
     def drain(self) -> int:
         """Embed everything queued now; the number of entries embedded."""

@@ -17,7 +17,7 @@ is found by `get` and `search` here.
 - `search` is the host's own search (`host.library.searcher`): a `SearchEngine` with the
   embedder of `search` (default: the shipped MiniLM; keywords and vectors, the calibrated
   `relevance` of `memory/retrieve`) on a thread of its own, its candidates ranked as the wire
-  ranks them (`host.library.host_db.ranked_results`), memories built for the best `k` only.
+  ranks and judges them (`host.library.host_db`), memories built for the best `k` only.
   Each write wakes its embedding worker, and a search waits (at most `search.vector_wait`) for
   the vectors of this store's writes. `SearchConfig(embedder="none")`, or an embedder that
   cannot be loaded, searches by keywords alone (BM25, the keyword-only calibration).
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from host.config import LimitsConfig, RankingConfig, SearchConfig
-from host.library.host_db import new_entry, ranked_results
+from host.library.host_db import new_entry, ranked, results
 from host.library.mapping import (
     stored_to_memory,
 )
@@ -174,8 +174,11 @@ class SQLiteStore(Closing):
                             time.time())
         return bool(n)
 
-    def search(self, query: str, k: int = 5) -> list[RetrievalResult]:
-        """The best `k` matches of `query`, best first; `ValueError` when `k` < 1."""
+    def search(self, query: str, k: int = 5, *, supersede: bool = True,
+               collapse: bool = False) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
+        its reply (`supersede`, `collapse`: see `host.library.entry_store`); `ValueError`
+        when `k` < 1."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
         if not query_terms(query):
@@ -187,7 +190,8 @@ class SQLiteStore(Closing):
             found = self._searcher.search(self.scope, q, query, now, self.candidates,
                                           self._ticket)
             touched = dict(self._touched)
-        return ranked_results(found, k, self.weights, now, touched)
+        return results(self._searcher.judge(ranked(found, self.weights, now, touched),
+                                            supersede, collapse), k)
 
     def embed_pending(self) -> int:
         """Embed now every memory of the file still waiting for its vector (say after a bulk

@@ -10,7 +10,8 @@ so a memory written here is an entry a WebSocket client reads, and the other way
 
 Results are JSON: `memory_put` returns the stored memory (`Memory.to_dict()`), `memory_get` the
 memory or null, `memory_search` a list of `{memory, relevance_score, combined_score}`: the
-`relevance` and `combined` a `memory/retrieve` of every tier reports for the same query (the
+`relevance` and `combined` a `memory/retrieve` of every tier reports for the same query, with
+`supersedes` and `collapsed` (ids) where its judgement puts them (the
 `AsyncStore` searches with the host's `SearchEngine`, see `host.library.entry_store`). The text
 content of each result is that same JSON; the structured content is the object itself, or
 `{"result": ...}` for a list or null (the SDK's convention). Caller mistakes (an unknown memory
@@ -128,6 +129,18 @@ def _reply(payload: Any, wrap: bool = False) -> CallToolResult:
     )
 
 
+def _hit(h: RetrievalResult) -> dict[str, Any]:
+    """One `memory_search` hit as JSON: the memory, its scores, and what the judgement says
+    it carries (`supersedes`, `collapsed`: ids), only when it carries something."""
+    out: dict[str, Any] = {"memory": h.memory.to_dict(), "relevance_score": h.relevance_score,
+                           "combined_score": h.combined_score}
+    if h.supersedes:
+        out["supersedes"] = h.supersedes
+    if h.collapsed:
+        out["collapsed"] = h.collapsed
+    return out
+
+
 def build_server(
     memories: AsyncStore, config: Config, *, rules: RulesFn | None = None,
     subscriptions: Any = None, namespace: tuple[str, Callable[[], str]] | None = None,
@@ -209,27 +222,24 @@ def build_server(
         k: Annotated[
             int, Field(ge=1, le=max_k, description=f"How many memories to return, 1 to {max_k}.")
         ] = 5,
+        collapse: Annotated[
+            bool, Field(description="Fold memories that say the same thing into one, which "
+                        "lists the ids of the others in `collapsed`.")
+        ] = False,
     ) -> Annotated[CallToolResult, list[RetrievalResult]]:
         """Find the memories most relevant to `query`, best first (an empty list when none
         matches). Each hit gives the memory, relevance_score (0 to 1: how likely the memory is
         what the query is about, as the memory host reports it) and combined_score
-        (relevance weighed with importance and recency; the order of the list)."""
+        (relevance weighed with importance and recency; the order of the list). A newer
+        memory that says an older one changed ranks above it and lists its id in
+        `supersedes`; with `collapse`, near-duplicates come back as one, listing the others'
+        ids in `collapsed` (the same judgement as the memory host's replies)."""
         if not query_terms(query):
             raise ToolError(
                 f"query {query!r} has no searchable words: use a few words of the topic"
             )
-        hits = await memories.search(query, k)
-        return _reply(
-            [
-                {
-                    "memory": h.memory.to_dict(),
-                    "relevance_score": h.relevance_score,
-                    "combined_score": h.combined_score,
-                }
-                for h in hits
-            ],
-            wrap=True,
-        )
+        hits = await memories.search(query, k, collapse=collapse)
+        return _reply([_hit(h) for h in hits], wrap=True)
 
     @_tool(server, title="Forget a memory", annotations=DELETES)
     async def memory_forget(

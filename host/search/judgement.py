@@ -43,7 +43,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from msgspec import Raw
 
-from host.store.base import StoredVectors
+from host.store.interface import EntryStore
 from host.text.keyword import COMMON_WORDS, STOP_WORDS
 from host.text.searchable import searchable_text
 from protocol.messages import Collapsed, EntryOut
@@ -236,7 +236,7 @@ def content_text(e: _Entry) -> str:
         return e.content.decode("utf-8", "replace")
 
 
-async def stored_vectors(store: StoredVectors | None, ids: Sequence[int], dim: int
+async def stored_vectors(store: EntryStore | None, ids: Sequence[int], dim: int
                          ) -> dict[int, np.ndarray]:
     """The stored vectors of entry `ids` ({id: unit vector}) from a store that reads them back
     (SQLite's and PostgreSQL's); empty without one."""
@@ -258,7 +258,7 @@ def mark(out: EntryOut, judged: Judged | None) -> EntryOut:
 
 
 async def judge(
-    ranked: list[tuple[float, E]], store: StoredVectors | None, dim: int,
+    ranked: list[tuple[float, E]], store: EntryStore | None, dim: int,
     th: Thresholds = Thresholds(),
     text: Any = None, supersede: bool = True, collapse: bool = True,
 ) -> tuple[list[tuple[float, E]], dict[int, Judged]]:

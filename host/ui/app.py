@@ -31,6 +31,7 @@ from host.core.auth import Authenticator
 from host.memory.plugin import MemoryPlugin
 from host.ops.gc import GarbageCollector
 from host.ops.metrics import Metrics
+from host.search import judgement
 from host.search.rank import RankWeights, score_parts
 from host.store.changes import decode_entries
 from host.store.growth import UsageOf
@@ -364,6 +365,8 @@ class UiApp:
         ns = self._namespace(req, viewer)
         q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
         limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), _text(req, "agent")
+        collapse = req.arg("collapse") == "1"
+        notes: dict[int, judgement.Judged] = {}
         error = note = ""
         hits: list = []
         total = 0
@@ -380,6 +383,10 @@ class UiApp:
         if q and not error:
             query = Query(tiers=tiers, tags=_tags(tags), min_score=min_score, limit=limit)
             ranked, note = await self._ranked(ns, agent, query, q, now)
+            engine = self.deps.memory.search
+            if engine.embedder is not None:  # judged as a retrieve's reply is
+                ranked, notes = await judgement.judge(ranked, engine.store, engine.embedder.dim,
+                                                      collapse=collapse)
             total = len(ranked)
             hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
                                     self.weights, keyword=e.keyword, vector=e.similarity,
@@ -391,7 +398,7 @@ class UiApp:
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
                                  min_score=min_text, agent=agent, hits=hits, total=total, now=now,
                                  error=error, may_forget=self._may_forget(viewer), back=back,
-                                 note=note)
+                                 note=note, collapse=collapse, judged=notes)
         return self._page(f"Search {ns}", body, viewer, "search", ns)
 
     async def _ranked(self, ns: str, agent: str, query: Query, q: str, now: float

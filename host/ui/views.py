@@ -14,6 +14,7 @@ from typing import Any
 
 from host.ops.gc import GarbageCollector
 from host.ops.metrics import LATENCY_BUCKETS
+from host.search.judgement import Judged
 from host.search.rank import ScoreParts
 from host.store.records import BrowsedEntry, NamespaceOverview, StoredEntry
 from host.ui.charts import bar, column_chart, line_chart
@@ -270,6 +271,22 @@ def score_parts_html(p: ScoreParts, top_keyword: float) -> str:
             + "</div>")
 
 
+def judged_html(j: Judged | None) -> str:
+    """What a hit carries by the judgement of the reply: the keys of the older entries it
+    supersedes (it ranks above them) and of the near-duplicates it stands for."""
+    if j is None:
+        return ""
+    rows = []
+    if j.supersedes:
+        rows.append(("supersedes", j.supersedes))
+    if j.collapsed:
+        rows.append((f"stands for {len(j.collapsed)}", j.collapsed))
+    dl = "".join(f"<div><dt>{esc(name)}</dt><dd>"
+                 + " ".join(f"<code>{esc(compact_json(k))}</code>" for k in keys)
+                 + "</dd></div>" for name, keys in rows)
+    return f'<dl class="judged">{dl}</dl>'
+
+
 _WHY = (  # the figures under each hit, in the order the cards show them
     ("combined", "the order of this list, as a client's retrieve orders its reply: fused,"
      " importance and recency mixed with the host's <code>[ranking]</code> weights"),
@@ -280,16 +297,23 @@ _WHY = (  # the figures under each hit, in the order the cards show them
     ("vector", "how close the entry's meaning is to the query's (cosine, from -1 to 1)"),
     ("importance", "the score the entry was stored with"),
     ("recency", "1 when just updated, lower as it ages"),
+    ("supersedes", "the older entries this one says changed: it ranks just above them, as in"
+     " a client's retrieve"),
+    ("stands for", "with <em>collapse near-duplicates</em>: the entries saying the same thing"
+     " that this one, the newest of them, replaces in the list"),
 )
 
 
 def search_page(
     ns: str, *, q: str, tier: str, tags: str, limit: str, min_score: str, agent: str,
     hits: Sequence[tuple[StoredEntry, ScoreParts]], total: int, now: float, error: str,
-    may_forget: Mapping[str, bool], back: str, note: str = "",
+    may_forget: Mapping[str, bool], back: str, note: str = "", collapse: bool = False,
+    judged: Mapping[int, Judged] | None = None,
 ) -> str:
     """The search box (field `q`) with the retrieve's filters, then the hits in rank order,
-    each with its score parts (and `note`, when the search left some agents out)."""
+    each with its score parts and what the judgement of the reply says it carries (`judged`,
+    by `id()` of the entry: the keys it supersedes, the near-duplicates it stands for when
+    `collapse` was asked), and `note`, when the search left some agents out."""
     fields = [
         _input("q", q, "query", kind="search", wide=True),
         _select("tier", tier, TIER_CHOICES, "tier"),
@@ -298,6 +322,8 @@ def search_page(
         _input("min_score", min_score, "min_score (relevance, 0 to 1)", kind="number",
                extra=" min=0 max=1 step=any"),
         _input("agent", agent, "agent (empty: every agent)"),
+        f'<label><input type="checkbox" name="collapse" value="1"'
+        f'{" checked" if collapse else ""}> collapse near-duplicates</label>',
     ]
     form = (f'<form class="filters" method="get" action="/ui/search">{_hidden(ns=ns)}'
             f'{"".join(fields)}<button type="submit">Search</button></form>')
@@ -313,7 +339,8 @@ def search_page(
     top_kw = max((p.keyword or 0.0 for _, p in hits), default=0.0)
     cards = "".join(
         entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back,
-                   extra=score_parts_html(p, top_kw), rank=i)
+                   extra=score_parts_html(p, top_kw) + judged_html((judged or {}).get(id(e))),
+                   rank=i)
         for i, (e, p) in enumerate(hits, start=1))
     why = "".join(f"<li><strong>{name}</strong>: {text}</li>" for name, text in _WHY)
     return (f'{form}<p class="muted">{len(hits)} shown of {total} matches, best first. Under'

@@ -1,0 +1,72 @@
+"""The memory browser's Search page judges its hits as a client's retrieve does, on both
+backends: a hit that supersedes an older entry names its key and ranks above it, and with
+"collapse near-duplicates" a hit names the entries it stands for."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator
+from urllib.parse import urlencode
+
+import pytest
+from support.hosts import make_config, running_host
+from uikit import UiClient, text
+
+from host.app import Host
+from host.client import MemoryClient
+
+pytestmark = pytest.mark.all_backends
+
+TEXTS = ["My climbing gym is Boulderhaus on Canal Street.",
+         "The quarterly budget review is on Monday.", "The office printer is out of toner.",
+         "I switched gyms: I now climb at Vertical World near the station.",
+         "The user prefers concise answers with Python examples.",
+         "The user prefers concise answers with examples in Python."]
+
+
+@pytest.fixture
+async def host(store_db: str) -> AsyncIterator[Host]:
+    """A host (default embedder, authentication off) whose namespace "proj" holds the texts,
+    keyed {"k": i} in the order written, their vectors written."""
+    async with running_host(make_config(store_db)) as h:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{h.port}") as c:
+            await c.init("proj", {"agent": "a1"})
+            for i, t in enumerate(TEXTS):
+                await c.store([{"key": {"k": i}, "content": t, "tier": "semantic"}])
+        await h.search.drain()
+        yield h
+
+
+async def hits(host: Host, **query: str) -> list[tuple[str, dict[str, str]]]:
+    """The Search page's hits for `query`: each card's key and what its judgement says
+    (`supersedes`, `stands for N`: the keys shown), in rank order."""
+    assert host.ui is not None
+    page = text(await UiClient(host.ui).get("/ui/search?" + urlencode({"ns": "proj", **query})))
+    out = []
+    for card in page.split('<article class="entry')[1:]:
+        key = html.unescape(re.findall(r'<span class="key">([^<]*)</span>', card)[0])
+        judged = {dt: " ".join(html.unescape(k) for k in re.findall(r"<code>([^<]*)</code>", dd))
+                  for dt, dd in re.findall(r"<dt>([^<]*)</dt><dd>(.*?)</dd>",
+                                           card.split('<dl class="judged">')[1])
+                  } if '<dl class="judged">' in card else {}
+        out.append((key, judged))
+    return out
+
+
+async def test_a_hit_names_what_it_supersedes_and_ranks_above_it(host: Host) -> None:
+    """The update ranks first on the Search page and names the fact's key under
+    "supersedes"; the fact is still listed below it."""
+    got = await hits(host, q="Which climbing gym do I go to?")
+    assert got[0] == ('{"k": 3}', {"supersedes": '{"k": 0}'}), got
+    assert '{"k": 0}' in [k for k, _j in got[1:]]
+
+
+async def test_collapse_near_duplicates_names_what_a_hit_stands_for(host: Host) -> None:
+    """With "collapse near-duplicates" ticked, two sayings of one preference show as the
+    newer, which names the older under "stands for 1"; unticked, both are listed."""
+    q = "How should answers for this user look?"
+    folded = [h for h in await hits(host, q=q, collapse="1") if h[0] in ('{"k": 4}', '{"k": 5}')]
+    assert folded == [('{"k": 5}', {"stands for 1": '{"k": 4}'})], folded
+    every = [k for k, j in await hits(host, q=q) if not j.get("stands for 1")]
+    assert {'{"k": 4}', '{"k": 5}'} <= set(every)
