@@ -11,7 +11,11 @@ conversation memory (each turn an episodic entry keyed by its turn number, in th
 - **clusters**: four facts said five ways each beside eight distinct facts, asked six questions
   ("What do we know about this user?", "What is my dog called?"...);
 - **similar**: 12 pairs of similar but different facts ("I'm allergic to peanuts." / "I'm
-  allergic to penicillin."), the second written later, each member asked for.
+  allergic to penicillin."), the second written later, each member asked for;
+- **far updates**: 10 updates that share no word with the question and are far from it by
+  meaning ("I rent a flat in Glasgow..." ... "We relocated to Lisbon in March; the new
+  apartment overlooks the river.", asked "Where do I live?"): what a person means, which the
+  embedder must know (reported as "far update above / first").
 
 Each family is a namespace of an in-process host (real WebSocket, SQLite, or PostgreSQL with
 `--postgres`), small (the family alone) and large (among `--fill` unrelated generated turns).
@@ -98,8 +102,8 @@ def _half(i: int) -> str:
 
 
 def memories(data: dict[str, Any], filler: list[str], seed: int = 3) -> list[Memory]:
-    """The three families' memories: earlier facts in the first half of the filler, their
-    updates (and the second of similar pairs) in the second; clusters spread at random."""
+    """The families' memories: earlier facts in the first half of the filler, their updates
+    (and the second of similar pairs) in the second; clusters spread at random."""
     rng = random.Random(seed)
 
     def spread(first: list[tuple[str, Label]], second: list[tuple[str, Label]]
@@ -113,13 +117,14 @@ def memories(data: dict[str, Any], filler: list[str], seed: int = 3) -> list[Mem
             b.insert(rng.randrange(len(b) + 1), x)
         return a + b
 
-    out = []
-    for fam in ("updates", "silent_updates"):
+    def updates(fam: str) -> Memory:
         cases = data[fam]
-        out.append(Memory(fam, spread(
+        return Memory(fam, spread(
             [(c["old"], Label(fam, i, "old", _half(i))) for i, c in enumerate(cases)],
             [(c["new"], Label(fam, i, "new", _half(i))) for i, c in enumerate(cases)]),
-            [(c["question"], Label(fam, i, "new", _half(i))) for i, c in enumerate(cases)]))
+            [(c["question"], Label(fam, i, "new", _half(i))) for i, c in enumerate(cases)])
+
+    out = [updates("updates"), updates("silent_updates")]
     said = [(t, Label("clusters", i, f"say{j}", _half(i)))
             for i, c in enumerate(data["clusters"]) for j, t in enumerate(c)]
     said += [(t, Label("distinct", i, "fact", _half(i))) for i, t in enumerate(data["distinct"])]
@@ -134,6 +139,8 @@ def memories(data: dict[str, Any], filler: list[str], seed: int = 3) -> list[Mem
         [(c["second"], Label("similar", i, "second", _half(i))) for i, c in enumerate(sim)]),
         [(q, Label("similar", i, role, _half(i))) for i, c in enumerate(sim)
          for q, role in zip(c["questions"], ("first", "second"), strict=True)]))
+    # last, so that the other families' places among the filler stay as they were
+    out.append(updates("far_updates"))
     return out
 
 
@@ -313,18 +320,20 @@ def report(results: dict[tuple[str, str, str, str], Tally], args: argparse.Names
     """Print one table row per memory, half and method."""
     print(f"backend: {'postgresql' if args.postgres else 'sqlite'}; large memories among "
           f"{args.fill} generated turns")
-    print("\n| memory | half | method | update above old | update first | silent update above |"
+    print("\n| memory | half | method | update above old | update first | far update above / first |"
+          " silent update above |"
           " distinct top 5 | distinct top 10 | merges | false merges | missed duplicates |"
           " supersessions | false supersessions | similar: asked fact's mean rank |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     methods = sorted({k[2] for k in results}, key=lambda x: (
         x != "ranking alone", not x.startswith("host"), x))
     for size in ("small", "large"):
         for half in HALVES:
             for meth in methods:
                 parts = {fam: results.get((size, half, meth, fam), Tally())
-                         for fam in ("updates", "silent_updates", "clusters", "similar")}
-                u, su, cl, si = parts.values()
+                         for fam in ("updates", "silent_updates", "clusters", "similar",
+                                     "far_updates")}
+                u, su, cl, si, fu = parts.values()
                 def every(what: str, _p: dict[str, Tally] = parts) -> set[Any]:
                     return {(f, pair) for f, x in _p.items() for pair in getattr(x, what)}
 
@@ -340,7 +349,8 @@ def report(results: dict[tuple[str, str, str, str], Tally], args: argparse.Names
                 d10 = np.mean(cl.distinct10) if cl.distinct10 else float("nan")
                 sr = np.mean(si.similar_ranks) if si.similar_ranks else float("nan")
                 print(f"| {size} | {half} | {meth} | {u.update_above}/{u.asked} |"
-                      f" {u.update_first}/{u.asked} | {su.update_above}/{su.asked} | {d5:.2f} |"
+                      f" {u.update_first}/{u.asked} | {fu.update_above}/{fu.update_first}/"
+                      f"{fu.asked} | {su.update_above}/{su.asked} | {d5:.2f} |"
                       f" {d10:.2f} | {len(merges)} | {len(false)} | {len(missed)} | {len(sup)} |"
                       f" {len(fsup)} | {sr:.2f} |")
 
