@@ -1,10 +1,12 @@
 """The memory browser's Search page judges its hits as a client's retrieve does, on both
 backends: a hit that supersedes an older entry names its key and ranks above it, and with
-"collapse near-duplicates" a hit names the entries it stands for."""
+"collapse near-duplicates" a hit names the entries it stands for; the Live page names a
+consolidation on write, what was done and what decided it."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import AsyncIterator
 from urllib.parse import urlencode
@@ -15,6 +17,8 @@ from uikit import UiClient, text
 
 from host.app import Host
 from host.client import MemoryClient
+from protocol.codec import new_id, now
+from protocol.messages import VERSION, MemoryStoreRequest
 
 pytestmark = pytest.mark.all_backends
 
@@ -70,3 +74,24 @@ async def test_collapse_near_duplicates_names_what_a_hit_stands_for(host: Host) 
     assert folded == [('{"k": 5}', {"stands for 1": '{"k": 4}'})], folded
     every = [k for k, j in await hits(host, q=q) if not j.get("stands for 1")]
     assert {'{"k": 4}', '{"k": 5}'} <= set(every)
+
+
+async def test_live_names_a_consolidation_and_what_decided_it(host: Host) -> None:
+    """A store that supersedes a near-duplicate shows on the Live page as a `consolidated`
+    card naming the action, the new entry's key and the similarity."""
+    assert host.ui is not None
+    ui = UiClient(host.ui)
+    after = json.loads(text(await ui.get("/ui/live.json?ns=proj&after=0")))["after"]
+    async with await MemoryClient.connect(f"ws://127.0.0.1:{host.port}") as c:
+        await c.init("proj", {"agent": "a1"})
+        reply = await c.request(MemoryStoreRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=c._mid(None),
+            entries=[{"key": {"k": 9}, "content": "I switched gyms: now I climb at Vertical"
+                      " World, near the station.", "tier": "semantic"}],
+            consolidate="supersede"))
+    [merge] = reply.consolidated
+    cards = json.loads(text(await ui.get(f"/ui/live.json?ns=proj&after={after}")))["html"]
+    card = cards.split('<article class="entry change op-consolidated">')[1]
+    assert f"<dd>{merge['action']}</dd>" in card
+    assert "<code>{&quot;k&quot;: 9}</code>" in card
+    assert f"<dd>{merge['similarity']:.3f}</dd>" in card

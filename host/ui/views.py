@@ -350,8 +350,10 @@ def search_page(
 
 def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """One card an entry of the change log, in the order given: what happened (`stored`,
-    `forgotten`, `expired`, `evicted`), the key, tier, tags, and for a store its content and
-    times."""
+    `forgotten`, `expired`, `evicted`, `consolidated`), the key, tier, tags, for a store its
+    content and times, for a consolidation what was done to the entry (`superseded`: retired
+    into its history; `skipped`: the new one not stored), the new entry's key and the
+    similarity that decided."""
     cards = []
     for op, e in events:
         facts = [("tags", _tags(e.get("tags", [])))]
@@ -360,6 +362,11 @@ def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
             content = pretty_json(json.dumps(e.get("content")).encode())
             facts += [("score", f"{e.get('score', 0):g}"),
                       ("updated", fmt_time(float(e.get("updated_at", 0))))]
+        elif op == "consolidated":
+            with_key = compact_json(json.dumps(e.get("with")).encode())
+            facts += [("action", esc(str(e.get("action", "")))),
+                      ("with", f"<code>{esc(with_key)}</code>"),
+                      ("similarity", _fmt(float(e.get("similarity", 0.0))))]
         dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
         cards.append(
             f'<article class="entry change op-{esc(op)}"><div class="head">'
@@ -375,7 +382,8 @@ def live_page(ns: str, recent: Sequence[BrowsedEntry], after: str, now: float,
     """The latest writes of a namespace, newest first; with a change log (`after`, its
     cursor) the script puts each change (stores, forgets, expiries) on top as it commits."""
     empty = '<p class="notice" id="live-empty">No entry yet.</p>' if not recent else ""
-    follow = (" With JavaScript on, every change (stored, forgotten, expired, evicted) appears"
+    follow = (" With JavaScript on, every change (stored, forgotten, expired, evicted,"
+              " consolidated) appears"
               " on top as it is committed; without it, the page reloads itself every 10 s."
               if after else " Reload the page for newer ones (this store keeps no change log).")
     cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
