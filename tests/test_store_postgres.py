@@ -17,7 +17,8 @@ from test_store_contract import BOTH, T0, entry, key
 from host.app import make_store
 from host.config import load_config
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC, MIGRATIONS
-from host.store.postgres.store import PostgresEntryStore, _lexemes, lexemes_of
+from host.store.postgres.sql import lexemes_and_length, lexemes_of
+from host.store.postgres.store import PostgresEntryStore
 from host.store.records import Query, Quotas, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 
@@ -158,7 +159,7 @@ async def test_lexemes_carry_the_scope_and_term_counts(
     assert await sql.fetchval("SELECT a2e_doc_len($1::tsvector)",
                               lexemes_of("ns", "a b a c a")) == 6  # 5 tokens + the scope
     assert await sql.fetchval("SELECT a2e_doc_len($1::tsvector)",
-                              lexemes_of("ns", "a b a c a")) == _lexemes("ns", "a b a c a")[1]
+                              lexemes_of("ns", "a b a c a")) == lexemes_and_length("ns", "a b a c a")[1]
 
 
 async def test_term_occurrences_read_back_exactly(

@@ -17,7 +17,7 @@ import pytest
 from host.store.filters import parse_filter, parse_key_prefix
 from host.store.interface import EntryStore
 from host.store.postgres import scan_index as pg_scan_index
-from host.store.postgres.sql import _Params, _where
+from host.store.postgres.sql import Params, read_where
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Scope
 from host.store.sqlite import reads, scan_index
@@ -170,8 +170,8 @@ async def key_plan(store: EntryStore, q: Query) -> str:
             return str(conn.execute(f"EXPLAIN QUERY PLAN SELECT count(*) FROM entries e"
                                     f" WHERE {where}", params).fetchall())
     assert isinstance(store, PostgresEntryStore)
-    p = _Params()
-    where = _where(A, q, T0, p) + pg_scan_index.prefix_range(q.key_prefix, p)
+    p = Params()
+    where = read_where(A, q, T0, p) + pg_scan_index.prefix_range(q.key_prefix, p)
     async with store.pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL enable_seqscan = off")
         rows = await conn.fetch(f"EXPLAIN SELECT count(*) FROM a2e_entries e WHERE {where}",

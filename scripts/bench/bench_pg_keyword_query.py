@@ -85,10 +85,10 @@ async def _load(url: str, case: str) -> None:
 
 
 def _args(query: str) -> tuple[Any, ...]:
-    from host.store.postgres.sql import _scope_lexeme
+    from host.store.postgres.sql import scope_lexeme
     from host.text.keyword import query_terms
 
-    return ("kw", _scope_lexeme("kw"), list(query_terms(query)), 2000, 4000, 100,
+    return ("kw", scope_lexeme("kw"), list(query_terms(query)), 2000, 4000, 100,
             ["semantic", "episodic", "procedural"], ["", "agent0", ""], time.time(), [], [],
             10, 2)
 

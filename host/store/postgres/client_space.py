@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from host.store.postgres import extensions as pg_ext
-from host.store.postgres.sql import StoreState, _Params, _where
+from host.store.postgres.sql import Params, StoreState, read_where
 from host.store.records import ClientRows, Query, Scope
 
 __all__ = ["ClientSpace", "SpacePages"]
@@ -168,7 +168,7 @@ class ClientSpace(StoreState):
 
     async def allowed_ids(self, scope: Scope, q: Query, now: float) -> np.ndarray:
         """Row ids of the live entries `q` (keys, tags, filters, tiers) lets `scope` read."""
-        p = _Params()
-        where = _where(scope, q, now, p)
+        p = Params()
+        where = read_where(scope, q, now, p)
         rows = await self.pool.fetch(f"SELECT e.id FROM a2e_entries e WHERE {where}", *p.values)
         return np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))

@@ -30,20 +30,25 @@ from host.store.records import (
 )
 from host.text.keyword import tokens
 
-__all__ = ["StoreState", "is_postgres_url", "lexemes_of"]
+__all__ = [
+    "COLUMNS", "DISK_FULL", "GC_BATCH", "VECTOR_LOCK_TIMEOUT_MS", "Params", "StoreState",
+    "addresses", "entry_of", "indexable", "is_postgres_url", "json_decode", "json_encode",
+    "keep_session", "lexeme_counts", "lexemes_and_length", "lexemes_of", "read_where",
+    "scope_lexeme", "stored_size", "text_array", "visibility",
+]
 
 log = logging.getLogger("a2e_host.store")
 DISK_FULL = "53100"  # PostgreSQL's SQLSTATE disk_full
 
-_decode = msgspec.json.decode
-_encode = msgspec.json.Encoder().encode
+json_decode = msgspec.json.decode
+json_encode = msgspec.json.Encoder().encode
 
-_COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,"
+COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,"
             " e.created_at, e.updated_at")
 _MAX_LEXEME_BYTES = 2046  # PostgreSQL's limit for one tsvector lexeme is 2047 bytes
 _MAX_LEXEMES_BYTES = 900_000  # and 1 MiB for all of them; a store entry is far below
-_GC_BATCH = 1000
-_VECTOR_LOCK_TIMEOUT_MS = 100  # longest a background vector write waits on a row lock
+GC_BATCH = 1000
+VECTOR_LOCK_TIMEOUT_MS = 100  # longest a background vector write waits on a row lock
 
 
 def is_postgres_url(db: str) -> bool:
@@ -51,7 +56,7 @@ def is_postgres_url(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
 
 
-def _scope_lexeme(namespace: str) -> str:
+def scope_lexeme(namespace: str) -> str:
     """The lexeme every entry of `namespace` carries; no query token can equal it ("_")."""
     return "_" + scope_token(namespace)
 
@@ -61,16 +66,16 @@ def lexemes_of(namespace: str, text: str) -> str:
     `text` (`host.text.keyword.tokens`) with one position per occurrence (1..tf, at most
     256), so that BM25 can read term counts; tokens past PostgreSQL's lexeme limits are left
     out. Tokens are letters and digits only, so quoting them is safe."""
-    return _lexemes(namespace, text)[0]
+    return lexemes_and_length(namespace, text)[0]
 
 
-def _lexemes(namespace: str, text: str) -> tuple[str, int]:
+def lexemes_and_length(namespace: str, text: str) -> tuple[str, int]:
     """`lexemes_of` and the entry's token count as BM25 reads it (`doc_len`: the positions
     stored plus one for the scope lexeme, as `a2e_doc_len` counts them)."""
-    out = [f"'{_scope_lexeme(namespace)}'"]
+    out = [f"'{scope_lexeme(namespace)}'"]
     total = len(out[0])
     doc_len = 1
-    for t, k in _lexeme_counts(text).items():
+    for t, k in lexeme_counts(text).items():
         total += len(t.encode()) + 2 * k + 4
         if total > _MAX_LEXEMES_BYTES:
             break
@@ -79,7 +84,7 @@ def _lexemes(namespace: str, text: str) -> tuple[str, int]:
     return " ".join(out), doc_len
 
 
-def _text_array(values: Sequence[str]) -> str:
+def text_array(values: Sequence[str]) -> str:
     """A PostgreSQL array literal of `values` (each quoted: any text but NUL is safe)."""
     return "{" + ",".join(
         '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
@@ -91,28 +96,28 @@ def stored_size(e: NewEntry) -> int:
     return stored_bytes(e.key, e.content, e.tags) + len(e.vectors)
 
 
-def _lexeme_counts(text: str) -> dict[str, int]:
+def lexeme_counts(text: str) -> dict[str, int]:
     """Each distinct token of `text` that fits in a lexeme, with its count capped at 256 (the
     positions `lexemes_of` stores), in order of first occurrence."""
     return {t: min(n, 256) for t, n in Counter(tokens(text)).items()
             if len(t.encode()) <= _MAX_LEXEME_BYTES}
 
 
-# `_row` passes StoredEntry's fields by position (twice as fast as by name, ~0.4 against ~0.8
+# `entry_of` passes StoredEntry's fields by position (twice as fast as by name, ~0.4 against ~0.8
 # us a row: a keyword query builds ~140): the order it relies on, checked at import
 _ROW_FIELDS = ("tier", "owner", "key", "content", "tags", "source", "score", "ttl",
                "created_at", "updated_at", "relevance", "id", "keyword")
 if tuple(f.name for f in fields(StoredEntry))[:len(_ROW_FIELDS)] != _ROW_FIELDS:
-    raise ImportError("StoredEntry's fields moved: update host.store.postgres.sql._row")
+    raise ImportError("StoredEntry's fields moved: update host.store.postgres.sql.entry_of")
 
 
-def _row(r: Any, id: int | None = None, keyword: float | None = None) -> StoredEntry:
-    """The entry of a row of `_COLUMNS`, with the row id `id` and BM25 `keyword` when given."""
+def entry_of(r: Any, id: int | None = None, keyword: float | None = None) -> StoredEntry:
+    """The entry of a row of `COLUMNS`, with the row id `id` and BM25 `keyword` when given."""
     return StoredEntry(r[0], r[1], r[2].encode(), r[3].encode(), list(r[4]), r[5], r[6], r[7],
                        r[8], r[9], None, id, keyword)
 
 
-class _Params:
+class Params:
     """Collects query arguments; calling it with a value returns its `$n` placeholder."""
 
     def __init__(self) -> None:
@@ -123,7 +128,7 @@ class _Params:
         return f"${len(self.values)}"
 
 
-def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
+def read_where(scope: Scope, q: Query, now: float, p: Params) -> str:
     """The WHERE clause of a read: namespace, visibility, liveness, keys, tags."""
     vis = [f"(e.tier = {p(t)} AND e.owner = {p(owner_for(t, scope.agent))})" for t in q.tiers]
     sql = (f"e.namespace = {p(scope.namespace)} AND ({' OR '.join(vis) or 'false'})"
@@ -140,7 +145,7 @@ def _where(scope: Scope, q: Query, now: float, p: _Params) -> str:
     return sql
 
 
-def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dict[str, Any]:
+def addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dict[str, Any]:
     """The entries `scope` addresses under `keys` in `tiers`, as the JSON fields
     `a2e_forget_batch` and `a2e_touch_batch` read (namespace, tiers, owners, keys)."""
     return {"namespace": scope.namespace, "tiers": list(tiers),
@@ -148,18 +153,18 @@ def _addresses(scope: Scope, tiers: Sequence[str], keys: Sequence[bytes]) -> dic
             "keys": [k.decode() for k in keys]}
 
 
-def _visibility(scope: Scope, q: Query) -> tuple[list[str], list[str], list[str], list[str]]:
+def visibility(scope: Scope, q: Query) -> tuple[list[str], list[str], list[str], list[str]]:
     """What `q` lets `scope` read, as the SQL functions take it: tiers, their owners, keys
     (text), distinct tags."""
     return (list(q.tiers), [owner_for(t, scope.agent) for t in q.tiers],
             [k.decode() for k in q.keys], list(dict.fromkeys(q.tags)))
 
 
-def _indexable(terms: Sequence[str]) -> list[str]:
+def indexable(terms: Sequence[str]) -> list[str]:
     return [t for t in terms if len(t.encode()) <= _MAX_LEXEME_BYTES]
 
 
-async def _keep_session(conn: Any) -> None:
+async def keep_session(conn: Any) -> None:
     """A pooled connection's reset on release: nothing to send. asyncpg's default sends
     `pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL` every release, a round trip
     after every statement; this store leaves none of those behind (session advisory locks are

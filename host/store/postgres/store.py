@@ -26,9 +26,9 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
   present: `vectors_available`), so every host searches every vector at once.
 
 The class is made of one part a concern, each a module of this package over the shared state
-(`sql.StoreState`): `writes` (puts, forgets, touches, TTL), `reads` (finds, keyword search,
-fetches), `vectors` (the embedding queue, nearest neighbours), `changes` (the change log),
-`client_space` (the client spaces the host searches in memory, `host.store.interface.EntryStore`);
+(`sql.StoreState`): `writes` (puts, forgets, touches, TTL), `reads` (finds, fetches,
+neighbours), `keyword` (keyword search), `vectors` (the embedding queue, nearest neighbours),
+`changes` (the change log), `client_space` (the client spaces the host searches in memory);
 here are only the pool's life and the memory browser's reads (`browse`).
 """
 
@@ -46,14 +46,14 @@ from host.store.postgres.batch import WriteBatcher
 from host.store.postgres.changes import Changes
 from host.store.postgres.client_space import ClientSpace
 from host.store.postgres.history import PostgresHistory
+from host.store.postgres.keyword import Keyword
 from host.store.postgres.read_times import ReadTimes
 from host.store.postgres.reads import Reads
 from host.store.postgres.schema import enable_vectors, migrate
 from host.store.postgres.sql import (
-    _GC_BATCH,
-    _keep_session,
-    _lexemes,
+    GC_BATCH,
     is_postgres_url,
+    keep_session,
     lexemes_of,
 )
 from host.store.postgres.usage import OwnUsage
@@ -61,11 +61,12 @@ from host.store.postgres.vectors import Vectors
 from host.store.postgres.writes import Writes
 from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview, Quotas
 
-__all__ = ["PostgresEntryStore", "_lexemes", "is_postgres_url", "lexemes_of"]
+__all__ = ["PostgresEntryStore", "is_postgres_url", "lexemes_of"]
 
 
-class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, ClientSpace,
-                         PostgresHistory, VectorSearch, ChangeNotices, NearSearch, EntryStore):
+class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Keyword, Vectors, Changes,
+                         ClientSpace, PostgresHistory, VectorSearch, ChangeNotices, NearSearch,
+                         EntryStore):
     """The `EntryStore` on one PostgreSQL database. Use `async with` or `open()`/`close()`."""
 
     reads_on_loop = False  # asyncpg awaits under asyncio.timeout, which needs a task
@@ -76,7 +77,7 @@ class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, C
         quotas: Quotas | None = None,
         pool_min: int = 1,
         pool_max: int = 10,
-        gc_batch: int = _GC_BATCH,
+        gc_batch: int = GC_BATCH,
         batch_max: int = 512,
         max_term_docs: int = 0,
         max_matches: int = 0,
@@ -106,7 +107,7 @@ class PostgresEntryStore(ReadTimes, OwnUsage, Writes, Reads, Vectors, Changes, C
             # visibility WHERE of nearest_vectors); a placeholder where pgvector is absent
             server_settings={"application_name": "a2e-host",
                              "hnsw.iterative_scan": "relaxed_order"},
-            reset=_keep_session,
+            reset=keep_session,
         )
         try:
             async with pool.acquire() as conn:

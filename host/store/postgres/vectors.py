@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from host.store.postgres.schema import LOCK_MIGRATE, advisory_lock, ensure_vector_index
-from host.store.postgres.sql import _VECTOR_LOCK_TIMEOUT_MS, StoreState, _Params, _where
+from host.store.postgres.sql import VECTOR_LOCK_TIMEOUT_MS, Params, StoreState, read_where
 from host.store.records import Hits, Pending, Query, Scope
 from host.text.searchable import stored_text
 
@@ -133,7 +133,7 @@ class Vectors(StoreState):
         async with self.pool.acquire() as conn, conn.transaction():
             # never wait long on a row lock: a write of the hosts' requests is in the way, and
             # waiting could close a deadlock cycle that PostgreSQL would break by aborting it
-            await conn.execute(f"SET LOCAL lock_timeout = {_VECTOR_LOCK_TIMEOUT_MS}")
+            await conn.execute(f"SET LOCAL lock_timeout = {VECTOR_LOCK_TIMEOUT_MS}")
             # the entries first (a delete locks its entry before cascading to the queue)
             await conn.execute("SELECT 1 FROM a2e_entries WHERE id = ANY($1::bigint[])"
                                " ORDER BY id FOR KEY SHARE", ids)
@@ -183,8 +183,8 @@ class Vectors(StoreState):
         the order); every similarity returned is computed on `vector` (32-bit floats), so the
         16-bit index changes which rows are found at most, never a score."""
         dim = len(vector)
-        p = _Params()
-        where = _where(scope, q, now, p)
+        p = Params()
+        where = read_where(scope, q, now, p)
         lit = p([float(x) for x in vector])
         dist = f"v.embedding::vector({dim}) <=> {lit}::real[]::vector({dim})"
         order = f"v.embedding::{kind}({dim}) <=> {lit}::real[]::{kind}({dim})"

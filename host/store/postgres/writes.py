@@ -1,33 +1,125 @@
 """The PostgreSQL store's writes: puts, forgets and touches group-committed
 (`host.store.postgres.batch`, one `a2e_put_group_logged` / `a2e_forget_batch_logged` /
-`a2e_touch_batch` statement a batch, see `host.store.postgres.schema`), TTL refreshes and
-sweeps, and the hosts' TTL collection (one host at a time, `pg_try_advisory_lock`)."""
+`a2e_touch_batch` statement a batch, functions/puts.sql, forgets.sql, touches.sql), TTL
+refreshes and sweeps, and the hosts' TTL collection (one host at a time,
+`pg_try_advisory_lock`).
+
+A put's entries travel as `PutRow`s (one column array each in `a2e_put_group`'s arguments) and
+come back as one `PutOutcome` an entry: stored, stored after evicting (`limits.on_full`
+"evict": the eviction runs in the database, in the put's transaction and under the namespace's
+lock, `a2e_evict` in functions/evict.sql, so two hosts never evict for the same quota at once),
+refused, or failed with its request (the request raised in the database and was rolled back
+alone).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NamedTuple
 
+from host.store.growth import PutOutcomes
 from host.store.postgres import extensions as pg_ext
 from host.store.postgres.batch import BatchError, PendingWrite
-from host.store.postgres.evict import put_outcomes
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC
 from host.store.postgres.sql import (
     DISK_FULL,
+    Params,
     StoreState,
-    _addresses,
-    _encode,
-    _lexemes,
-    _Params,
-    _text_array,
-    _where,
+    addresses,
+    json_encode,
+    lexemes_and_length,
     log,
+    read_where,
     stored_size,
+    text_array,
 )
 from host.store.records import NewEntry, Query, Refusal, Scope, StorageFull, StoreOutcome, owner_for
 from host.text.searchable import stored_text
 
-__all__ = ["Writes"]
+__all__ = ["PutOutcome", "PutRow", "PutStatus", "Writes", "request_outcomes"]
+
+
+class PutRow(NamedTuple):
+    """One entry of a put as `a2e_put_group` takes it: after the request's number, round,
+    namespace, agent and time, one column array a field, in this order."""
+
+    tier: str
+    owner: str
+    key: str
+    content: str
+    tags: str  # a PostgreSQL array literal (`text_array`)
+    source: str
+    score: float
+    ttl: int
+    created_at: float | None  # None: the time of the put
+    updated_at: float | None
+    lexemes: str  # a tsvector literal (`lexemes_and_length`)
+    size: int
+    doc_len: int
+
+
+# a2e_put_group_logged's arguments: the quotas, then (request, round, namespace, agent, time)
+# and a `PutRow`'s fields, one array each
+_PUT_GROUP = ("WITH op AS (SELECT set_config('a2e.change_op', 'expired', true))"
+              " SELECT a2e_put_group_logged("
+              + ", ".join(f"${i}" for i in range(1, len(PutRow._fields) + 7)) + ") FROM op")
+
+
+class PutStatus(Enum):
+    """What became of one entry of a put."""
+
+    STORED = "stored"
+    EVICTED = "evicted"  # stored, after evicting `PutOutcome.evicted` entries to make room
+    REFUSED = "refused"  # left as it was: `PutOutcome.refusal`
+    FAILED = "failed"  # its request raised in the database (rolled back): `PutOutcome.error`
+
+
+@dataclass(frozen=True, slots=True)
+class PutOutcome:
+    """The outcome of one entry of a put."""
+
+    status: PutStatus
+    evicted: int = 0
+    refusal: Refusal | None = None
+    error: str = ""
+
+    @classmethod
+    def parse(cls, raw: str | None) -> PutOutcome:
+        """The outcome `a2e_put_group_logged` returns for an entry (functions/puts.sql): NULL
+        stored, 'evicted:<n>', 'error: <message>' for each entry of a request that raised, else
+        the code of the refusal."""
+        if raw is None:
+            return _STORED
+        if raw.startswith("evicted:"):
+            return cls(PutStatus.EVICTED, evicted=int(raw[8:]))
+        if raw.startswith("error: "):
+            return cls(PutStatus.FAILED, error=raw[7:])
+        return cls(PutStatus.REFUSED, refusal=Refusal(raw))
+
+
+_STORED = PutOutcome(PutStatus.STORED)
+
+
+def request_outcomes(outcomes: Sequence[PutOutcome]) -> list[StoreOutcome] | BatchError:
+    """What `put` answers for one request from its entries' outcomes: None an entry stored, the
+    refusal of one refused (`PutOutcomes` with the entries evicted, when any); a `BatchError`
+    when the request failed."""
+    evicted = 0
+    out: list[StoreOutcome] = []
+    for o in outcomes:
+        if o.status is PutStatus.FAILED:
+            return BatchError(o.error)
+        evicted += o.evicted
+        out.append(o.refusal)
+    return PutOutcomes(out, evicted) if evicted else out
+
+
+def _batch_result(raw: str) -> int | BatchError:
+    """One forget's result as `a2e_forget_batch_logged` returns it: the number deleted, or
+    'error: <message>' for a forget that raised (rolled back alone)."""
+    return BatchError(raw[7:]) if raw.startswith("error: ") else int(raw)
 
 
 class Writes(StoreState):
@@ -54,15 +146,15 @@ class Writes(StoreState):
                    ) -> list[StoreOutcome]:
         if not entries:
             return []
-        rows: list[tuple[Any, ...]] = []
+        rows: list[PutRow] = []
         for e in entries:
             if any("\x00" in t for t in e.tags) or "\x00" in e.source:
                 raise ValueError("PostgreSQL text cannot hold a NUL character (in a tag or source)")
             text = e.text or stored_text(e.content, e.tags, e.key)
-            lexemes, doc_len = _lexemes(scope.namespace, text)
-            rows.append((
+            lexemes, doc_len = lexemes_and_length(scope.namespace, text)
+            rows.append(PutRow(
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
-                _text_array(list(dict.fromkeys(e.tags))), e.source, float(e.score),
+                text_array(list(dict.fromkeys(e.tags))), e.source, float(e.score),
                 int(e.ttl), e.created_at, e.updated_at, lexemes, stored_size(e), doc_len,
             ))
         if self._puts is None:
@@ -79,12 +171,13 @@ class Writes(StoreState):
         """Run queued puts (sorted by namespace) as one `a2e_put_group` statement: entry by
         entry columns, each entry with its request's number, namespace, agent and time, and
         its round (k for the k-th entry of the batch at its address)."""
-        cols: list[list[Any]] = [[] for _ in range(18)]
+        cols: list[list[Any]] = [[] for _ in range(5 + len(PutRow._fields))]
         seen: dict[tuple[str, str, str, str], int] = {}
         for j, put in enumerate(batch, start=1):
             ns, agent = put.scope.namespace, put.scope.agent
+            row: PutRow
             for row in put.args:
-                address = (ns, row[0], row[1], row[2])
+                address = (ns, row.tier, row.owner, row.key)
                 k = seen[address] = seen.get(address, 0) + 1
                 for col, v in zip(cols, (j, k, ns, agent, put.now, *row), strict=True):
                     col.append(v)
@@ -94,21 +187,18 @@ class Writes(StoreState):
         # `expired`, before the put's `stored` change, as on SQLite. The CTE (volatile, so
         # evaluated first) names the op for the statement's transaction.
         outcomes = await self.pool.fetchval(
-            "WITH op AS (SELECT set_config('a2e.change_op', 'expired', true))"
-            " SELECT a2e_put_group_logged($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-            " $13, $14, $15, $16, $17, $18, $19) FROM op",
+            _PUT_GROUP,
             [q.max_entries_per_namespace, q.max_entries_per_agent, q.max_bytes_per_namespace,
              q.max_bytes_per_agent, int(q.evict),  # 5th: limits.on_full "evict"
              round(q.importance_half_life * 1000)],  # 6th: eviction's half-life, ms
             *cols,
         )
+        parsed = [PutOutcome.parse(o) for o in outcomes]
         results: list[list[StoreOutcome] | BatchError] = []
         first = 0
         for put in batch:
-            mine = list(outcomes[first:first + put.size])
+            results.append(request_outcomes(parsed[first:first + put.size]))
             first += put.size
-            failed = next((o for o in mine if o and o.startswith("error: ")), None)
-            results.append(BatchError(failed[7:]) if failed else put_outcomes(mine))
         return results
 
     async def forget(
@@ -119,14 +209,14 @@ class Writes(StoreState):
         (forgets queued together share a transaction: group commit)."""
         if self._forgets is None:
             raise RuntimeError("store is not open")
-        args = {**_addresses(scope, tiers, keys), "tags": list(dict.fromkeys(tags)), "now": now}
+        args = {**addresses(scope, tiers, keys), "tags": list(dict.fromkeys(tags)), "now": now}
         return await self._forgets.submit(scope, now, args)  # type: ignore[no-any-return]
 
     async def _forget_batch(self, batch: list[PendingWrite]) -> list[int | BatchError]:
         """Run queued forgets (sorted by namespace) as one `a2e_forget_batch` statement."""
         out = await self.pool.fetchval("SELECT a2e_forget_batch_logged($1::text::jsonb)",
-                                       _encode([w.args for w in batch]).decode())
-        return [BatchError(r[7:]) if r.startswith("error: ") else int(r) for r in out]
+                                       json_encode([w.args for w in batch]).decode())
+        return [_batch_result(r) for r in out]
 
     async def touch(
         self, scope: Scope, tiers: Sequence[str], keys: Sequence[bytes], when: float
@@ -139,13 +229,13 @@ class Writes(StoreState):
             raise RuntimeError("store is not open")
         if not keys or not tiers:
             return 0
-        args = {**_addresses(scope, tiers, keys), "when": when}
+        args = {**addresses(scope, tiers, keys), "when": when}
         return await self._touches.submit(scope, when, args, len(keys))  # type: ignore[no-any-return]
 
     async def _touch_batch(self, batch: list[PendingWrite]) -> list[int]:
         """Run queued touches (sorted by namespace) as one `a2e_touch_batch` statement."""
         out = await self.pool.fetchval("SELECT a2e_touch_batch($1::text::jsonb)",
-                                       _encode([w.args for w in batch]).decode())
+                                       json_encode([w.args for w in batch]).decode())
         return [int(n) for n in out]
 
     async def collect_garbage(self, now: float) -> int:
@@ -188,8 +278,8 @@ class Writes(StoreState):
         seconds after `now`); how many. Returns after COMMIT."""
         if not keys or not tiers:
             return 0
-        p = _Params()
-        where = _where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now, p)
+        p = Params()
+        where = read_where(scope, Query(tiers=tuple(tiers), keys=tuple(keys)), now, p)
         status = await self.pool.execute(
             f"UPDATE a2e_entries e SET expires_at = {p(now)}::float8 + e.ttl WHERE {where}"
             " AND e.ttl > 0", *p.values)
@@ -202,7 +292,7 @@ class Writes(StoreState):
         how many. Returns after the last COMMIT."""
         if not tiers:
             return 0
-        p = _Params()
+        p = Params()
         vis = " OR ".join(f"(tier = {p(t)} AND owner = {p(owner_for(t, scope.agent))})"
                           for t in tiers)
         sql = (f"DELETE FROM a2e_entries WHERE id IN (SELECT id FROM a2e_entries"
