@@ -62,6 +62,7 @@ from host.store.sqlite import keyword, reads, writes  # noqa: E402
 from host.store.sqlite.deferred import Deferred  # noqa: E402
 from host.store.sqlite.schema import connect, migrate  # noqa: E402
 from host.text.keyword import query_terms  # noqa: E402
+from scripts.bench.bench_scale import words  # noqa: E402  (the same made-up words)
 
 VOCAB = 4096
 WORDS = 6
@@ -73,28 +74,13 @@ NOW = 1_800_000_000.0
 TIERS = ("episodic", "semantic")
 
 
-def _words(n: int, syllables: int) -> list[str]:
-    """`n` distinct made-up words (scripts/bench/bench_scale.py's)."""
-    cons, vows = "bdfgklmnprstvz", "aeiou"
-    syl = [c + v for c in cons for v in vows]
-    out = []
-    for k in range(n):
-        j = k * 7919 % len(syl) ** syllables
-        w = ""
-        for _ in range(syllables):
-            w += syl[j % len(syl)]
-            j //= len(syl)
-        out.append(w)
-    return out
-
-
 class Texts:
     """The rows' texts, block by block from the seed, and the queries."""
 
     def __init__(self, clusters: int, seed: int) -> None:
         self.seed = seed
-        self.vocab = _words(VOCAB, 3)
-        pairs = _words(2 * clusters, 4)
+        self.vocab = words(VOCAB, 3)
+        pairs = words(2 * clusters, 4)
         self.cluster_words = list(zip(pairs[::2], pairs[1::2], strict=True))
         ranks = np.arange(1, VOCAB + 1, dtype=np.float64) ** -1.1
         self.zipf = ranks / ranks.sum()

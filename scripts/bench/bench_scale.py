@@ -116,7 +116,7 @@ class BenchError(RuntimeError):
 # -- the data ----------------------------------------------------------------------------------
 
 
-def _words(n: int, syllables: int) -> list[str]:
+def words(n: int, syllables: int) -> list[str]:
     """`n` distinct made-up words of `syllables` consonant-vowel syllables, in a fixed order
     (a prime step through the combinations: neighbouring words share no first syllable)."""
     cons, vows = "bdfgklmnprstvz", "aeiou"
@@ -145,8 +145,8 @@ class Data:
         rng = np.random.default_rng([seed, 0])
         centres = rng.standard_normal((clusters, dim))
         self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
-        self.vocab = _words(VOCAB, 3)
-        pairs = _words(2 * clusters, 4)
+        self.vocab = words(VOCAB, 3)
+        pairs = words(2 * clusters, 4)
         self.cluster_words = list(zip(pairs[::2], pairs[1::2], strict=True))
         ranks = np.arange(1, VOCAB + 1, dtype=np.float64) ** -1.1
         self.zipf = ranks / ranks.sum()
