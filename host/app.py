@@ -45,7 +45,7 @@ from host.store.interface import EntryStore, NotReadyReason
 from host.store.postgres.schema import explain_open_error
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.records import Quotas
-from host.store.sqlite.schema import FileState
+from host.store.sqlite.files import FileState
 from host.store.sqlite.store import SQLiteEntryStore
 from host.store.sqlite.writer import CommitObserver
 from host.ui import UiApp, UiDeps
@@ -87,7 +87,7 @@ def make_store(config: Config, observer: CommitObserver | None = None, *, create
 
     `observer(operations, seconds)` is told of each SQLite group commit (the commit metrics).
     A SQLite file that does not exist is created unless `create` is False; another
-    application's SQLite file is refused unless `adopt` (`schema.check_file`).
+    application's SQLite file is refused unless `adopt` (`files.check_file`).
     """
     if is_postgres_url(config.store.db):
         return PostgresEntryStore(config.store.db, quotas=quotas_of(config),

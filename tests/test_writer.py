@@ -78,7 +78,7 @@ async def test_lone_failing_operation_raises_and_writes_nothing(db_path: Path) -
     assert _values(db_path) == [6]
 
 
-# -- keyword rows held for the end of the group (sqlite.ops.Deferred) -----------------------
+# -- keyword rows held for the end of the group (sqlite.deferred.Deferred) -----------------------
 
 _SCOPE = Scope("ns", "a1")
 

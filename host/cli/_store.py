@@ -1,6 +1,6 @@
 """What the store sub-commands share: the SQLite file or PostgreSQL store of the config, its
 quotas, `open_admin`, the one place that picks the backend's `StoreAdmin`, and
-`open_sqlite`, which checks a SQLite path before opening it (`schema.check_file`)."""
+`open_sqlite`, which checks a SQLite path before opening it (`files.check_file`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from host.store.admin import StoreAdmin
 from host.store.postgres.admin import PostgresAdmin
 from host.store.postgres.store import PostgresEntryStore, is_postgres_url
 from host.store.sqlite.admin import SQLiteAdmin, open_store_file
-from host.store.sqlite.schema import FileState, check_file, explain, remove_files
+from host.store.sqlite.files import FileState, check_file, explain, remove_files
 
 __all__ = ["open_admin", "open_postgres", "open_sqlite", "quotas", "sqlite_path"]
 

@@ -11,7 +11,7 @@ from host.cli._progress import Progress, human_bytes
 from host.cli._store import sqlite_path
 from host.cli.main import add_db_args, config_from_args
 from host.store.sqlite.admin import database_bytes, vacuum
-from host.store.sqlite.schema import check_file, explain
+from host.store.sqlite.files import check_file, explain
 
 __all__ = ["register"]
 

@@ -4,7 +4,7 @@
     python scripts/bench/bench_keyword.py --sizes 10000,100000,1000000 --queries 30
     python scripts/bench/bench_keyword.py --sizes 10000 --queries 5 --dir /some/dir   # reuse stores
 
-A store a size (`--sizes`), built here through the store's own write path (`sqlite.ops.
+A store a size (`--sizes`), built here through the store's own write path (`sqlite.writes.
 put_entries` in transactions of 1,000 entries, the deferred keyword rows flushed before each
 commit, as the writer thread does), all in one namespace, kept in `--dir` (a temporary
 directory by default; a store already there with its size is reused, so the same script at
@@ -17,7 +17,7 @@ which the querying agent may not read.
 The queries (seeded), `--queries` of each kind: `rare` (a cluster word), `mid` (a word of rank
 100-1,000), `common` (a word of the 10 most common), and `mixed-N` (N = 2, 3, 4 words: a
 cluster word, a mid word and common words), each read as `memory/retrieve` reads keyword
-candidates: `ops.search_entries` over the episodic and semantic tiers with the configured
+candidates: `keyword.search_entries` over the episodic and semantic tiers with the configured
 `search.max_term_docs` and `search.max_keyword_matches` (`SearchConfig` defaults), the top
 `search.fusion_pool`. For each kind: p50 and p99 of the CPU time (`time.process_time`, which
 the other processes of a busy machine do not move) and of the wall time. The ceiling, same

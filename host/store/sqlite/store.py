@@ -43,16 +43,10 @@ from host.store.sqlite import usage as sqlite_usage
 from host.store.sqlite import vectors as vec
 from host.store.sqlite.admin import count_by_tier
 from host.store.sqlite.deferred import Deferred
+from host.store.sqlite.files import FileState, check_file, explain, remove_files
 from host.store.sqlite.history import SQLiteHistory
 from host.store.sqlite.scans import SCAN_ON_LOOP, ScanReader
-from host.store.sqlite.schema import (
-    FileState,
-    check_file,
-    connect,
-    explain,
-    migrate,
-    remove_files,
-)
+from host.store.sqlite.schema import connect, migrate
 from host.store.sqlite.space import DiskSpace
 from host.store.sqlite.writer import CommitObserver, Writer
 from host.text.bm25 import Analysis, Bm25Stats
@@ -87,7 +81,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         self.space = DiskSpace(self.path, 0 if memory else disk_reserve_bytes)
         self.quotas = quotas or Quotas()
-        self.max_term_docs = max_term_docs  # see sqlite.ops.search_entries
+        self.max_term_docs = max_term_docs  # see sqlite.keyword.search_entries
         self.max_matches = max_matches
         self._batch_max = batch_max
         self._observer = observer
@@ -99,7 +93,7 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         self._scans = ScanReader(lambda: connect(self.path))
 
     async def open(self) -> None:
-        """Check the path (`schema.check_file`: `UnusableDatabase` for a folder, a file not
+        """Check the path (`files.check_file`: `UnusableDatabase` for a folder, a file not
         SQLite, another application's database unless `adopt`, a missing one unless `create`),
         create or migrate the schema, start the writer, open the read connection. An error
         while opening is an `UnusableDatabase` naming the path and the fix; a database this
