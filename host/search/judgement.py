@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 from msgspec import Raw
@@ -171,8 +171,46 @@ class _Lazy(dict[int, _Said]):
         self.texts = texts
 
     def __missing__(self, i: int) -> _Said:
-        out = self[i] = _Said.of(self.texts[i])
+        text = self.texts[i]
+        out = _SAID.get(text)
+        if out is None:
+            out = _Said.of(text)
+            if len(text) <= _SAID_TEXT_MAX:
+                if len(_SAID) >= _SAID_MAX:
+                    _SAID.clear()
+                _SAID[text] = out
+        self[i] = out
         return out
+
+
+# what the rule read of recent texts (a memory's matches come back query after query), bounded:
+# at most `_SAID_MAX` texts of at most `_SAID_TEXT_MAX` characters (a few MB), emptied when full
+_SAID: dict[str, _Said] = {}
+_SAID_MAX = 4096
+_SAID_TEXT_MAX = 2000
+
+
+class _Texts(Sequence[str]):
+    """The compared text of each match, read when first asked for (`plan` reads few: those it
+    compares); "" for a match without a vector (None)."""
+
+    def __init__(self, entries: list[Any], read: Callable[[Any], str]) -> None:
+        self.entries = entries
+        self.read = read
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        e = self.entries[i]
+        return "" if e is None else self.read(e)
 
 
 def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, int]],
@@ -191,10 +229,14 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
         ok = ok & (np.asarray(relevance, dtype=np.float64) >= th.relevance)
     said = _Lazy(texts)
     groups: list[list[int]] = []
+    dup = (sims >= th.duplicate).tolist() if collapse else []  # NaN: False, as sims[i, j] >= x
+    ok = ok.tolist()
     for i in range(n):
-        if ok[i] and collapse:
+        # a group takes `i` only if `i` is a near-duplicate of one of its members (of all of
+        # them unless `th.single`): with none among the earlier matches, no group can
+        if ok[i] and collapse and True in dup[i][:i]:
             for g in groups:
-                near = [sims[i, j] >= th.duplicate for j in g]
+                near = [dup[i][j] for j in g]
                 if ok[g[0]] and (any(near) if th.single else all(near)) and not any(
                         _conflict(said[i], said[j]) or _says_change(said[i], said[j])
                         or _says_change(said[j], said[i]) for j in g):
@@ -282,7 +324,7 @@ async def judge(
     # against the embedder's on 2 cores (0.2 ms alone)
     sims[np.ix_(have, have)] = np.einsum("ij,kj->ik", mat, mat)
     read = text or content_text
-    texts = [read(e) if e.id in vecs else "" for _c, e in head]
+    texts = _Texts([e if e.id in vecs else None for _c, e in head], read)
     newness = [(e.updated_at, e.id or 0) for _c, e in head]
     out: list[tuple[float, E]] = []
     notes: dict[int, Judged] = {}
