@@ -48,7 +48,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/support, also when loaded by file path (tests)
 
-from support.procs import LOAD_LIMITS, cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
+from support.procs import (  # noqa: E402
+    LOAD_LIMITS,
+    cpu_seconds,
+    free_port,
+    rss_mib,
+    stop_process,
+    wait_port,
+)
 
 CASES = ("store1", "store20", "get_key", "get_tags", "get_query", "forget")
 ECHO_FRAMES = ("store1", "store20")
@@ -84,14 +91,6 @@ def _thread_cpu(pid: int) -> dict[str, float]:
         name = "loop" if tid == str(pid) else "threads"
         out[name] = out.get(name, 0.0) + cpu
     return out
-
-
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Server:
@@ -329,7 +328,7 @@ def idle_rss(workdir: Path, args: argparse.Namespace, transport: str) -> dict[st
     host = Server("host", workdir, args.embedder, db=args.db_url, transport=transport)
     try:
         time.sleep(0.5)
-        before = _rss_mib(host.pid)
+        before = rss_mib(host.pid)
         procs = max(1, -(-args.idle // 5000))
         clients = Clients(procs)
         try:
@@ -338,7 +337,7 @@ def idle_rss(workdir: Path, args: argparse.Namespace, transport: str) -> dict[st
             clients.same({"cmd": "init", "namespace": "bench-idle", "agents": READ_AGENTS})
             opened = time.monotonic() - t
             time.sleep(1.0)
-            after = _rss_mib(host.pid)
+            after = rss_mib(host.pid)
         finally:
             clients.close()
     finally:

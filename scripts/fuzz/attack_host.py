@@ -76,7 +76,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/support
 sys.path.insert(0, str(ROOT))
 
-from support.procs import LOAD_LIMITS, HostProcess  # noqa: E402
+from support.procs import LOAD_LIMITS, HostProcess, rss_mib  # noqa: E402
 
 from host.cli.token import token_toml  # noqa: E402
 from host.client import MemoryClient, RemoteError  # noqa: E402
@@ -95,14 +95,6 @@ def _msg(kind: str, req_id: str, **fields: Any) -> str:
 
 def _load() -> float:
     return os.getloadavg()[0]
-
-
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _exchange(port: int, data: bytes, source: str = "", first_only: bool = False) -> bytes:
@@ -272,7 +264,7 @@ async def attack_kept_events(port: int, pid: int, events: int, replay: int) -> d
         retrieve = await _p50_ms(200, lambda: other.retrieve(keys=[{"i": 7}]))
         return ping, retrieve
 
-    rss0 = _rss_mib(pid)
+    rss0 = rss_mib(pid)
     ping0, retrieve0 = await measure()
     c._reader.cancel()
     it = ch.__aiter__()
@@ -286,7 +278,7 @@ async def attack_kept_events(port: int, pid: int, events: int, replay: int) -> d
     push_s = time.perf_counter() - t0
     c._reader = asyncio.get_running_loop().create_task(c._read())
     ping1, retrieve1 = await measure()
-    rss1 = _rss_mib(pid)
+    rss1 = rss_mib(pid)
     await c.close()
     await other.close()
     return {"attack": f"a stream with {events} events sent and no Last-Event-ID",

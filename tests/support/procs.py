@@ -114,3 +114,13 @@ def cpu_seconds(stat_path: str) -> float:
     with open(stat_path) as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process `pid` in MiB (VmRSS of `/proc/PID/status`); 0.0 when
+    the file has no such line."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
