@@ -24,7 +24,7 @@ entry is findable by keywords at once and by meaning as soon as its vector is wr
 Two kinds: `LocalWorker` adds the vectors it writes to the process's `VectorIndexes` too
 (SQLite; to the namespaces loaded: the others read them when a query loads them);
 `SharedWorker` claims queued entries from a store that keeps and searches the vectors itself
-(`host.store.base.VectorSearch`: PostgreSQL shared by several hosts) and writes them back
+(`host.store.interface.VectorSearch`: PostgreSQL shared by several hosts) and writes them back
 through it; there, a waiting query is satisfied when the whole queue is empty.
 """
 
@@ -41,7 +41,8 @@ import numpy as np
 from host.search.embed import Embedder
 from host.search.index import Pending, VectorIndexes, digest, group_of
 from host.search.lanes import Lane
-from host.store.base import StorageFull, VectorCatchUp, VectorQueue, VectorSearch, VectorStore
+from host.store.interface import EntryStore, VectorSearch, VectorStore
+from host.store.records import StorageFull
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
@@ -79,7 +80,7 @@ class EmbeddingWorker:
     """What both workers share: tickets, waiters, the loop, the two threads, the figures."""
 
     def __init__(
-        self, store: VectorQueue, embedder: Embedder, cfg: SearchConfig,
+        self, store: EntryStore, embedder: Embedder, cfg: SearchConfig,
         busy: Callable[[], bool] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
@@ -379,8 +380,8 @@ class LocalWorker(EmbeddingWorker):
         super().__init__(store, embedder, cfg, **kw)
         self.index = index
         self.lazy = lazy  # the index loads namespaces itself (its loader): `load` loads none
-        # other processes write vectors too (host/store/base.py), checked once
-        self._catch = store if isinstance(store, VectorCatchUp) else None
+        # other processes write vectors too: read those written since (`VectorStore.vectors_since`)
+        self._catch: VectorStore | None = store
         self._seq: int | None = None  # the newest write of vectors the index has seen
         self.catch_up_rows = 10_000  # vectors read a chunk of `_catch_up`
         self._refused: set[str] = set()  # ... those logged
