@@ -161,3 +161,25 @@ def test_a_graph_build_in_place_relies_on_these_internals_and_keeps_the_codes() 
     assert ann.storage.ntotal == ann.graph.ntotal == n == int(ann.graph.hnsw.levels.size())
     found = [ann.search(x[j], 1).ids.tolist() == [j] for j in range(0, n, 7)]
     assert sum(found) >= 0.9 * len(found)
+
+
+def test_the_storage_scan_scores_decoded_codes_within_the_selectors_bytes() -> None:
+    """`IndexScalarQuantizer.search` (an index with no graph yet, `AnnIndex._scan`) scores a
+    row as the inner product of the query and its decoded codes, and with `IDSelectorBitmap(
+    nbytes, bits)` only the set bits of the first `nbytes` bytes: a storage counting rows past
+    the bitmap (a build's room and tail) never returns them."""
+    index, storage = _index()
+    vmin, vdiff = _trained(index, storage)
+    x = _unit(40, seed=4)
+    storage.add(x)
+    decoded = storage.sa_decode(_codes(storage, 40).copy())
+    q = _unit(1, seed=5)
+    mask = np.zeros(16, dtype=bool)  # the first 16 rows only: 2 bytes
+    mask[[1, 5, 9, 12]] = True
+    bitmap = np.packbits(mask, bitorder="little")
+    params = faiss.SearchParameters()
+    params.sel = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
+    dist, found = storage.search(q, 10, params=params)
+    got = found[0][found[0] >= 0]
+    assert sorted(got.tolist()) == [1, 5, 9, 12]
+    assert np.allclose(dist[0][: got.size], decoded[got] @ q[0], atol=1e-5)

@@ -339,3 +339,39 @@ def test_a_build_stops_at_its_next_step_once_told() -> None:
     whole = build_ann(DIM, chunks(IDS[:3000], VECS[:3000], GROUPS[:3000]),
                            stop=lambda: False, **OPTS)
     assert len(whole) == 3000
+
+
+def test_a_big_index_with_no_graph_is_scanned_by_faiss_and_answers_as_numpy_does() -> None:
+    """An index of codes with no graph yet (12,000 rows, past `SCAN_ROWS`), searched whole,
+    filtered to its groups, with holes, and while its graph is being built in place (the
+    build's room and tail past its slots): each search returns numpy's exact top k over the
+    decoded codes (the same ids, similarities within 1e-5), `allowed` exact, and `mean`/`std`
+    those of the fixed sample (within 0.02 of every allowed row's)."""
+    from host.search.index.ann import SCAN_ROWS
+    from host.search.index.graph import GraphBuild
+
+    exact = ExactIndex(DIM)
+    exact.add(IDS.tolist(), VECS, GROUPS, [None] * N)
+    ix = AnnIndex.coded_of(exact, **OPTS)
+    ix.remove(IDS[::7].tolist())
+    gone = set(IDS[::7].tolist())
+    assert not ix.built and len(ix) > SCAN_ROWS
+
+    def check() -> None:
+        for q in QUERIES[:6]:
+            for groups in (None, [BOB, SHARED]):
+                got = ix.search(q, 10, groups)
+                rows = [j for j in range(N) if IDS[j] not in gone
+                        and (groups is None or GROUPS[j] in groups)]
+                sims = ix.similarity(q, IDS[rows].tolist())
+                want = IDS[rows][np.argsort(-sims, kind="stable")[:10]]
+                assert got.ids.tolist() == want.tolist() and got.allowed == len(rows)
+                assert np.allclose(got.similarities, np.sort(sims)[::-1][:10], atol=1e-5)
+                assert abs(got.mean - sims.mean()) < 0.02 and abs(got.std - sims.std()) < 0.02
+
+    check()
+    build = GraphBuild(ix)
+    build._begin(4096)  # codes sized past the slots: a room and faiss's tail
+    assert build.cap > ix.slots and ix.building is build
+    check()
+    build._abandon()

@@ -16,9 +16,10 @@ How a search stays exact where it must:
   is never returned either way.
 - Similarities are those of the stored 8-bit vectors (decoded: per-dimension error <= 1/510 of
   its range, ~1e-3 on a similarity).
-- `Hits.mean`/`std`: the query's similarity over the allowed rows when they were all scored;
-  else over a fixed sample of `sample_rows` of them (evenly spaced over the allowed slots, the
-  same rows for every query of an unchanged index). `allowed` is always exact.
+- `Hits.mean`/`std`: the query's similarity over the allowed rows when numpy scored them all;
+  else (through the graph, or faiss's scan of a big index with no graph yet) over a fixed
+  sample of `sample_rows` of them (evenly spaced over the allowed slots, the same rows for every
+  query of an unchanged index). `allowed` is always exact.
 
 Removal: faiss's HNSW cannot delete, so a removed (or replaced) row's slot becomes a hole:
 never returned (the bitmap excludes it), still a waypoint of the graph. `garbage` says how
@@ -63,6 +64,8 @@ TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a s
 # (64 rows into a small graph took 31-40 ms on 2 threads, 4.5-6.9 ms on 1, at load ~2.2;
 # scripts/bench/bench_loop_steps.py); a bigger add (a build's step) takes every thread set.
 SMALL_ADD = 256
+# past this many allowed rows, an index with no graph yet is searched by faiss's scan (`_scan`)
+SCAN_ROWS = 8192
 
 
 @contextmanager
@@ -434,19 +437,43 @@ class AnnIndex(Rows):
         keep = found[0] >= 0
         if int(keep.sum()) < min(k, allowed):
             return self._exact(q, k, slots)
-        picked, sims = found[0][keep], dist[0][keep]
-        order = np.argsort(-sims, kind="stable")
+        return self._sampled(q, found[0][keep], dist[0][keep], slots, allowed)
+
+    def _sampled(self, q: np.ndarray, picked: np.ndarray, sims: np.ndarray,
+                 slots: np.ndarray | None, allowed: int) -> Hits:
+        """Hits of `picked` (slots) best first, `mean`/`std` over the fixed sample of the
+        allowed `slots` (None: every slot, no holes)."""
+        order = np.lexsort((picked, -sims))  # ties by slot, as `top_k`
         picked, sims = picked[order], sims[order]
-        total = self._n if slots is None else slots.size  # None: no holes, every row allowed
+        total = self._n if slots is None else slots.size
         spots = np.linspace(0, total - 1, min(self.sample_rows, total)).astype(np.int64)
-        sample_slots = spots if slots is None else slots[spots]
-        bg = self._scores(sample_slots, q)
+        bg = self._scores(spots if slots is None else slots[spots], q)
         return Hits(ids=self._ids[picked].copy(), similarities=sims.astype(np.float32),
                     mean=float(bg.mean()), std=float(bg.std()), allowed=allowed)
+
+    def _scan(self, q: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
+        """The exact top `k` of the allowed rows of an index with no graph, scored over the
+        codes by faiss in one call (the GIL let go once; numpy's chunks let it go twice
+        each, and it comes back a switch interval late each time another thread runs Python:
+        a scan of 100,000 codes took 330 ms instead of 9 beside such a thread). `mean`/`std`
+        over the fixed sample, as a search through the graph has them. A build's room and
+        tail, past the slots, are never scored (the selector's bytes end at the slots')."""
+        mask = np.zeros(self._n, dtype=bool)
+        mask[slice(None) if slots is None else slots] = True
+        bitmap = np.packbits(mask, bitorder="little")
+        sel = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
+        params = faiss.SearchParameters()
+        params.sel = sel
+        allowed = self._n if slots is None else int(slots.size)
+        dist, found = self._storage.search(q[None, :], min(k, allowed), params=params)
+        keep = found[0] >= 0
+        return self._sampled(q, found[0][keep], dist[0][keep], slots, allowed)
 
     def _exact(self, q: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
         if slots is None and self.holes:
             slots = np.flatnonzero(self._live[: self._n])
+        if not self._built and (self._n if slots is None else slots.size) > SCAN_ROWS:
+            return self._scan(q, k, slots)
         sims = self._scores(slots, q)
         top = top_k(sims, k)
         picked = top if slots is None else slots[top]

@@ -46,8 +46,10 @@ def code_ranges(sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def dots(m: np.ndarray, n: int, slots: np.ndarray | None, q: np.ndarray) -> np.ndarray:
     """`m[slots] @ q` (`m[:n]` when `slots` is None) in float32, a chunk of rows at a time."""
-    if slots is None and m.dtype == np.float32:
-        return m[:n] @ q
+    if m.dtype == np.float32 and (slots is None or 2 * slots.size >= n):
+        # one BLAS call over every row, the GIL let go once (chunks let it go twice each,
+        # and it comes back late each time another thread runs Python)
+        return m[:n] @ q if slots is None else (m[:n] @ q)[slots]
     total = n if slots is None else slots.size
     out = np.empty(total, dtype=np.float32)
     for i in range(0, total, CHUNK):
