@@ -237,3 +237,20 @@ def test_bench_ranking_replays_the_queries_it_saved(tmp_path: Path) -> None:
                               "--rounds", "2"], capture_output=True, text=True, timeout=60,
                              check=True)
         assert got.stdout.strip() == f"{part}: 2 rounds of {questions} queries"
+
+
+def test_bench_store_parts_prints_every_part_of_a_store() -> None:
+    """bench_store_parts.py on 200 entries prints each part of a durable store's CPU (the
+    group, its flush, COMMIT, put_entries, the change-log row, the hand-off) and the load
+    average, each a number of microseconds."""
+    out = subprocess.run([sys.executable, str(SCRIPTS / "bench_store_parts.py"), "--entries",
+                          "200", "--rounds", "1"], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line[:50].strip(): line[50:].strip() for line in out.stdout.splitlines()
+            if line.startswith("  ")}
+    for part in ("store.put (loop + writer)", "group in one thread", "of which COMMIT",
+                 "change-log row (log_change alone)", "embed-queue row (difference)",
+                 "hand-off and loop (store.put less the group)"):
+        assert float(rows[part]) == float(rows[part]), part  # a number, not nan
+    assert out.stdout.splitlines()[-1].startswith("load average ")
