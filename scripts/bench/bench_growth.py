@@ -42,7 +42,8 @@ stays). The year is generated as it is stored (the benchmark holds no list of it
 is the host's and a client's. Prints a table a mode, the one-minute load average beside each
 tenth, before and after; a figure taken at load average above 2 is indicative only.
 `--pg-detail` adds, on PostgreSQL, each tenth's largest relations (heap, indexes, TOAST), their
-dead rows and autovacuum runs; `--vacuum` runs `VACUUM` after each tenth: a year stored in
+dead rows and autovacuum runs, and at the end the size once the entries' indexes are rebuilt
+(`REINDEX TABLE a2e_entries`, then `VACUUM`); `--vacuum` runs `VACUUM` after each tenth: a year stored in
 minutes outruns autovacuum, whose runs are minutes apart (`autovacuum_naptime`), where a real
 year gives it hours between a few stores. `--json` prints the report as JSON.
 """
@@ -315,13 +316,21 @@ async def run(db: str, stores: int, args: argparse.Namespace, quota: int | None,
                     for r in row.get("pg", []):
                         print(f"      {r}", flush=True)
                 store_ms = []
+            pool = _pool(host)
+            if args.pg_detail and pool is not None:  # how much of the size is index pages
+                await pool.execute("REINDEX TABLE a2e_entries")
+                await pool.execute("VACUUM")
+                rows[-1]["db_mib_reindexed"] = round(await db_bytes(host, db) / 2**20, 1)
+                if echo:
+                    print(f"      after REINDEX TABLE a2e_entries and VACUUM:"
+                          f" {rows[-1]['db_mib_reindexed']} MiB", flush=True)
     finally:
         await host.stop()
     return rows
 
 
 def table(rows: list[dict[str, Any]], header: bool = True) -> str:
-    cols = [c for c in (rows[0] if rows else {}) if c != "pg"]
+    cols = [c for c in (rows[0] if rows else {}) if c not in ("pg", "db_mib_reindexed")]
     lines = [" ".join(f"{c:>12}" for c in cols)] if header else []
     lines += [" ".join(f"{r[c]!s:>12}" for c in cols) for r in rows]
     return "\n".join(lines)
