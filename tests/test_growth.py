@@ -31,13 +31,14 @@ def entry(k: int, content: Any = "x", tier: str = "episodic", **kw: Any) -> dict
 
 
 @asynccontextmanager
-async def growing(db: Path | str, **limits: Any
+async def growing(db: Path | str, ranking: dict[str, Any] | None = None, **limits: Any
                   ) -> AsyncIterator[tuple[Host, ShiftedClock, Callable[..., Any]]]:
-    """A host with `limits` (on_full "evict" unless given) on a clock the test moves, and a
-    factory of clients with a session open on it: `await session(agent, namespace)`."""
+    """A host with `limits` (on_full "evict" unless given) and `ranking` settings on a clock
+    the test moves, and a factory of clients with a session open on it:
+    `await session(agent, namespace)`."""
     limits.setdefault("on_full", "evict")
     clock = ShiftedClock()
-    config = make_config(db, limits=limits, search={"embedder": "none"})
+    config = make_config(db, limits=limits, ranking=ranking or {}, search={"embedder": "none"})
     clients: list[MemoryClient] = []
     async with running_host(config, clock=clock) as host:
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, closing
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, closing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.hosts import make_config, running_host, url_of
+from test_growth import growing
 
 from host.app import Host
 from host.client import MemoryClient
@@ -34,28 +34,12 @@ def entry(k: int, score: float, content: str = "the garden tomatoes") -> dict[st
     return {"key": {"k": k}, "content": content, "tier": "episodic", "score": score}
 
 
-@asynccontextmanager
-async def fading(db: str, half_life: float = HALF_LIFE, **limits: Any
-                 ) -> AsyncIterator[tuple[Host, ShiftedClock, Callable[..., Any]]]:
-    """A host with importance fading at `half_life` (0: off) on a clock the test moves, and a
-    factory of clients with a session open on it."""
-    clock = ShiftedClock()
-    ranking = {"importance_half_life": half_life} if half_life else {}
-    config = make_config(db, limits=limits, ranking=ranking, search={"embedder": "none"})
-    clients: list[MemoryClient] = []
-    async with running_host(config, clock=clock) as host:
-
-        async def session(agent: str = "a1", ns: str = "ns") -> MemoryClient:
-            c = await MemoryClient.connect(url_of(host))
-            await c.init(ns, {"agent": agent})
-            clients.append(c)
-            return c
-
-        try:
-            yield host, clock, session
-        finally:
-            for c in clients:
-                await c.close()
+def fading(db: str, half_life: float = HALF_LIFE, **limits: Any
+           ) -> AbstractAsyncContextManager[tuple[Host, ShiftedClock, Callable[..., Any]]]:
+    """`test_growth.growing` with importance fading at `half_life` (0: off): a host on a
+    clock the test moves, and a factory of clients with a session open on it."""
+    limits.setdefault("on_full", "refuse")
+    return growing(db, {"importance_half_life": half_life} if half_life else None, **limits)
 
 
 async def combined(c: MemoryClient, query: str = "garden tomatoes") -> dict[int, tuple[float, float]]:
