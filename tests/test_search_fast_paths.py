@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from host.search.judgement import Thresholds, conflict, plan, says_change
+from host.text.keyword import coverage, tokens
 
 TEXTS = (
     "I live in Paris.", "I moved to Lisbon now.", "I live in Lisbon too.",
@@ -91,3 +92,19 @@ def test_judgement_plan_decides_as_before() -> None:
                 got = plan(sims, texts, newness, th, relevance, supersede, collapse)
                 assert got == _plan_before(sims, texts, newness, th, relevance, supersede,
                                            collapse)
+
+
+def test_keyword_coverage_kept_per_text_answers_as_tokenised_anew() -> None:
+    """`coverage` (a candidate's share of the query's terms, kept per text) gives the share
+    counted from the text's tokens anew, for texts met again and a long text (not kept)."""
+    rng = random.Random(3)
+    words = ["alpha", "Bravo", "café", "cafe", "x-ray", "42", "the", "Zoë", "naïve", "delta"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    texts += [" ".join(words) * 400]  # longer than what is kept
+    for _ in range(3):
+        for text in texts:
+            terms = tuple(dict.fromkeys(rng.choice(words).lower() for _ in range(3)))
+            present = set(tokens(text))
+            want = sum(1 for t in terms if t in present) / len(terms)
+            assert coverage(terms, text) == want
+    assert coverage((), "alpha") == 0.0

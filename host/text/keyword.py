@@ -89,8 +89,30 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
     """The share of `terms` found among the tokens of `text`, in [0, 1]."""
     if not terms:
         return 0.0
-    present = set(tokens(text))
+    present = _TOKEN_SETS[text]
     return sum(1 for t in terms if t in present) / len(terms)
+
+
+MAX_KEPT_TEXT = 2048  # longer texts' token sets are not cached
+
+
+class _TokenSets(dict[str, frozenset[str]]):
+    """text -> the set of its `tokens`, for `coverage`: a memory's texts come back query after
+    query (a keyword search scores ~100 candidates a query). At most `MAX` texts of at most
+    `MAX_KEPT_TEXT` characters (a few MB), emptied when full."""
+
+    MAX = 4096
+
+    def __missing__(self, text: str) -> frozenset[str]:
+        out = frozenset(tokens(text))
+        if len(text) <= MAX_KEPT_TEXT:
+            if len(self) >= self.MAX:
+                self.clear()
+            self[text] = out
+        return out
+
+
+_TOKEN_SETS = _TokenSets()
 
 
 MAX_KEPT_TOKEN = 64  # longer tokens' stems are not cached (a cache entry holds its token)
