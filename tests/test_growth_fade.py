@@ -18,7 +18,8 @@ from test_growth import growing
 
 from host.app import Host
 from host.client import MemoryClient
-from host.store.records import NewEntry, Scope
+from host.store.growth import ReadLog
+from host.store.records import NewEntry, Scope, StoredEntry
 from host.store.sqlite import evict
 from host.store.sqlite.schema import connect
 from host.store.sqlite.store import SQLiteEntryStore
@@ -200,3 +201,26 @@ async def test_among_many_distinct_scores_the_lowest_faded_value_is_evicted(
         assert (await c.store([entry(70, 0.5)])).evicted == 1
         left = {e["key"]["k"] for e in (await c.retrieve(limit=100)).entries}
         assert left == set(range(1, 71))
+
+
+async def test_the_read_log_holds_at_most_its_bytes_and_counts_what_it_drops(
+    tmp_path: Path,
+) -> None:
+    """Reads of entries with large keys fill the log's byte bound: the reads past it are
+    dropped and counted, the log never holds more than its bound, and a flush takes it all
+    (the reads it kept are written, nothing else)."""
+    async with SQLiteEntryStore(tmp_path / "a.db") as store:
+        keys = [b'{"k":"%s"}' % (b"x" * 1000 + b"%d" % i) for i in range(10)]
+        await store.put(Scope("ns", "a1"), [NewEntry(tier="episodic", key=k, content=b'"x"')
+                                            for k in keys], 1.0)
+        log = ReadLog(store, interval=3600, max_bytes=4000)
+        log.note("ns", [StoredEntry("episodic", "a1", k, b'"x"', [], "", 1.0, 0, 1.0, 1.0)
+                        for k in keys], 50.0)
+        assert log.dropped == 7  # each 1,011 bytes: 3 fit in 4,000
+        assert log.bytes <= 4000
+        await log.flush()
+        assert log.bytes == 0
+        with closing(connect(str(tmp_path / "a.db"))) as conn:
+            read = conn.execute("SELECT count(*) FROM entries WHERE read_at = 50.0").fetchone()[0]
+        assert read == 3
+        await log.close()

@@ -159,17 +159,20 @@ class ReadLog:
 
     `note` records the entries a retrieve returned (the latest time an entry); the first note
     after a flush schedules the next one `interval` seconds later, and one that fills the log
-    (`max_pending` entries) starts it at once: a log over its bound drops further reads until
-    the flush took them (counted in `dropped`). A flush writes `BATCH` entries a write. A crash
+    (`max_pending` entries, or `max_bytes` of their keys) starts it at once: a log at its bound
+    drops further reads until the flush took them (counted in `dropped`). A flush writes `BATCH` entries a write. A crash
     loses the read times noted since the last flush, never an entry; `close` flushes the rest."""
 
     BATCH = 1000
 
-    def __init__(self, store: object, interval: float = 2.0, max_pending: int = 10_000) -> None:
+    def __init__(self, store: object, interval: float = 2.0, max_pending: int = 10_000,
+                 max_bytes: int = 4 << 20) -> None:
         self.store = store if isinstance(store, ReadTimes) else None
         self.interval = interval
         self.max_pending = max_pending
+        self.max_bytes = max_bytes
         self.dropped = 0
+        self.bytes = 0  # the namespaces' and keys' bytes the log holds
         self._pending: dict[tuple[str, str, str, bytes], float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -185,6 +188,7 @@ class ReadLog:
         if self.store is None:
             return
         pending = self._pending
+        ns_size = len(namespace.encode())
         for e in entries:
             if e.tier not in PERSISTENT_TIERS:
                 continue
@@ -193,13 +197,16 @@ class ReadLog:
             if t is not None:
                 if when > t:
                     pending[k] = when
-            elif len(pending) < self.max_pending:
+                continue
+            size = ns_size + len(e.key)
+            if len(pending) < self.max_pending and self.bytes + size <= self.max_bytes:
                 pending[k] = when
+                self.bytes += size
             else:
                 self.dropped += 1
         if not pending or self._flushing is not None:
             return
-        if len(pending) >= self.max_pending:
+        if len(pending) >= self.max_pending or self.bytes >= self.max_bytes // 2:
             self._start()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.interval, self._start)
@@ -245,7 +252,7 @@ class ReadLog:
             self._timer = asyncio.get_running_loop().call_later(self.interval, self._start)
 
     async def _write(self) -> None:
-        taken, self._pending = self._pending, {}
+        taken, self._pending, self.bytes = self._pending, {}, 0
         if self.store is None or not taken:
             return
         reads = [(*k, t) for k, t in taken.items()]
