@@ -30,7 +30,7 @@ path, the library, the CLI).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import msgspec
 
@@ -46,11 +46,14 @@ _HEAD = ("max(coalesce((SELECT max(seq) FROM changes WHERE namespace = ?1), 0),"
 
 
 def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Sequence[tuple],
-               now: float, entry_ids: Sequence[int] | None = None) -> int:
+               now: float, entry_ids: Sequence[int] | None = None,
+               inserted: Collection[int] = ()) -> int:
     """Append one change (inside the caller's transaction); its sequence number. `entry_ids`
     are the rows whose content a `stored` change carries, in record order (looked up when not
     given); the content of rows deleted since the last change (by this write, or by another
-    tool since) leaves the log first."""
+    tool since) leaves the log first. `inserted` are those of them this write inserted: no
+    earlier change carries them (a row id a delete freed had its links queued in
+    `change_gone`, taken out first), so they are not looked up in earlier changes."""
     forget_gone(conn)
     change_id, seq = conn.execute(
         f"INSERT INTO changes (namespace, seq, at, op, entries) VALUES (?1, {_HEAD} + 1, ?2, ?3,"
@@ -66,7 +69,8 @@ def log_change(conn: sqlite3.Connection, namespace: str, op: str, records: Seque
         else:
             addresses = {i: (rec[0], rec[1], bytes(rec[2])) for i, rec in zip(
                 entry_ids, records, strict=False)}
-        _supersede(conn, entry_ids, addresses)
+        _supersede(conn, [i for i in entry_ids if i not in inserted] if inserted else entry_ids,
+                   addresses)
         if len(entry_ids) == 1:
             conn.execute("INSERT OR IGNORE INTO change_keys (entry_id, change_id) VALUES (?, ?)",
                          (entry_ids[0], change_id))

@@ -200,6 +200,7 @@ def put_entries(
     outcomes: list[StoreOutcome] = []
     changed: list[tuple] = []  # the change-log records of the entries stored
     changed_ids: list[int] = []  # ... and their rows
+    inserted: set[int] = set()  # ... those of them inserted here (no earlier change has them)
     for e in entries:
         owner = owner_for(e.tier, agent)
         key = e.key.decode()
@@ -289,8 +290,10 @@ def put_entries(
         changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,
                                      e.ttl, created, updated))
         changed_ids.append(entry_id)
+        if not replaced:
+            inserted.add(entry_id)
     if changed:
-        log_change(conn, ns, "stored", changed, now, changed_ids)
+        log_change(conn, ns, "stored", changed, now, changed_ids, inserted)
     if not deleted:  # the usage table is as read: the next put of the group need not read it
         deferred.settled(conn)
     return PutOutcomes(outcomes, evicted) if evicted else outcomes
