@@ -25,7 +25,8 @@ from protocol.messages import REQUEST_TYPES, TIERS
 MAX_FRAME = 4096
 REPLY_TYPES = {"memory/init/resp", "memory/store/resp", "memory/retrieve/resp",
                "memory/forget/resp", "memory/watch/resp", "memory/unwatch/resp",
-               "handshake/resp", "pong", "error"}
+               "memory/paths/resp", "memory/sweep/resp", "memory/usage/resp",
+               "memory/history/resp", "handshake/resp", "pong", "error"}
 EVENT_TYPES = {"memory/changed/event", "memory/watch/ended/event"}  # not replies: skipped
 CODES = {c.value for c in ErrorCode} - {ErrorCode.INTERNAL_ERROR.value}
 MID = "$MID"  # stands for the live session's memory_id
