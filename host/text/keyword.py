@@ -89,8 +89,7 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
     """The share of `terms` found among the tokens of `text`, in [0, 1]."""
     if not terms:
         return 0.0
-    present = _TOKEN_SETS[text]
-    return sum(1 for t in terms if t in present) / len(terms)
+    return sum(map(_TOKEN_SETS[text].__contains__, terms)) / len(terms)
 
 
 MAX_KEPT_TEXT = 2048  # longer texts' token sets are not cached
