@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from host.search.index import VectorIndexes, approximate, group_of
+from host.search.index.loading import Index
 from host.store.interface import EntryStore
 from host.store.records import Query, Scope, StoredEntry, owner_for
 
@@ -180,7 +180,7 @@ class ClientSpaces:
             groups = [group_of(t, o) for (t, o), c in zip(places, counts) for _ in range(c)]
             yield row_ids(ids, counts).tolist(), vecs, groups, [None] * len(groups)
 
-    async def _current(self, namespace: str, space: str) -> tuple[Any, int, int]:
+    async def _current(self, namespace: str, space: str) -> tuple[Index | None, int, int]:
         """The space's index (loaded and caught up; None when it has no vector), its dimension
         and the most vectors an entry of it has."""
         key = space_key(namespace, space)
