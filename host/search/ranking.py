@@ -171,11 +171,12 @@ def fuse(
     return _logistic(fused_z(keyword, vector, keyword_weight, vector_weight, basis))
 
 
-def coverages(query: str, entries: Sequence[StoredEntry], terms: EntryTerms | None = None
-              ) -> np.ndarray:
+def coverages(query: str | dict[str, float], entries: Sequence[StoredEntry],
+              terms: EntryTerms | None = None) -> np.ndarray:
     """`pair_coverage` of the query's content terms in each entry's searchable text (from its
-    stems, kept for the next queries in `terms`, by default the process's `_TERMS`)."""
-    weights = term_weights(query)
+    stems, kept for the next queries in `terms`, by default the process's `_TERMS`). `query`:
+    its text, or its `term_weights` when the caller analysed it already."""
+    weights = term_weights(query) if isinstance(query, str) else query
     if not weights:
         return np.zeros(len(entries))
     of, held = Coverage(weights).of, (_TERMS if terms is None else terms).get

@@ -37,7 +37,7 @@ from host.search import ranking
 from host.store.interface import EntryStore, NearSearch
 from host.store.records import Query, Scope, StoredEntry
 from host.text.bm25 import Analysis, bm25
-from host.text.keyword import query_terms
+from host.text.keyword import query_terms, term_weights
 
 if TYPE_CHECKING:
     from host.config import SearchConfig
@@ -176,12 +176,14 @@ class Retrieval:
         links: dict[int, tuple[int, int]] = {}
         added = 0
         # each candidate's coverage of the query, computed once (it reads the entry's text)
-        cov = ranking.coverages(text, stored) if self.calibration else None
+        # the query's content terms, analysed once for every candidate's coverage
+        weights = term_weights(text) if self.calibration else {}
+        cov = ranking.coverages(weights, stored) if self.calibration else None
         if self.cfg.neighbour_hits > 0 and stored and self.vectors is not None:
             stored, sims, links, added = await self._neighbours(
                 scope, q, now, text, stored, sims, qv, lookup, ref, cov, near)
         if cov is not None:
-            cov = np.concatenate([cov, ranking.coverages(text, stored[len(cov):] + own)])
+            cov = np.concatenate([cov, ranking.coverages(weights, stored[len(cov):] + own)])
         return ranking.score(stored + own, text,
                              np.concatenate([sims, np.full(len(own), np.nan)]), self.cfg,
                              self.calibration, ref, links, len(stored) - added, added, cov)
