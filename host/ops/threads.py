@@ -7,7 +7,8 @@ against 0.35/1.8 ms with `OPENBLAS_NUM_THREADS=1`; a client-vector retrieve of 2
 8.0 -> 3.8 ms p50). OpenBLAS reads its thread count once, when it loads, so `limit_blas_threads`
 runs before anything imports numpy (`host.cli.main.main`, first thing); a value the user set
 is kept. `OMP_NUM_THREADS` is left alone: faiss sizes its graph builds on every core from it
-(`AnnIndex.build(threads=0)`), and its single-query searches start no thread.
+(`host.search.index.builds.build_ann`, threads=0), and its single-query searches start no
+thread.
 """
 
 from __future__ import annotations
