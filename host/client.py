@@ -30,6 +30,8 @@ from protocol.messages import (
     HandshakeResponse,
     MemoryChangedEvent,
     MemoryForgetRequest,
+    MemoryHistoryRequest,
+    MemoryHistoryResponse,
     MemoryInitRequest,
     MemoryInitResponse,
     MemoryPathsRequest,
@@ -41,6 +43,8 @@ from protocol.messages import (
     MemorySweepRequest,
     MemorySweepResponse,
     MemoryUnwatchRequest,
+    MemoryUsageRequest,
+    MemoryUsageResponse,
     MemoryWatchEndedEvent,
     MemoryWatchRequest,
     MemoryWatchResponse,
@@ -258,6 +262,21 @@ class MemoryClient:
             id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
             keys=keys or [], tags=tags or [], tier=tier))  # type: ignore[arg-type]
         return int(reply.deleted)
+
+    async def history(self, key: dict[str, Any], *, tier: str = "", limit: int = 10,
+                      memory_id: str | None = None) -> list[dict[str, Any]]:
+        """The versions of the entry at `key`, newest first: the current one, then the earlier
+        contents the host keeps (the history extension)."""
+        reply: MemoryHistoryResponse = await self.request(MemoryHistoryRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id),
+            key=key, tier=tier, limit=limit))  # type: ignore[arg-type]
+        return reply.versions
+
+    async def usage(self, memory_id: str | None = None) -> MemoryUsageResponse:
+        """What the session's namespace, agent and working tier hold against their quotas
+        (the usage extension)."""
+        return await self.request(MemoryUsageRequest(
+            id=new_id(), version=VERSION, ts=now(), memory_id=self._mid(memory_id)))
 
     async def watch(self, *, tier: str = "", tags: list[str] | None = None,
                     keys: list[dict[str, Any]] | None = None, since: str = "",

@@ -41,8 +41,7 @@ def usage_request(c: MemoryClient, memory_id: str | None = None) -> MemoryUsageR
 
 
 async def usage(c: MemoryClient) -> MemoryUsageResponse:
-    reply: MemoryUsageResponse = await c.request(usage_request(c))
-    return reply
+    return await c.usage()
 
 
 async def test_usage_gives_the_agent_and_its_namespace_against_their_quotas(

@@ -14,8 +14,6 @@ from conftest import make_config, running_host
 from host.app import Host
 from host.client import MemoryClient, RemoteError
 from protocol.clock import ShiftedClock
-from protocol.codec import new_id, now
-from protocol.messages import VERSION, MemoryHistoryRequest
 
 pytestmark = pytest.mark.all_backends
 
@@ -25,10 +23,7 @@ KEY = {"fact": "home"}
 async def history(client: MemoryClient, key: dict[str, Any], tier: str = "",
                   limit: int = 10) -> list[dict[str, Any]]:
     """The versions `memory/history` returns for `key`."""
-    reply = await client.request(MemoryHistoryRequest(
-        id=new_id(), version=VERSION, ts=now(), memory_id=client._mid(None), key=key,
-        tier=tier, limit=limit))  # type: ignore[arg-type]
-    return list(reply.versions)
+    return await client.history(key, tier=tier, limit=limit)
 
 
 async def store_versions(client: MemoryClient, texts: list[str], tier: str = "semantic",
