@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.hosts import make_config, running_host, url_of
+from support.labels import label
 
 from host.app import Host
 from host.client import MemoryClient
@@ -21,7 +22,6 @@ from host.config import SearchConfig
 from host.search import ranking
 from host.store.records import StoredEntry
 from host.text.keyword import pair_coverage, term_weights
-from scripts.bench.eval_relevance import label
 
 pytestmark = pytest.mark.all_backends
 

@@ -64,6 +64,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support
 
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
@@ -72,6 +73,7 @@ from host.search.ranking import REFERENCE_TEXTS, coverages  # noqa: E402
 from host.store.records import Query, Scope  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
 from scripts.bench.bench_retrieval import CATEGORIES, DATA_HELP, ask, load  # noqa: E402
+from support.labels import label  # noqa: E402
 
 DATA = ROOT / "scripts" / "bench" / "data" / "relevance.json"
 CACHE = Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz"  # shared by every harness run
@@ -242,18 +244,6 @@ def questions(data: dict[str, Any]) -> list[Question]:
     out += [Question("off_topic", q, None, "fit" if j % 2 == 0 else "check")
             for j, q in enumerate(data["off_topic"])]
     return out
-
-
-def label(i: int) -> str:
-    """A key value for entry `i` made of letters ("qb", "qbc"...): a key's values are part of an
-    entry's searchable text, embedded too, and numbers there would match the numbers of exact
-    lookups ("912 448 031") by keyword and by vector."""
-    out = ""
-    while True:
-        i, r = divmod(i, 26)
-        out = "abcdefghijklmnopqrstuvwxyz"[r] + out
-        if i == 0:
-            return "q" + out
 
 
 def memory(facts: list[str], filler: list[str]) -> list[dict[str, Any]]:
