@@ -378,19 +378,19 @@ def test_the_attack_script_finds_every_attack_held(capsys: pytest.CaptureFixture
 
 
 def test_the_changes_a_feed_keeps_in_memory_are_bounded_in_bytes() -> None:
-    """A namespace's feed keeps its newest changes in memory within `_RING_BYTES` (then half of
+    """A namespace's feed keeps its newest changes in memory within `RING_BYTES` (then half of
     them go, the older ones, which a watch behind them replays from the log), however few
     changes that is."""
-    from host.memory import watch as watch_module
+    from host.memory.feed import RING_BYTES, Feed
     from host.store.changes import encode_records, stored_record
     from host.store.records import Change
 
-    feed = watch_module._Feed("ns", 0)
+    feed = Feed("ns", 0)
     big = b'"' + b"x" * 1_000_000 + b'"'
     for seq in range(1, 21):  # 20 MB of changes, far fewer than the 512 it keeps by count
         feed.add([Change(seq, "stored", encode_records([stored_record(
             "semantic", "", b'{"k":1}', big, [], "", 0.5, 0, 1.0, 1.0)]))])
-        assert feed.bytes <= watch_module._RING_BYTES + len(big) + 1000
+        assert feed.bytes <= RING_BYTES + len(big) + 1000
     assert feed.last == 20 and feed.complete_after > 0
     assert [r.seq for r in feed.after(feed.complete_after)] == list(
         range(feed.complete_after + 1, 21))

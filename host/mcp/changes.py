@@ -18,7 +18,7 @@ import json
 import logging
 from typing import Any
 
-from host.store.changes import decode_entries
+from host.store.changes import PAGE, PAGE_BYTES, decode_entries
 from host.store.interface import EntryStore
 from host.store.records import Scope
 
@@ -26,8 +26,6 @@ __all__ = ["NamespaceFeed", "namespace_uri"]
 
 log = logging.getLogger("a2e_host.mcp")
 
-_PAGE = 256  # changes one read of the log returns at most
-_PAGE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 
 
 def namespace_uri(namespace: str) -> str:
@@ -83,14 +81,14 @@ class NamespaceFeed:
             return True
         seen = False
         while True:
-            rows = await self.changes.changes_after(ns, self.cursor, _PAGE, _PAGE_BYTES)
+            rows = await self.changes.changes_after(ns, self.cursor, PAGE, PAGE_BYTES)
             for c in rows:
                 self.cursor = c.seq
                 if self._readable(c.entries):
                     self.visible = c.seq
                     seen = True
-            if not rows or (len(rows) < _PAGE
-                            and sum(len(c.entries) for c in rows) < _PAGE_BYTES):
+            if not rows or (len(rows) < PAGE
+                            and sum(len(c.entries) for c in rows) < PAGE_BYTES):
                 break
         if seen:
             await self.bus.publish(ResourceUpdated(uri=self.uri))

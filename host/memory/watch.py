@@ -6,17 +6,17 @@ namespace's semantic entries, in the tiers its token may read, narrowed by keys 
 persistent tiers come from the store's change log (`host.store.changes`), the working tier
 from the session itself (in process: never logged, never replayed).
 
-One `_Feed` a namespace watched on this host reads the log once for all its watches: after
-each commit through this host (`poke`), after each garbage collection, and every
-`watch.poll_interval` seconds for the changes other processes or hosts committed (one query for
-every watched namespace). It keeps the newest changes it read, decoded (`_RING` of them and at
-most `_RING_BYTES`), so a live watch is served from memory; a watch behind that, or one started
-with `since`, reads the log itself up to where it started (the log holds no content of what was
-forgotten since; the feed's memory may), page by page (`_PAGE` changes, `_PAGE_BYTES`), and
-joins the feed when it has caught up. A cursor is the namespace's sequence number of the last
-change delivered (`"<seq>"`); a working-tier event, which has no place in the log, carries
-`"<seq>.<n>"`, the durable position and a count from 1, so cursors stay strictly increasing.
-`parse_cursor` accepts exactly these forms.
+One `Feed` (`host.memory.feed`, with `Watch` and the cursors) a namespace watched on this host
+reads the log once for all its watches: after each commit through this host (`poke`), after each
+garbage collection, and every `watch.poll_interval` seconds for the changes other processes or
+hosts committed (one query for every watched namespace). It keeps the newest changes it read,
+decoded (`RING` of them and at most `RING_BYTES`), so a live watch is served from memory; a
+watch behind that, or one started with `since`, reads the log itself up to where it started (the
+log holds no content of what was forgotten since; the feed's memory may), page by page
+(`host.store.changes.PAGE` changes, `PAGE_BYTES`), and joins the feed when it has caught up. A
+cursor is the namespace's sequence number of the last change delivered (`"<seq>"`); a working-
+tier event, which has no place in the log, carries `"<seq>.<n>"`, the durable position and a
+count from 1, so cursors stay strictly increasing. `parse_cursor` accepts exactly these forms.
 
 Delivery goes through the connection's `ctx.push(message, key, limit)` (the request core's
 ordered output): an event is queued after every reply owed when it is pushed, at most
@@ -31,12 +31,8 @@ watch that gets them.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from functools import partial
 
 import msgspec
@@ -44,10 +40,17 @@ import msgspec
 from host.config import WatchConfig
 from host.core.context import ConnectionContext, Pieces
 from host.memory.access import Access
+from host.memory.feed import Feed, Watch, WatchState, parse_cursor
 from host.memory.session import Session
-from host.store.changes import ChangedEntry, decode_entries, removed_record, stored_record
+from host.store.changes import (
+    PAGE,
+    PAGE_BYTES,
+    decode_entries,
+    removed_record,
+    stored_record,
+)
 from host.store.interface import ChangeNotices, EntryStore
-from host.store.records import PERSISTENT_TIERS, Change, Scope, StoredEntry
+from host.store.records import PERSISTENT_TIERS, StoredEntry
 from protocol.codec import new_id, now
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.keys import canonical_key
@@ -67,122 +70,10 @@ CAPABILITY = "memory.watch"  # the hub's key in `ConnectionContext.capabilities`
 
 log = logging.getLogger("a2e_host.watch")
 
-_RING = 512  # decoded changes a feed keeps (a live watch behind them replays from the log)
-_RING_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them and their encodings
-_PAGE = 256  # changes one read of the log returns at most
-_PAGE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 _encode = msgspec.json.Encoder().encode
 _SPLIT = msgspec.Raw(b"0")  # where an event's entries go, when they are encoded apart
 _SPLIT_AT = b'"entries":0'
 _ROOM_WAIT = (0.005, 0.2)  # a replay's first and longest wait for room on its connection
-
-
-class WatchState(Enum):
-    """Where a watch is: waiting for its reply to go out, replaying the log, live, ended."""
-
-    STARTING = "starting"
-    REPLAYING = "replaying"
-    LIVE = "live"
-    ENDED = "ended"
-
-
-_CURSOR = re.compile(r"(0|[1-9][0-9]{0,17})(?:\.([1-9][0-9]{0,17}))?", re.ASCII)
-
-
-def parse_cursor(cursor: str, req_id: str) -> int:
-    """The durable position of a cursor ("" = none: -1). Raises `invalid_message` (field
-    `since`) for any string this host does not give out: a cursor is the decimal number of a
-    change of the namespace, with no leading zero, optionally `.<n>` (n from 1) after it."""
-    if not cursor:
-        return -1
-    m = _CURSOR.fullmatch(cursor)
-    if m is None:
-        raise ProtocolError(ErrorCode.INVALID_MESSAGE,
-                            f"not a cursor of this host: {cursor[:40]!r}", req_id=req_id,
-                            field="since")
-    return int(m.group(1))
-
-
-@dataclass(eq=False, slots=True)
-class Watch:
-    """One `memory/watch` of one session."""
-
-    id: str
-    ctx: ConnectionContext
-    memory_id: str
-    scope: Scope
-    tier: str  # as requested ("" = every readable tier)
-    tiers: frozenset[str]
-    keys: frozenset[bytes]
-    tags: frozenset[str]
-    position: int  # the last change delivered (or passed over: nothing in it to see)
-    until: int = 0  # a `since` watch replays from the log at least up to the head it started at
-    state: WatchState = WatchState.STARTING
-    working: int = 0  # working-tier events sent since `position` moved
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
-
-    @property
-    def cursor(self) -> str:
-        """The cursor of the last event sent."""
-        return f"{self.position}.{self.working}" if self.working else str(self.position)
-
-    def visible(self, e: ChangedEntry) -> bool:
-        """True when a retrieve of the session could read `e` and the filters keep it."""
-        if e.tier not in self.tiers:
-            return False
-        if e.tier == "episodic" and e.owner != self.scope.agent:
-            return False
-        if self.keys and e.key not in self.keys:
-            return False
-        return not self.tags or self.tags <= e.tags
-
-
-@dataclass(slots=True)
-class _Row:
-    seq: int
-    op: str
-    entries: list[ChangedEntry]
-    size: int  # bytes of the change as logged
-    every: bytes | None = None  # the JSON array of all its entries, once a watch saw them all
-
-
-class _Feed:
-    """The watches of one namespace and the newest changes read for them."""
-
-    def __init__(self, namespace: str, last: int) -> None:
-        self.namespace = namespace
-        self.watches: dict[str, Watch] = {}
-        self.rows: list[_Row] = []
-        self.seqs: list[int] = []
-        self.complete_after = last  # `rows` holds every change after this one, up to `last`
-        self.last = last
-        self.bytes = 0  # the `size` of `rows`
-        self.fetching: asyncio.Task[None] | None = None
-        self.again = False
-
-    def add(self, changes: Sequence[Change]) -> None:
-        for c in changes:
-            if c.seq <= self.last:
-                continue
-            self.rows.append(_Row(c.seq, c.op, decode_entries(c.entries), len(c.entries)))
-            self.seqs.append(c.seq)
-            self.bytes += len(c.entries)
-            self.last = c.seq
-        if len(self.rows) > _RING or (self.bytes > _RING_BYTES and len(self.rows) > 1):
-            cut, left = 0, self.bytes  # down to half the count and half the bytes
-            while cut < len(self.rows) - 1 and (len(self.rows) - cut > _RING // 2
-                                                or left > _RING_BYTES // 2):
-                row = self.rows[cut]
-                left -= row.size + (len(row.every) if row.every is not None else 0)
-                cut += 1
-            self.complete_after = self.seqs[cut - 1]
-            self.bytes = left
-            del self.rows[:cut]
-            del self.seqs[:cut]
-
-    def after(self, position: int) -> list[_Row]:
-        """The rows after `position` (which is at least `complete_after`)."""
-        return self.rows[bisect.bisect_right(self.seqs, position):]
 
 
 class _Closer:
@@ -206,7 +97,7 @@ class WatchHub:
         self.config = config
         self.max_keys = max_keys  # keys, and tags, one watch may name (limits.max_keys_per_request)
         self.access = access
-        self.feeds: dict[str, _Feed] = {}
+        self.feeds: dict[str, Feed] = {}
         self._by_conn: dict[str, dict[str, Watch]] = {}
         self._poller: asyncio.Task[None] | None = None
         self.ended: dict[str, int] = {}  # watches ended by the host, by reason (metrics)
@@ -304,7 +195,7 @@ class WatchHub:
         if self.log is not None and any(t in PERSISTENT_TIERS for t in tiers):
             feed = self.feeds.get(ns)
             if feed is None:  # it holds what follows `head`; a watch from before replays
-                feed = self.feeds[ns] = _Feed(ns, head)
+                feed = self.feeds[ns] = Feed(ns, head)
             feed.watches[w.id] = w
         ctx.after_reply(partial(self._begin, w))  # the first event goes after the reply
         return MemoryWatchResponse(id=new_id(), version=VERSION, ts=now(), req_id=req.id,
@@ -491,7 +382,7 @@ class WatchHub:
                     self._end(w, "retention", "the change log no longer holds the changes"
                               " after this cursor: re-read, then watch again")
                     return
-                rows = await self.log.changes_after(ns, w.position, _PAGE, _PAGE_BYTES)
+                rows = await self.log.changes_after(ns, w.position, PAGE, PAGE_BYTES)
                 if not rows:  # nothing left in the log: nothing between here and the feed
                     if w.position < await self.log.change_floor(ns):
                         continue
@@ -517,19 +408,19 @@ class WatchHub:
             w.task = None
         self._pump(w)
 
-    async def _fetch(self, feed: _Feed) -> None:
+    async def _fetch(self, feed: Feed) -> None:
         """Read the feed's namespace's new changes and hand them to its live watches."""
         assert self.log is not None
         try:
             while True:
                 feed.again = False
-                rows = await self.log.changes_after(feed.namespace, feed.last, _PAGE,
-                                                    _PAGE_BYTES)
+                rows = await self.log.changes_after(feed.namespace, feed.last, PAGE,
+                                                    PAGE_BYTES)
                 if rows:
                     feed.add(rows)
                     for w in list(feed.watches.values()):
                         self._pump(w)
-                full = len(rows) >= _PAGE or sum(len(c.entries) for c in rows) >= _PAGE_BYTES
+                full = len(rows) >= PAGE or sum(len(c.entries) for c in rows) >= PAGE_BYTES
                 if not full and not feed.again:
                     break
         except Exception:

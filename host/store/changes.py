@@ -33,6 +33,8 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "PAGE",
+    "PAGE_BYTES",
     "ChangedEntry",
     "decode_entries",
     "encode_records",
@@ -41,6 +43,9 @@ __all__ = [
     "whole_changes",
     "without_entries",
 ]
+
+PAGE = 256  # changes one read of the log by a follower returns at most (`changes_after`)
+PAGE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 
 _Record = tuple[str, str, msgspec.Raw, list[str], msgspec.Raw]
 _records_decoder = msgspec.json.Decoder(list[tuple[str, str, msgspec.Raw, list[str], msgspec.Raw]])

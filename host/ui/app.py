@@ -47,8 +47,26 @@ from host.store.records import (
 from host.ui import views
 from host.ui.health import HealthSampler
 from host.ui.html import layout
+from host.ui.params import (
+    Refused,
+    back_to,
+    number,
+    query_string,
+    tags_of,
+    text_of,
+    with_done,
+)
 from host.ui.signin import Gatekeeper, Viewer
-from host.ui.web import MAX_BODY, Request, Response, html_response, redirect, refusal, typed
+from host.ui.web import (
+    MAX_BODY,
+    PREFIX,
+    Request,
+    Response,
+    html_response,
+    redirect,
+    refusal,
+    typed,
+)
 from protocol.clock import Clock, wall_clock
 
 __all__ = ["PREFIX", "UiApp", "UiDeps", "export_line"]
@@ -56,14 +74,11 @@ __all__ = ["PREFIX", "UiApp", "UiDeps", "export_line"]
 log = logging.getLogger("a2e_host.ui")
 _encode = msgspec.json.Encoder().encode
 
-PREFIX = "/ui"
 _LIVE_RECENT = 30  # entries the Live page shows at load
 _LIVE_BATCH = 100  # changes one poll reads at most ...
 _LIVE_BYTES = 1024 * 1024  # ... and at most this many bytes of them (one change beyond)
 _LIVE_EVERY_MS = 2000
 _STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
-_MAX_TAGS = 32  # tags in one filter
-_MAX_TEXT = 1024  # characters of one filter's text (a tag, the key text, an agent)
 EXPORT_PAGE = 1000  # entries an export reads (and holds) at a time
 SEARCH_AGENTS = 50  # agents whose episodic entries one Search with no agent reads, at most
 
@@ -82,56 +97,6 @@ class UiDeps:
     in_flight: Callable[[], int]  # requests read and not answered yet
     working: Callable[[], dict[str, int]]  # namespace -> working entries in open sessions
     clock: Clock = wall_clock  # the host's clock: what is live, what expired (tests move it)
-
-
-class _Refused(Exception):
-    """A request answered early (bad parameter, unknown namespace ...)."""
-
-    def __init__(self, response: Response) -> None:
-        self.response = response
-
-
-def _int(text: str, default: int, lo: int, hi: int, name: str) -> int:
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise _Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} must be a whole number")) from None
-    return min(max(value, lo), hi)
-
-
-def _tags(text: str) -> tuple[str, ...]:
-    tags = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    if len(tags) > _MAX_TAGS or any(len(t) > _MAX_TEXT for t in tags):
-        raise _Refused(refusal(HTTPStatus.BAD_REQUEST,
-                               f"at most {_MAX_TAGS} tags of {_MAX_TEXT} characters"))
-    return tags
-
-
-def _text(req: Request, name: str) -> str:
-    value = req.arg(name)
-    if len(value) > _MAX_TEXT:
-        raise _Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} is over {_MAX_TEXT} characters"))
-    return value
-
-
-def _back(text: str, ns: str) -> str:
-    """A return address inside the browser: a same-origin path under /ui without control
-    characters (CR LF would end the Location header), non-ASCII percent-encoded; anything
-    else: the namespace's entries."""
-    from urllib.parse import quote
-
-    if text.startswith(PREFIX + "/") and "\\" not in text \
-            and not any(c < " " or c == "\x7f" for c in text):
-        return quote(text, safe="/?&=%:+,;@._~!$'()*-")
-    return f"{PREFIX}/entries?ns={_quote(ns)}"
-
-
-def _quote(text: str) -> str:
-    from urllib.parse import quote
-
-    return quote(text, safe="")
 
 
 class UiApp:
@@ -199,7 +164,7 @@ class UiApp:
         bind, set_bind = self.gate.binding(req)
         try:
             response = await self._route(req, Viewer(None, self.gate.csrf_for(bind)))
-        except _Refused as r:
+        except Refused as r:
             response = r.response
         except Exception:  # a bug, not bad input: the traceback to the log, no detail out
             log.exception("ui: internal error answering %s %s", req.method, req.path)
@@ -251,9 +216,9 @@ class UiApp:
         """The `ns` of the request, which the token must allow (else 404, as if absent)."""
         ns = (value if value is not None else req.arg("ns")).strip()
         if not ns:
-            raise _Refused(redirect("/ui/namespaces"))
+            raise Refused(redirect("/ui/namespaces"))
         if not viewer.allows(ns):
-            raise _Refused(self._no_namespace(ns, viewer))
+            raise Refused(self._no_namespace(ns, viewer))
         return ns
 
     def _no_namespace(self, ns: str, viewer: Viewer, notice: str = "") -> Response:
@@ -271,7 +236,7 @@ class UiApp:
 
     def _browse(self) -> EntryStore:
         if self._browser is None:
-            raise _Refused(refusal(HTTPStatus.NOT_IMPLEMENTED,
+            raise Refused(refusal(HTTPStatus.NOT_IMPLEMENTED,
                                    "this store does not offer browsing"))
         return self._browser
 
@@ -337,17 +302,17 @@ class UiApp:
 
     def _tier_filter(self, viewer: Viewer, tier: str) -> tuple[str, ...]:
         if tier and tier not in PERSISTENT_TIERS:
-            raise _Refused(refusal(HTTPStatus.BAD_REQUEST, "tier must be episodic or semantic"))
+            raise Refused(refusal(HTTPStatus.BAD_REQUEST, "tier must be episodic or semantic"))
         return tuple(t for t in viewer.tiers if not tier or t == tier)
 
     async def _entries(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         store = self._browse()
-        tier, agent, tags, key = req.arg("tier"), _text(req, "agent"), req.arg("tags"), \
-            _text(req, "key")
+        tier, agent, tags, key = req.arg("tier"), text_of(req, "agent"), req.arg("tags"), \
+            text_of(req, "key")
         size = self.deps.config.ui.page_size
-        page = _int(req.arg("page"), 1, 1, 1_000_000, "page")
-        f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=_tags(tags),
+        page = number(req.arg("page"), 1, 1, 1_000_000, "page")
+        f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=tags_of(tags),
                          key_text=key, limit=size, offset=(page - 1) * size)
         now = self.deps.clock()
         entries, total = await store.browse(ns, f, now)
@@ -355,7 +320,7 @@ class UiApp:
                   "gone": "That entry was already gone."}.get(req.arg("done"), "")
         if not total and not await self._known(ns, now):
             return self._no_namespace(ns, viewer, notice)
-        back = _back(f"/ui/entries?{_qs(req, drop=('done',))}", ns)
+        back = back_to(f"/ui/entries?{query_string(req, drop=('done',))}", ns)
         body = views.entries_page(ns, entries, total, now, tier=tier, agent=agent, tags=tags,
                                   key=key, page=page, page_size=size,
                                   may_forget=self._may_forget(viewer), notice=notice, back=back)
@@ -364,7 +329,7 @@ class UiApp:
     async def _search(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
         q, tier, tags = req.arg("q"), req.arg("tier"), req.arg("tags")
-        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), _text(req, "agent")
+        limit_text, min_text, agent = req.arg("limit"), req.arg("min_score"), text_of(req, "agent")
         collapse = req.arg("collapse") == "1"
         notes: dict[int, judgement.Judged] = {}
         error = note = ""
@@ -372,16 +337,16 @@ class UiApp:
         total = 0
         now = self.deps.clock()
         try:
-            limit = _int(limit_text, 10, 1, self.deps.config.limits.max_limit, "limit")
+            limit = number(limit_text, 10, 1, self.deps.config.limits.max_limit, "limit")
             min_score = float(min_text) if min_text else 0.0
             if not 0.0 <= min_score <= 1.0:
                 raise ValueError
-        except (_Refused, ValueError):
+        except (Refused, ValueError):
             error = "limit must be a whole number and min_score a number from 0 to 1"
             limit, min_score = 10, 0.0
         tiers = self._tier_filter(viewer, tier)
         if q and not error:
-            query = Query(tiers=tiers, tags=_tags(tags), min_score=min_score, limit=limit)
+            query = Query(tiers=tiers, tags=tags_of(tags), min_score=min_score, limit=limit)
             ranked, note = await self._ranked(ns, agent, query, q, now)
             engine = self.deps.memory.search
             if engine.embedder is not None:  # judged as a retrieve's reply is
@@ -394,7 +359,7 @@ class UiApp:
                     for _, e in ranked[:limit]]
         if not hits and not await self._known(ns, now):
             return self._no_namespace(ns, viewer)
-        back = _back(f"/ui/search?{_qs(req)}", ns)
+        back = back_to(f"/ui/search?{query_string(req)}", ns)
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
                                  min_score=min_text, agent=agent, hits=hits, total=total, now=now,
                                  error=error, may_forget=self._may_forget(viewer), back=back,
@@ -443,7 +408,7 @@ class UiApp:
         if not recent and not await self._known(ns, now):
             return self._no_namespace(ns, viewer)
         body = views.live_page(ns, recent, after, now, self._may_forget(viewer), _LIVE_EVERY_MS,
-                               _back(f"/ui/live?{_qs(req)}", ns))
+                               back_to(f"/ui/live?{query_string(req)}", ns))
         extra = f'<noscript><meta http-equiv="refresh" content="{_LIVE_EVERY_MS // 1000 * 5}">' \
                 "</noscript>"
         return self._page(f"Live: {ns}", body, viewer, "live", ns, head_extra=extra)
@@ -455,7 +420,7 @@ class UiApp:
         log = self._changes
         if log is None:
             return refusal(HTTPStatus.NOT_IMPLEMENTED, "this store keeps no change log")
-        after = _int(req.arg("after"), -1, -1, 2**63 - 1, "after")
+        after = number(req.arg("after"), -1, -1, 2**63 - 1, "after")
         if after < 0:
             return refusal(HTTPStatus.BAD_REQUEST, "after must be a change sequence number")
         changes = await log.changes_after(ns, after, _LIVE_BATCH, _LIVE_BYTES)
@@ -476,7 +441,7 @@ class UiApp:
 
     async def _entry(self, viewer: Viewer, ns: str, id_text: str):  # type: ignore[no-untyped-def]
         store = self._browse()
-        ident = _int(id_text, 0, 0, 2**63 - 1, "id")
+        ident = number(id_text, 0, 0, 2**63 - 1, "id")
         e = await store.browse_entry(ns, ident, self.deps.clock()) if ident else None
         if e is not None and e.tier not in viewer.tiers:
             e = None
@@ -484,10 +449,10 @@ class UiApp:
 
     async def _confirm_forget(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
-        back = _back(req.arg("back"), ns)
+        back = back_to(req.arg("back"), ns)
         e = await self._entry(viewer, ns, req.arg("id"))
         if e is None:
-            return redirect(_with_done(back, "gone"))
+            return redirect(with_done(back, "gone"))
         if not viewer.may_forget(e.tier):
             return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
         body = views.confirm_forget(e, ns, self.deps.clock(), viewer.csrf, back)
@@ -495,10 +460,10 @@ class UiApp:
 
     async def _forget(self, req: Request, viewer: Viewer, form: dict[str, str]) -> Response:
         ns = self._namespace(req, viewer, form.get("ns", ""))
-        back = _back(form.get("back", ""), ns)
+        back = back_to(form.get("back", ""), ns)
         e = await self._entry(viewer, ns, form.get("id", ""))
         if e is None:
-            return redirect(_with_done(back, "gone"))
+            return redirect(with_done(back, "gone"))
         if not viewer.may_forget(e.tier):
             return refusal(HTTPStatus.FORBIDDEN, f"the token may not forget in {e.tier}")
         agent = e.owner or e.agent  # the owner of an episodic entry; any agent for semantic
@@ -506,7 +471,7 @@ class UiApp:
         self.deps.memory.search.notify()  # drop its vector from memory
         log.info("ui: %s forgot entry %d (%s tier) of namespace %r: %d deleted", viewer.label,
                  e.id, e.tier, ns, n)
-        return redirect(_with_done(back, "forgot" if n else "gone"))
+        return redirect(with_done(back, "forgot" if n else "gone"))
 
     async def _confirm_export(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
@@ -552,13 +517,3 @@ def export_line(namespace: str, e: BrowsedEntry) -> bytes:
         "source": e.source, "score": e.score, "ttl": e.ttl, "created_at": e.created_at,
         "updated_at": e.updated_at,
     }) + b"\n"
-
-
-def _qs(req: Request, drop: tuple[str, ...] = ()) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode([(k, v) for k, vs in req.query.items() if k not in drop for v in vs])
-
-
-def _with_done(back: str, done: str) -> str:
-    return f"{back}{'&' if '?' in back else '?'}done={done}"

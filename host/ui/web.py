@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
     "MAX_BODY",
+    "PREFIX",
     "Request",
     "Response",
     "html_response",
@@ -24,6 +25,7 @@ __all__ = [
     "typed",
 ]
 
+PREFIX = "/ui"  # where the memory browser answers
 MAX_BODY = 64 * 1024  # a sign-in or action form is a few hundred bytes
 
 # every answer of the memory browser: nothing from elsewhere, no framing, no caching, no
