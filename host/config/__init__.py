@@ -6,7 +6,7 @@ file, environment variables `A2E_HOST_<SECTION>_<FIELD>` and overrides (the CLI 
 setting raises `ConfigError`, whose message names the setting and where its value came from.
 
 - `sections.py`: every section's model (`[server]`, `[store]`, `[limits]`, ...) but search;
-- `search.py`: `SearchConfig`, the `[search]` section;
+- `search.py`: `SearchConfig`, the `[search]` section; `history.py`: `[history]`, `[consolidation]`;
 - `loading.py`: `Config` (all the sections) and the loading: file, environment, merge, the
   error that names a bad setting's origin, what is secret.
 
@@ -15,66 +15,11 @@ Import from `host.config`; the modules are its layout, not its interface.
 
 from __future__ import annotations
 
-from host.config.loading import (
-    ENV_FILE,
-    ENV_PREFIX,
-    SECRET_NAME,
-    Config,
-    ConfigError,
-    env_settings,
-    is_secret,
-    load_config,
-    load_config_with_origins,
-    mask_value,
-)
-from host.config.search import SearchConfig
-from host.config.sections import (
-    DEFAULT_RIGHTS,
-    MIB,
-    RIGHTS,
-    AuthConfig,
-    GcConfig,
-    LibraryConfig,
-    LimitsConfig,
-    LogConfig,
-    McpConfig,
-    RankingConfig,
-    Right,
-    RulesConfig,
-    ServerConfig,
-    StoreConfig,
-    TokenConfig,
-    UiConfig,
-    WatchConfig,
-)
+# each module's `__all__` is the package's: a new setting's section is named once, in its module
+from host.config import history, loading, search, sections
+from host.config.history import *  # noqa: F403
+from host.config.loading import *  # noqa: F403
+from host.config.search import *  # noqa: F403
+from host.config.sections import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_RIGHTS",
-    "ENV_FILE",
-    "ENV_PREFIX",
-    "MIB",
-    "RIGHTS",
-    "SECRET_NAME",
-    "AuthConfig",
-    "Config",
-    "ConfigError",
-    "GcConfig",
-    "LibraryConfig",
-    "LimitsConfig",
-    "LogConfig",
-    "McpConfig",
-    "RankingConfig",
-    "Right",
-    "RulesConfig",
-    "SearchConfig",
-    "ServerConfig",
-    "StoreConfig",
-    "TokenConfig",
-    "UiConfig",
-    "WatchConfig",
-    "env_settings",
-    "is_secret",
-    "load_config",
-    "load_config_with_origins",
-    "mask_value",
-]
+__all__ = [*sections.__all__, *search.__all__, *history.__all__, *loading.__all__]
