@@ -16,6 +16,7 @@ import numpy as np
 
 from host.search.index import VectorIndexes, approximate, group_of
 from host.search.index.loading import Index
+from host.search.index.rows import Chunk
 from host.store.interface import EntryStore
 from host.store.records import Query, Scope, StoredEntry, owner_for
 
@@ -128,9 +129,6 @@ def row_ids(entry_ids: np.ndarray | Sequence[int], counts: Sequence[int] | int) 
 def entry_of(rows: np.ndarray) -> np.ndarray:
     """The entry ids of index rows (`row_ids` backwards)."""
     return (-np.asarray(rows, dtype=np.int64) - 1) // ROWS_PER_ENTRY
-
-
-Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 
 
 class ClientSpaces:

@@ -49,12 +49,11 @@ import numpy as np
 
 from host.search.index import files
 from host.search.index.exact import CHUNK, CodedIndex, ExactIndex, code_ranges, dots
-from host.search.index.rows import ROW_DICT_BYTES, Rows, checked, no_hits, top_k
+from host.search.index.rows import ROW_DICT_BYTES, Chunk, Rows, checked, chunk_of, no_hits
 from host.store.records import Hits
 
 faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
 TRAIN_ROWS = 100_000  # rows the 8-bit quantiser learns each dimension's range from
-Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 BUILD_STEP = 1024  # rows a build adds to the graph between two looks at its `stop`
 TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a step's codes
 
@@ -474,23 +473,7 @@ class AnnIndex(Rows):
             slots = np.flatnonzero(self._live[: self._n])
         if not self._built and (self._n if slots is None else slots.size) > SCAN_ROWS:
             return self._scan(q, k, slots)
-        sims = self._scores(slots, q)
-        top = top_k(sims, k)
-        picked = top if slots is None else slots[top]
-        return Hits(ids=self._ids[picked].copy(), similarities=sims[top].astype(np.float32),
-                    mean=float(sims.mean()), std=float(sims.std()), allowed=int(sims.size))
-
-    def similarity(self, query: np.ndarray, ids: Iterable[int]) -> np.ndarray:
-        """Cosine similarity of `query` to each of `ids` (their stored vectors); NaN for ids
-        without a row."""
-        ids = list(ids)
-        out = np.full(len(ids), np.nan, dtype=np.float64)
-        rows = [(j, self._row[i]) for j, i in enumerate(ids) if i in self._row]
-        if rows:
-            pos, idx = zip(*rows, strict=True)
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            out[list(pos)] = self._scores(np.array(idx, dtype=np.int64), q)
-        return out
+        return self._top(self._scores(slots, q), k, slots)
 
     def vectors(self, ids: Iterable[int]) -> np.ndarray:
         """The stored (decoded) vectors of `ids` as float32 rows (every id must have a row)."""
@@ -499,11 +482,10 @@ class AnnIndex(Rows):
     def rows(self, chunk: int = CHUNK) -> Iterator[Chunk]:
         """Every row, a chunk at a time, as `add` takes them (vectors decoded)."""
         live = np.flatnonzero(self._live[: self._n])
-        names = {c: g for g, c in self._group_codes.items()}
+        names = self.group_names()
         for i in range(0, live.size, chunk):
             s = live[i: i + chunk]
-            yield (self._ids[s].tolist(), self._decode(s), [names[int(c)] for c in self._groups[s]],
-                   [None if not np.isfinite(e) else float(e) for e in self._expires[s]])
+            yield chunk_of(self._ids[s], self._decode(s), self._groups[s], self._expires[s], names)
 
     # --- saving (the files: `host.search.index.files`) ---
 

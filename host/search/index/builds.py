@@ -46,7 +46,8 @@ from host.search.index.ann import (
 )
 from host.search.index.daemon import in_daemon
 from host.search.index.exact import CHUNK, CodedIndex
-from host.search.index.loading import Chunk, Index, Journal, Op, Writes, op_rows, steps
+from host.search.index.loading import Index, Journal, Op, Writes, op_rows, steps
+from host.search.index.rows import Chunk
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Iterator
 
 import numpy as np
 
-from host.search.index.rows import Rows, checked, no_hits, top_k
+from host.search.index.rows import Chunk, Rows, checked, chunk_of, no_hits
 from host.store.records import Hits
 
 CHUNK = 4096  # rows scored at a time: bounds the float32 copy a gather or a compact matrix makes
@@ -151,24 +151,7 @@ class ExactIndex(Rows):
         slots = self.allowed(groups, now, only)
         if slots is not None and slots.size == 0:
             return no_hits()
-        sims = self._scores(slots, q)
-        top = top_k(sims, k)
-        picked = top if slots is None else slots[top]
-        return Hits(
-            ids=self._ids[picked].copy(), similarities=sims[top].astype(np.float32),
-            mean=float(sims.mean()), std=float(sims.std()), allowed=int(sims.size),
-        )
-
-    def similarity(self, query: np.ndarray, ids: Iterable[int]) -> np.ndarray:
-        """Cosine similarity of `query` to each of `ids`; NaN for ids without a row."""
-        ids = list(ids)
-        out = np.full(len(ids), np.nan, dtype=np.float64)
-        rows = [(j, self._row[i]) for j, i in enumerate(ids) if i in self._row]
-        if rows:
-            pos, idx = zip(*rows, strict=True)
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            out[list(pos)] = self._scores(np.array(idx, dtype=np.int64), q)
-        return out
+        return self._top(self._scores(slots, q), k, slots)
 
     def vectors(self, ids: Iterable[int]) -> np.ndarray:
         """The stored vectors of `ids` as float32 rows (every id must have a row)."""
@@ -186,33 +169,32 @@ class ExactIndex(Rows):
         """Similarity of `q` to the rows of `slots` (None: every row)."""
         return dots(self._m, self._n, slots, q)
 
-    def snapshot(self) -> tuple[Iterator[
-            tuple[list[int], np.ndarray, list[str], list[float | None]]], int]:
-        """`rows()` of a copy of the rows, their vectors in float16 (half their float32 size:
-        finer than the 8-bit codes an `AnnIndex` built from them keeps), for a build in another
+    def _frozen(self) -> np.ndarray:
+        """A copy of the stored vectors for `snapshot`: float16 (half their float32 size,
+        finer than the 8-bit codes an `AnnIndex` built from them keeps), whatever the dtype."""
+        return self._m[: self._n].astype(np.float16)
+
+    def snapshot(self) -> tuple[Iterator[Chunk], int]:
+        """`rows()` of a copy of the rows (`_frozen` of the vectors), for a build in another
         thread while this index goes on changing; and the bytes that copy holds."""
         n = self._n
-        m = self._m[:n].astype(np.float16)  # a copy, whatever the dtype
+        m = self._frozen()
         ids, gcodes, exps = self._ids[:n].copy(), self._groups[:n].copy(), self._expires[:n].copy()
-        names = {c: g for g, c in self._group_codes.items()}
+        names = self.group_names()
 
-        def chunks() -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+        def chunks() -> Iterator[Chunk]:
             for i in range(0, n, CHUNK):
                 j = slice(i, i + CHUNK)
-                yield (ids[j].tolist(), m[j].astype(np.float32), [names[int(c)] for c in gcodes[j]],
-                       [None if not np.isfinite(e) else float(e) for e in exps[j]])
+                yield chunk_of(ids[j], self._decode(m[j]), gcodes[j], exps[j], names)
         return chunks(), int(m.nbytes + ids.nbytes + gcodes.nbytes + exps.nbytes)
 
-    def rows(self, chunk: int = CHUNK) -> Iterator[
-            tuple[list[int], np.ndarray, list[str], list[float | None]]]:
+    def rows(self, chunk: int = CHUNK) -> Iterator[Chunk]:
         """Every row, a chunk at a time, as `add` takes them (vectors as float32 copies)."""
-        names = {c: g for g, c in self._group_codes.items()}
+        names = self.group_names()
         for i in range(0, self._n, chunk):
-            j = min(i + chunk, self._n)
-            exp = self._expires[i:j]
-            yield (self._ids[i:j].tolist(), self._decode(self._m[i:j]),
-                   [names[int(c)] for c in self._groups[i:j]],
-                   [None if not np.isfinite(e) else float(e) for e in exp])
+            j = slice(i, min(i + chunk, self._n))
+            yield chunk_of(self._ids[j], self._decode(self._m[j]), self._groups[j],
+                           self._expires[j], names)
 
 
 class CodedIndex(ExactIndex):
@@ -257,17 +239,6 @@ class CodedIndex(ExactIndex):
         base = float(q @ self._vmin + 0.5 * qs.sum())
         return dots(self._m, self._n, slots, qs) + np.float32(base)
 
-    def snapshot(self) -> tuple[Iterator[
-            tuple[list[int], np.ndarray, list[str], list[float | None]]], int]:
-        """`rows()` of a copy of the codes and the rows' metadata, and the bytes it holds."""
-        n = self._n
-        m, ids = self._m[:n].copy(), self._ids[:n].copy()
-        gcodes, exps = self._groups[:n].copy(), self._expires[:n].copy()
-        names = {c: g for g, c in self._group_codes.items()}
-
-        def chunks() -> Iterator[tuple[list[int], np.ndarray, list[str], list[float | None]]]:
-            for i in range(0, n, CHUNK):
-                j = slice(i, i + CHUNK)
-                yield (ids[j].tolist(), self._decode(m[j]), [names[int(c)] for c in gcodes[j]],
-                       [None if not np.isfinite(e) else float(e) for e in exps[j]])
-        return chunks(), int(m.nbytes + ids.nbytes + gcodes.nbytes + exps.nbytes)
+    def _frozen(self) -> np.ndarray:
+        """A copy of the codes (`snapshot` decodes them a chunk at a time)."""
+        return self._m[: self._n].copy()

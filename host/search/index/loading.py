@@ -17,8 +17,8 @@ import numpy as np
 
 from host.search.index.ann import AnnIndex, AnnOptions
 from host.search.index.exact import CodedIndex, ExactIndex
+from host.search.index.rows import Chunk
 
-Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 Loader = Callable[[str], Iterable[Chunk]]
 Index = ExactIndex | AnnIndex
 

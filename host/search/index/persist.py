@@ -15,7 +15,8 @@ import numpy as np
 
 from host.search.index import files
 from host.search.index.ann import AnnIndex, AnnOptions
-from host.search.index.loading import Chunk, Index
+from host.search.index.loading import Index
+from host.search.index.rows import Chunk
 
 log = logging.getLogger(__name__)
 

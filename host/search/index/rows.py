@@ -16,6 +16,9 @@ import numpy as np
 from host.store.records import Hits
 
 _NEVER = np.inf
+# rows as an index's `add` takes them and its `rows()` gives them: ids, float32 vectors (one
+# row each), groups, expiries (None: never)
+Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 # what `_row` (a dict id -> slot) holds a row besides its arrays: a dict entry and two ints
 ROW_DICT_BYTES = 100
 
@@ -46,6 +49,14 @@ def checked(
     if not len(groups) == len(expires) == len(ids):
         raise ValueError("ids, vectors, groups and expires differ in length")
     return ids, vecs, groups, expires
+
+
+def chunk_of(ids: np.ndarray, vectors: np.ndarray, codes: np.ndarray, expires: np.ndarray,
+             names: dict[int, str]) -> Chunk:
+    """Rows of the arrays (ids, group codes, expiries with inf for never) as a `Chunk`;
+    `names`: each group code's name (`Rows.group_names`)."""
+    return (ids.tolist(), vectors, [names[int(c)] for c in codes],
+            [None if not np.isfinite(e) else float(e) for e in expires])
 
 
 def top_k(sims: np.ndarray, k: int) -> np.ndarray:
@@ -100,15 +111,42 @@ class Rows:
     def vectors(self, ids: Iterable[int]) -> np.ndarray:  # pragma: no cover (subclasses')
         raise NotImplementedError
 
-    def rows_of(self, ids: Iterable[int]) -> tuple[list[int], np.ndarray, list[str],
-                                                   list[float | None]]:
+    def _scores(self, slots: np.ndarray | None, q: np.ndarray
+                ) -> np.ndarray:  # pragma: no cover (subclasses')
+        """Similarity of `q` to the (decoded) vectors of `slots` (None: every slot)."""
+        raise NotImplementedError
+
+    def similarity(self, query: np.ndarray, ids: Iterable[int]) -> np.ndarray:
+        """Cosine similarity of `query` to each of `ids` (their stored vectors); NaN for ids
+        without a row."""
+        ids = list(ids)
+        out = np.full(len(ids), np.nan, dtype=np.float64)
+        rows = [(j, self._row[i]) for j, i in enumerate(ids) if i in self._row]
+        if rows:
+            pos, idx = zip(*rows, strict=True)
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            out[list(pos)] = self._scores(np.array(idx, dtype=np.int64), q)
+        return out
+
+    def _top(self, sims: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
+        """The `k` best of `sims` (the similarities of `slots`, None: of every slot) as hits,
+        `mean`/`std` over all of them."""
+        top = top_k(sims, k)
+        picked = top if slots is None else slots[top]
+        return Hits(ids=self._ids[picked].copy(), similarities=sims[top].astype(np.float32),
+                    mean=float(sims.mean()), std=float(sims.std()), allowed=int(sims.size))
+
+    def group_names(self) -> dict[int, str]:
+        """Each group code's name."""
+        return {c: g for g, c in self._group_codes.items()}
+
+    def rows_of(self, ids: Iterable[int]) -> Chunk:
         """The rows of those of `ids` that have one, as `add` takes them (their vectors as
         float32, decoded): a copy of a part of the index."""
         present = [i for i in ids if i in self._row]
         slots = np.array([self._row[i] for i in present], dtype=np.int64)
-        names = {c: g for g, c in self._group_codes.items()}
-        return (present, self.vectors(present), [names[int(c)] for c in self._groups[slots]],
-                [None if not np.isfinite(e) else float(e) for e in self._expires[slots]])
+        return chunk_of(np.array(present, dtype=np.int64), self.vectors(present),
+                        self._groups[slots], self._expires[slots], self.group_names())
 
     def slots_of(self, ids: Iterable[int]) -> np.ndarray:
         """The slot of each of `ids` (-1: no row)."""
