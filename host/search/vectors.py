@@ -22,18 +22,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
 from host.search.client_vectors import rescore_count
 from host.search.index import VectorIndexes, approximate, group_of
-from host.store.interface import VectorSearch, VectorStore
+from host.store.interface import EntryStore, VectorSearch, VectorStore
 from host.store.records import Hits, Query, Scope, StoredEntry, owner_for
 
 __all__ = ["Index", "LocalVectors", "Lookup", "SharedVectors", "Vectors"]
 
 log = logging.getLogger("a2e_host.search")
+S = TypeVar("S", bound=EntryStore)
 
 
 class Index(Protocol):
@@ -81,7 +82,22 @@ class Vectors(Protocol):
         """As `host.store.interface.EntryStore.neighbours`."""
 
 
-class LocalVectors:
+class _StoreReads(Generic[S]):
+    """`Vectors.fetch` and `neighbours`: the entries read back through the store, whichever
+    keeps the vectors."""
+
+    store: S
+
+    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
+                    ) -> list[StoredEntry]:
+        return await self.store.fetch(scope, q, ids, now)
+
+    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
+                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
+        return await self.store.neighbours(scope, q, hits, span, now)
+
+
+class LocalVectors(_StoreReads[VectorStore]):
     """The vectors of a `VectorStore` searched in this host's memory (`indexes`; None: no
     embedder, nothing to search). `pool`: how many nearest rows a query takes."""
 
@@ -103,14 +119,6 @@ class LocalVectors:
                 log.exception("vectors of a namespace not loaded: its query answers by keywords")
                 return None
         return None if index is None else _LocalLookup(self, index)
-
-    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
-                    ) -> list[StoredEntry]:
-        return await self.store.fetch(scope, q, ids, now)
-
-    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
-                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
-        return await self.store.neighbours(scope, q, hits, span, now)
 
     async def exact_similarity(self, qv: np.ndarray, ids: Sequence[int], approx: np.ndarray
                                ) -> np.ndarray:
@@ -168,7 +176,7 @@ class _LocalLookup:
         return sims
 
 
-class SharedVectors:
+class SharedVectors(_StoreReads[VectorSearch]):
     """The vectors of a `VectorSearch` store, searched by the store (`model`: the embedder's
     name; None: no embedder, nothing to search). `pool`: how many nearest rows a query takes,
     `sample`: over how many rows the store measures the similarity's mean and deviation."""
@@ -181,14 +189,6 @@ class SharedVectors:
 
     async def open(self, namespace: str) -> Lookup | None:
         return None if self.model is None else _SharedLookup(self, self.model)
-
-    async def fetch(self, scope: Scope, q: Query, ids: Sequence[int], now: float
-                    ) -> list[StoredEntry]:
-        return await self.store.fetch(scope, q, ids, now)
-
-    async def neighbours(self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]],
-                         span: int, now: float) -> list[tuple[StoredEntry, int, int]]:
-        return await self.store.neighbours(scope, q, hits, span, now)
 
 
 class _SharedLookup:
