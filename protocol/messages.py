@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
+from protocol.validity import MAX_TEXT
+
 __all__ = [
     "VERSION",
     "MAX_EXACT",
@@ -78,6 +80,9 @@ Ttl = Annotated[int, Meta(ge=0, le=MAX_EXACT)]  # seconds (~285 million years)
 Limit = Annotated[int, Meta(ge=1, le=MAX_EXACT)]  # the host clamps it to `limits.max_limit`
 Offset = Annotated[int, Meta(ge=0, le=MAX_EXACT)]  # the host bounds it further (docs/protocol.md)
 Depth = Annotated[int, Meta(ge=0, le=MAX_EXACT)]
+# an instant of the time extension (docs/protocol.md, "Time of a fact"): epoch seconds or
+# ISO-8601 text with a zone, read by `protocol.validity.instant`
+Instant = float | Annotated[str, Meta(max_length=MAX_TEXT)] | None
 
 
 class MemoryEntry(Struct, kw_only=True):
@@ -96,6 +101,9 @@ class MemoryEntry(Struct, kw_only=True):
     # computed, kept in the namespace's space `vector_space`, never returned
     vectors: list[list[float]] = []
     vector_space: str = ""
+    # the time extension (docs/protocol.md, "Time of a fact"): when the fact holds, [from, until)
+    valid_from: Instant = None
+    valid_until: Instant = None
 
 
 class EntryOut(Struct, kw_only=True):
@@ -116,6 +124,9 @@ class EntryOut(Struct, kw_only=True):
     # the older entries this one supersedes, and the near-duplicates it stands for
     supersedes: list[Raw] | UnsetType = UNSET
     collapsed: Collapsed | UnsetType = UNSET
+    # the time extension: the entry's validity as epoch seconds, each only when it has one
+    valid_from: float | UnsetType = UNSET
+    valid_until: float | UnsetType = UNSET
 
 
 class Collapsed(Struct, kw_only=True):
@@ -198,6 +209,8 @@ class MemoryRetrieveRequest(Envelope, tag="memory/retrieve/req"):
     # above what it supersedes; near-duplicates collapse into one entry (asked for)
     supersede: bool = True
     collapse: bool = False
+    # the time extension (docs/protocol.md, "Time of a fact"): only the entries valid then
+    as_of: Instant = None
 
 
 class MemoryRetrieveResponse(Envelope, tag="memory/retrieve/resp"):

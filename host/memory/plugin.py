@@ -63,6 +63,7 @@ from protocol.messages import (
     MemoryWatchRequest,
 )
 from protocol.names import check_name
+from protocol.validity import instant, valid_at, window
 
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
@@ -80,7 +81,27 @@ def _out(e: StoredEntry, combined: float | None = None) -> EntryOut:
     if e.relevance is not None:
         out.relevance = e.relevance
         out.combined = combined if combined is not None else e.relevance
+    if e.valid_from is not None:  # the time extension: echoed only when the entry has one
+        out.valid_from = e.valid_from
+    if e.valid_until is not None:
+        out.valid_until = e.valid_until
     return out
+
+
+def _as_of(req: MemoryRetrieveRequest) -> float | None:
+    """A retrieve's `as_of` as epoch seconds (None: not asked), `invalid_message` if malformed."""
+    if req.as_of is None:
+        return None
+    try:
+        return instant(req.as_of, "as_of")
+    except ValueError as err:
+        raise ProtocolError(ErrorCode.INVALID_MESSAGE, str(err), req_id=req.id,
+                            field="as_of") from None
+
+
+def _current(e: StoredEntry, as_of: float | None) -> bool:
+    """True when a working entry is valid at a read's `as_of` (always, without one)."""
+    return as_of is None or valid_at(e.valid_from, e.valid_until, as_of)
 
 
 def _keys(keys: list[dict[str, Any]], req_id: str, most: int) -> tuple[bytes, ...]:
@@ -231,10 +252,16 @@ class MemoryPlugin:
             except ValueError as err:
                 outcomes[i] = (ErrorCode.INVALID_MESSAGE, f"vectors: {err}")
                 continue
+            try:  # the time extension: when the fact holds
+                valid_from, valid_until = window(e.valid_from, e.valid_until)
+            except ValueError as err:
+                outcomes[i] = (ErrorCode.INVALID_MESSAGE, str(err))
+                continue
             keys[i] = key
             new = NewEntry(tier=e.tier, key=key, content=bytes(e.content), tags=e.tags,
                            source=e.source, score=e.score, ttl=e.ttl, text=text,
-                           vectors=vectors, vector_space=space, dims=dims)
+                           vectors=vectors, vector_space=space, dims=dims,
+                           valid_from=valid_from, valid_until=valid_until)
             if e.tier == "working":
                 if session.working.put(new, text, t) is not None:
                     outcomes[i] = (ErrorCode.MEMORY_FULL, "working tier is full")
@@ -316,7 +343,7 @@ class MemoryPlugin:
         where, prefixes, offset = retrieve_filters(req)
         q = Query(tiers=persistent, keys=keys, tags=tuple(req.tags), min_score=req.min_score,
                   limit=min(req.limit, self.config.limits.max_limit), where=where,
-                  key_prefix=prefixes, offset=offset)
+                  key_prefix=prefixes, offset=offset, as_of=_as_of(req))
         t = self.clock()
         if req.vector:  # the client-vector extension: persistent tiers, cosine similarity
             found, total = await self.extensions.vector_search(req, session, q, t)
@@ -342,8 +369,9 @@ class MemoryPlugin:
         total = 0
         working = session.working.find(q.keys, q.tags, q.min_score, t) \
             if "working" in tiers else []
-        if working and (q.where or q.key_prefix):
-            working = [e for e in working if working_matches(e, q.where, q.key_prefix)]
+        if working and (q.where or q.key_prefix or q.as_of is not None):
+            working = [e for e in working if _current(e, q.as_of)
+                       and working_matches(e, q.where, q.key_prefix)]
         if q.tiers:
             # with working entries to merge, the store's page starts at 0 and the merge pages
             found, total = await self.store.find(
@@ -362,9 +390,9 @@ class MemoryPlugin:
     ) -> tuple[list[EntryOut], int]:
         ranked = await self.ranked(session.scope, q, query, t,
                                    session.working if "working" in tiers else None, ticket, conn)
-        if "working" in tiers and (q.where or q.key_prefix):  # stores filter their own
-            ranked = [(c, e) for c, e in ranked if e.tier != "working"
-                      or working_matches(e, q.where, q.key_prefix)]
+        if "working" in tiers and (q.where or q.key_prefix or q.as_of is not None):
+            ranked = [(c, e) for c, e in ranked if e.tier != "working"  # stores filter their own
+                      or _current(e, q.as_of) and working_matches(e, q.where, q.key_prefix)]
         notes: dict[int, judgement.Judged] = {}
         if (supersede or collapse) and self.search.embedder is not None:
             ranked, notes = await judgement.judge(  # the present first, no repeats

@@ -1,7 +1,8 @@
 """The working tier: one session's scratch pad, in process memory, gone with the session.
 
 It answers the same reads as a persistent store (`find`, `search`, `forget`) with the same
-semantics: keys and tags ANDed, TTL from `updated_at`. A query scores working entries on the
+semantics: keys and tags ANDed, TTL from `updated_at`, an entry's validity (the time
+extension) kept on it for a read's `as_of` (the memory plugin keeps the entries valid then). A query scores working entries on the
 persistent store's keyword scale (`scored`: the BM25 each would have as a row of the store's
 index, `host.text.bm25`), so the search engine fuses them with stored candidates into one
 relevance and every tier ranks together; `search` (the share of query terms present) is for a
@@ -76,6 +77,7 @@ class WorkingTier:
         entry = StoredEntry(
             tier="working", owner="", key=e.key, content=e.content, tags=list(dict.fromkeys(e.tags)),
             source=e.source, score=e.score, ttl=e.ttl, created_at=created, updated_at=now,
+            valid_from=e.valid_from, valid_until=e.valid_until,
         )
         self._items[e.key] = _Item(entry, text, now + e.ttl if e.ttl > 0 else None)
         return None

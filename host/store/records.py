@@ -94,6 +94,10 @@ class NewEntry:
     vectors: bytes = b""
     vector_space: str = ""
     dims: int = 0
+    # when the fact holds (the time extension, `protocol.validity`): [valid_from,
+    # valid_until) in epoch seconds, None open on that side; a put replaces both
+    valid_from: float | None = None
+    valid_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -117,6 +121,8 @@ class StoredEntry:
     # the order among the query's candidates, in (0, 1) (ranks; `relevance` is of the pair
     # query/entry alone: what min_score filters and replies carry), set by a query search
     fused: float | None = None
+    valid_from: float | None = None  # when the fact holds (`NewEntry`), None: open
+    valid_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +143,15 @@ class Query:
     where: tuple[Condition, ...] = ()
     key_prefix: tuple[KeyPrefix, ...] = ()
     offset: int = 0
+    # the time extension: only entries valid at `as_of` (epoch seconds; None: any, the
+    # validity of an entry is then not looked at)
+    as_of: float | None = None
 
     @property
     def narrowed(self) -> bool:
         """True when the read is narrowed by anything beyond its tiers."""
-        return bool(self.keys or self.tags or self.where or self.key_prefix)
+        return bool(self.keys or self.tags or self.where or self.key_prefix
+                    or self.as_of is not None)
 
 
 class Refusal(StrEnum):

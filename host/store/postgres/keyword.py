@@ -20,6 +20,8 @@ from host.text.keyword import coverage, query_terms
 
 __all__ = ["Keyword"]
 
+_VALID = 16  # the columns of an entry's validity in a row of `a2e_keyword_query`
+
 
 class Keyword(StoreState):
     """`EntryStore`'s keyword search, its statistics (`keyword_stats`) and `analyse`."""
@@ -55,9 +57,9 @@ class Keyword(StoreState):
         tiers, owners, keys, tags = visibility(scope, q)
         rows = await self.pool.fetch(
             "SELECT * FROM a2e_keyword_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-            " $13)", scope.namespace, scope_lexeme(scope.namespace), terms, self.max_term_docs,
-            self.max_matches or None, candidates, tiers, owners, now, keys, tags, near,
-            max(span, 0))
+            " $13, $14)", scope.namespace, scope_lexeme(scope.namespace), terms,
+            self.max_term_docs, self.max_matches or None, candidates, tiers, owners, now, keys,
+            tags, near, max(span, 0), q.as_of)
         out = []
         by_id: dict[int, StoredEntry] = {}
         near_of: dict[int, list[tuple[StoredEntry, int]]] = {}
@@ -68,7 +70,7 @@ class Keyword(StoreState):
             if r[14] is not None:  # a neighbour of the candidate r[14]
                 neighbours.append(r)
                 continue
-            entry = entry_of(r, r[10], r[11])
+            entry = entry_of(r, r[10], r[11], _VALID)
             by_id[r[10]] = entry
             if len(near_of) < near:
                 near_of[r[10]] = []
@@ -84,7 +86,8 @@ class Keyword(StoreState):
             entry.relevance = share
             out.append(entry)
         for r in neighbours:  # a row among the candidates comes without key and content
-            near_of[r[14]].append((by_id[r[10]] if r[3] is None else entry_of(r, r[10]), int(r[15])))
+            near_of[r[14]].append((by_id[r[10]] if r[3] is None else entry_of(r, r[10], None, _VALID),
+                                  int(r[15])))
         return out, near_of
 
     async def keyword_stats(

@@ -12,6 +12,7 @@ from host.store.postgres import extensions as pg_ext
 from host.store.postgres import filters as pg_filters
 from host.store.postgres.scan_index import prefix_range
 from host.store.postgres.sql import (
+    AFTER,
     COLUMNS,
     Params,
     StoreState,
@@ -42,7 +43,7 @@ class Reads(StoreState):
             total = await self.pool.fetchval(
                 f"SELECT count(*) FROM a2e_entries e WHERE {where}", *p.values[:-2])
             return [], int(total)
-        total = rows[0][10] if rows else 0
+        total = rows[0][AFTER] if rows else 0
         return [entry_of(r) for r in rows], total
 
     async def key_paths(self, scope: Scope, q: Query, field: str, prefix: Sequence[str],
@@ -88,7 +89,7 @@ class Reads(StoreState):
         rows = await self.pool.fetch(
             f"SELECT {COLUMNS}, e.id FROM a2e_entries e"
             f" WHERE e.id = ANY({p([int(i) for i in ids])}::bigint[]) AND {where}", *p.values)
-        return [entry_of(r, r[10]) for r in rows]
+        return [entry_of(r, r[AFTER]) for r in rows]
 
     async def neighbours(
         self, scope: Scope, q: Query, hits: Sequence[tuple[int, str, str]], span: int,
@@ -120,4 +121,4 @@ class Reads(StoreState):
             f"{side('-e.id > -h.hit', '-e.id')}) x UNION ALL"
             " SELECT y.*, row_number() OVER (ORDER BY y.id) AS d FROM ("
             f"{side('-e.id < -h.hit', '-e.id DESC')}) y) n", *p.values)
-        return [(entry_of(r, r[10]), int(r[12]), int(r[11])) for r in rows]
+        return [(entry_of(r, r[AFTER]), int(r[AFTER + 2]), int(r[AFTER + 1])) for r in rows]

@@ -31,7 +31,7 @@ from host.store.records import (
 from host.text.keyword import tokens
 
 __all__ = [
-    "COLUMNS", "DISK_FULL", "GC_BATCH", "VECTOR_LOCK_TIMEOUT_MS", "Params", "StoreState",
+    "AFTER", "COLUMNS", "DISK_FULL", "GC_BATCH", "VECTOR_LOCK_TIMEOUT_MS", "Params", "StoreState",
     "addresses", "entry_of", "indexable", "is_postgres_url", "json_decode", "json_encode",
     "keep_session", "lexeme_counts", "lexemes_and_length", "lexemes_of", "read_where",
     "scope_lexeme", "stored_size", "text_array", "visibility",
@@ -44,7 +44,8 @@ json_decode = msgspec.json.decode
 json_encode = msgspec.json.Encoder().encode
 
 COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,"
-            " e.created_at, e.updated_at")
+            " e.created_at, e.updated_at, e.valid_from, e.valid_until")
+AFTER = 12  # the columns after `COLUMNS` start here (a read's `e.id`, ...)
 _MAX_LEXEME_BYTES = 2046  # PostgreSQL's limit for one tsvector lexeme is 2047 bytes
 _MAX_LEXEMES_BYTES = 900_000  # and 1 MiB for all of them; a store entry is far below
 GC_BATCH = 1000
@@ -106,15 +107,18 @@ def lexeme_counts(text: str) -> dict[str, int]:
 # `entry_of` passes StoredEntry's fields by position (twice as fast as by name, ~0.4 against ~0.8
 # us a row: a keyword query builds ~140): the order it relies on, checked at import
 _ROW_FIELDS = ("tier", "owner", "key", "content", "tags", "source", "score", "ttl",
-               "created_at", "updated_at", "relevance", "id", "keyword")
+               "created_at", "updated_at", "relevance", "id", "keyword", "similarity", "fused",
+               "valid_from", "valid_until")
 if tuple(f.name for f in fields(StoredEntry))[:len(_ROW_FIELDS)] != _ROW_FIELDS:
     raise ImportError("StoredEntry's fields moved: update host.store.postgres.sql.entry_of")
 
 
-def entry_of(r: Any, id: int | None = None, keyword: float | None = None) -> StoredEntry:
-    """The entry of a row of `COLUMNS`, with the row id `id` and BM25 `keyword` when given."""
+def entry_of(r: Any, id: int | None = None, keyword: float | None = None, valid: int = 10
+             ) -> StoredEntry:
+    """The entry of a row of `COLUMNS`, with the row id `id` and BM25 `keyword` when given;
+    its validity in columns `valid` and `valid` + 1 (a keyword query's rows: further on)."""
     return StoredEntry(r[0], r[1], r[2].encode(), r[3].encode(), list(r[4]), r[5], r[6], r[7],
-                       r[8], r[9], None, id, keyword)
+                       r[8], r[9], None, id, keyword, None, None, r[valid], r[valid + 1])
 
 
 class Params:
@@ -129,10 +133,15 @@ class Params:
 
 
 def read_where(scope: Scope, q: Query, now: float, p: Params) -> str:
-    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags."""
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, the validity
+    at `as_of`, the extensions' filters."""
     vis = [f"(e.tier = {p(t)} AND e.owner = {p(owner_for(t, scope.agent))})" for t in q.tiers]
     sql = (f"e.namespace = {p(scope.namespace)} AND ({' OR '.join(vis) or 'false'})"
            f" AND (e.expires_at IS NULL OR e.expires_at > {p(now)})")
+    if q.as_of is not None:  # the time extension: the entries valid then
+        at = p(q.as_of)
+        sql += (f" AND (e.valid_from IS NULL OR e.valid_from <= {at}::float8)"
+                f" AND (e.valid_until IS NULL OR e.valid_until > {at}::float8)")
     if q.keys:
         keys = p([k.decode() for k in q.keys])
         sql += (f" AND a2e_key_hash(e.key) = ANY(ARRAY(SELECT"

@@ -58,6 +58,8 @@ class PutRow(NamedTuple):
     lexemes: str  # a tsvector literal (`lexemes_and_length`)
     size: int
     doc_len: int
+    valid_from: float | None  # when the fact holds (None: open on that side)
+    valid_until: float | None
 
 
 # a2e_put_group_logged's arguments: the quotas, then (request, round, namespace, agent, time)
@@ -156,6 +158,7 @@ class Writes(StoreState):
                 e.tier, owner_for(e.tier, scope.agent), e.key.decode(), e.content.decode(),
                 text_array(list(dict.fromkeys(e.tags))), e.source, float(e.score),
                 int(e.ttl), e.created_at, e.updated_at, lexemes, stored_size(e), doc_len,
+                e.valid_from, e.valid_until,
             ))
         if self._puts is None:
             raise RuntimeError("store is not open")

@@ -19,7 +19,7 @@ import msgspec
 
 from host.store.records import Query, Scope, StoredEntry, scope_token
 from host.store.sqlite import bm25
-from host.store.sqlite.reads import COLUMNS, entry_of, read_where, snapshot
+from host.store.sqlite.reads import AFTER, COLUMNS, entry_of, read_where, snapshot
 from host.text.bm25 import Bm25Stats
 from host.text.keyword import coverage, fts_match_expression
 
@@ -111,7 +111,7 @@ def _search_entries(
     best = heapq.nlargest(candidates, bm25.scored_rows(stats, conn.execute(sql, args)))
     if not best:
         return []
-    rows = {r[10]: r for r in conn.execute(
+    rows = {r[AFTER]: r for r in conn.execute(
         f"SELECT {COLUMNS}, e.id FROM entries e WHERE e.id IN ({','.join('?' * len(best))})",
         [rowid for _, rowid, _ in best])}
     out = []
@@ -231,13 +231,13 @@ def _scored_by_index(
             f"SELECT {COLUMNS}, e.id, c.c1 FROM json_each(?) j CROSS JOIN entries e"
             f" ON e.id = j.value CROSS JOIN entries_fts_content c ON c.id = e.id WHERE {where}",
             [_encode_ids([doc for _, doc in chunk]), *params]).fetchall()
-        found = {r[10]: r for r in rows}
+        found = {r[AFTER]: r for r in rows}
         for s, doc in chunk:
             r = found.get(doc)
             if r is None:
                 continue
             entry = entry_of(r, doc)
-            entry.relevance, entry.keyword = coverage(kept, r[11]), s
+            entry.relevance, entry.keyword = coverage(kept, r[AFTER + 1]), s
             out.append(entry)
             if len(out) == candidates:
                 break

@@ -21,7 +21,9 @@ from host.store.records import Query, Scope, StoredEntry, owner_for
 from host.store.sqlite import filters, scan_index
 
 __all__ = [
+    "AFTER",
     "COLUMNS",
+    "VALID_AT",
     "entry_of",
     "find_entries",
     "namespace_entries",
@@ -32,7 +34,13 @@ __all__ = [
 _tags_decoder = msgspec.json.Decoder(list[str])
 
 # the columns `entry_of` reads, in its order
-COLUMNS = "e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at, e.updated_at"
+COLUMNS = ("e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl, e.created_at,"
+           " e.updated_at, e.valid_from, e.valid_until")
+# the columns after `COLUMNS` start here (a read's `e.id`, ...)
+AFTER = 12
+# the time extension: only the entries valid at a read's `as_of` ([valid_from, valid_until))
+VALID_AT = (" AND (e.valid_from IS NULL OR e.valid_from <= ?)"
+            " AND (e.valid_until IS NULL OR e.valid_until > ?)")
 
 
 def entry_of(r: tuple, id: int | None = None) -> StoredEntry:
@@ -49,6 +57,8 @@ def entry_of(r: tuple, id: int | None = None) -> StoredEntry:
         created_at=r[8],
         updated_at=r[9],
         id=id,
+        valid_from=r[10],
+        valid_until=r[11],
     )
 
 
@@ -80,7 +90,8 @@ def _where_sql(tiers: int, keys: int, tags: int) -> str:
 
 
 def read_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
-    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, min score."""
+    """The WHERE clause of a read: namespace, visibility, liveness, keys, tags, the validity
+    at `as_of`, the extensions' filters."""
     ns = scope.namespace
     owners: list[object] = []
     for tier in q.tiers:
@@ -95,6 +106,9 @@ def read_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:
         if len(tags) > 1:
             params.append(len(tags))
     sql = _where_sql(len(q.tiers), len(q.keys), len(tags))
+    if q.as_of is not None:
+        sql += VALID_AT
+        params += [q.as_of, q.as_of]
     if q.where or q.key_prefix:  # the store extensions' filters (host/store/sqlite/filters.py)
         more, more_params = filters.where_sql(q.where, q.key_prefix)
         # and the index range of a key prefix, where it has one (host/store/sqlite/scan_index.py)

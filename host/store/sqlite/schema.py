@@ -339,6 +339,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 15: `entry_history`, the earlier versions of entries and the entries consolidation on
     # write retired, written by triggers on `entries` (host/store/sqlite/history.py)
     history.MIGRATION,
+    # 16: when an entry's fact holds (the time extension, docs/protocol.md "Time of a fact"):
+    # [valid_from, valid_until) in epoch seconds, NULL open on that side; a read with `as_of`
+    # keeps the entries valid then (host/store/sqlite/reads.py `read_where`). No index: the
+    # filter rides on the read's own index range
+    """
+    ALTER TABLE entries ADD COLUMN valid_from REAL;
+    ALTER TABLE entries ADD COLUMN valid_until REAL;
+    """,
 )
 
 

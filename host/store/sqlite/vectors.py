@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from host.store.records import Pending, Query, Scope, StoredEntry, digest
-from host.store.sqlite.reads import COLUMNS, entry_of, read_where
+from host.store.sqlite.reads import AFTER, COLUMNS, entry_of, read_where
 
 __all__ = [
     "Pending",
@@ -249,7 +249,7 @@ def neighbour_entries(
                 f" WHERE {group} AND e.id {op} ? AND {where} ORDER BY e.id {order} LIMIT ?",
                 [scope.namespace, tier, owner, int(hit), *params, int(span)],
             ).fetchall()
-            out += [(entry_of(r, r[10]), int(hit), d) for d, r in enumerate(rows, start=1)]
+            out += [(entry_of(r, r[AFTER]), int(hit), d) for d, r in enumerate(rows, start=1)]
     return out
 
 
@@ -274,4 +274,4 @@ def fetch_entries(
         f" ON e.id = ids.value WHERE {where}",
         [json.dumps([int(i) for i in ids]), *params],
     ).fetchall()
-    return [entry_of(r, r[10]) for r in rows]
+    return [entry_of(r, r[AFTER]) for r in rows]

@@ -161,8 +161,8 @@ def collect_expired(
 
 _INSERT = (
     "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
-    " score, ttl, created_at, updated_at, expires_at, size)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " score, ttl, created_at, updated_at, expires_at, size, valid_from, valid_until)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _INSERT_NEW = _INSERT + " ON CONFLICT DO NOTHING RETURNING id"  # a key already there: no row
 _INSERT_ID = _INSERT + " RETURNING id"
@@ -216,7 +216,7 @@ def put_entries(
             continue
         tags_json = _encode_tags(tags).decode()
         values = (ns, e.tier, owner, key, agent, content, tags_json, e.source, e.score, e.ttl,
-                  created, updated, expires, size)
+                  created, updated, expires, size, e.valid_from, e.valid_until)
         entry_id = None
         replaced = False
         if not usage.over(quotas, (1, size), (1, size)):
@@ -274,9 +274,10 @@ def put_entries(
                 deferred.count(ns, agent, 1, size)
                 conn.execute(
                     "UPDATE entries SET agent = ?, content = ?, tags = ?, source = ?, score = ?,"
-                    " ttl = ?, updated_at = ?, expires_at = ?, size = ? WHERE id = ?",
+                    " ttl = ?, updated_at = ?, expires_at = ?, size = ?, valid_from = ?,"
+                    " valid_until = ? WHERE id = ?",
                     (agent, content, tags_json, e.source, e.score, e.ttl, updated, expires,
-                     size, entry_id),
+                     size, e.valid_from, e.valid_until, entry_id),
                 )
                 conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (entry_id,))
                 deferred.replace(entry_id)

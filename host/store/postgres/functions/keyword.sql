@@ -170,17 +170,20 @@ END $$;
 -- the entry's columns (key and content NULL for a row among the candidates: the caller has
 -- it), `hit` the candidate's id and `d` the distance (bm25, terms, searched NULL), by
 -- candidate, older side first, nearest first. The extensions' filters (`where`, key
--- prefixes) are not applied here.
+-- prefixes) are not applied here. With p_as_of (functions version 12: the time extension),
+-- only the entries valid then ([valid_from, valid_until)) are candidates and neighbours; every
+-- row ends with the entry's valid_from and valid_until.
 -- The pool and BM25 are one statement of ids and scores (below); the rows, the terms each holds and the neighbours are one static statement (a generic plan,
 -- cached for the session: index scans by id and from each candidate).
 CREATE OR REPLACE FUNCTION a2e_keyword_query(
     p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
     p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
-    p_near integer, p_span integer
+    p_near integer, p_span integer, p_as_of double precision
 ) RETURNS TABLE (tier text, owner text, key text, content text, tags text[], source text,
                 score double precision, ttl bigint, created_at double precision,
                 updated_at double precision, id bigint, bm25 double precision, terms text[],
-                searched text[], hit bigint, d bigint)
+                searched text[], hit bigint, d bigint, valid_from double precision,
+                valid_until double precision)
 LANGUAGE plpgsql VOLATILE  -- it PREPAREs (a session's statement); it writes nothing
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
@@ -258,6 +261,10 @@ BEGIN
     IF cardinality(p_tags) > 0 THEN
         extra := extra || ' AND e.tags @> $4::text[]';
     END IF;
+    IF p_as_of IS NOT NULL THEN
+        extra := extra || ' AND (e.valid_from IS NULL OR e.valid_from <= $13)'
+                       || ' AND (e.valid_until IS NULL OR e.valid_until > $13)';
+    END IF;
     FOR g IN 1 .. cardinality(p_tiers) LOOP
         parts := parts || format(
             '(SELECT -e.id AS newest, e.id, e.lexemes, e.doc_len FROM a2e_entries e'
@@ -303,19 +310,21 @@ BEGIN
                 set_config('enable_seqscan', 'off', true);
     END IF;
     IF small THEN
-        stmt := 'a2e_kw_' || left(md5(pool), 16);
+        -- (a2e_kw2_: statements of 13 parameters, apart from the 12 of version 11's a2e_kw_)
+        stmt := 'a2e_kw2_' || left(md5(pool), 16);
         IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements s WHERE s.name = stmt) THEN
             EXECUTE format('PREPARE %I (float8, integer, text[], text[], integer, float8, text,'
-                           ' text[], text[], tsquery, tsquery[], float8[]) AS %s', stmt, pool);
+                           ' text[], text[], tsquery, tsquery[], float8[], float8) AS %s', stmt,
+                           pool);
         END IF;
-        EXECUTE format('EXECUTE %I (%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', stmt,
+        EXECUTE format('EXECUTE %I (%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', stmt,
                        p_now, p_max, p_keys, p_tags, p_limit, avgdl, p_ns, p_tiers, p_owners,
-                       match, queries, idfs)
+                       match, queries, idfs, p_as_of)
            INTO ids, scores;
     ELSE
         EXECUTE pool INTO ids, scores
           USING p_now, p_max, p_keys, p_tags, p_limit, avgdl, p_ns, p_tiers, p_owners,
-                match::tsquery, queries, idfs;
+                match::tsquery, queries, idfs, p_as_of;
     END IF;
     PERFORM set_config('enable_indexscan', idxs, true);
     IF ids IS NULL THEN
@@ -333,36 +342,60 @@ BEGIN
                 e.created_at, e.updated_at, e.id, c.bm25,
                 ARRAY(SELECT x.t FROM unnest(kept, queries) WITH ORDINALITY AS x(t, q, i)
                        WHERE e.lexemes @@ x.q ORDER BY x.i),
-                CASE WHEN c.i = 1 THEN kept END, NULL::bigint, NULL::bigint
+                CASE WHEN c.i = 1 THEN kept END, NULL::bigint, NULL::bigint, e.valid_from,
+                e.valid_until
            FROM unnest(ids, scores) WITH ORDINALITY AS c(id, bm25, i)
            JOIN a2e_entries e ON e.id = c.id ORDER BY c.i)
         UNION ALL
         (SELECT r.tier, r.owner, CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.key END,
                 CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.content END, r.tags, r.source,
                 r.score, r.ttl, r.created_at, r.updated_at, r.id, NULL::float8, NULL::text[],
-                NULL::text[], h.id, r.d
+                NULL::text[], h.id, r.d, r.valid_from, r.valid_until
            FROM (SELECT c.id, c.i, e.tier, e.owner FROM unnest(ids[1:greatest(p_near, 0)])
                         WITH ORDINALITY AS c(id, i) JOIN a2e_entries e ON e.id = c.id
                   WHERE p_span > 0) h
           CROSS JOIN LATERAL (
                 SELECT o.*, 0 AS side, row_number() OVER (ORDER BY o.id DESC) AS d FROM (
                     SELECT e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
-                           e.created_at, e.updated_at, e.id FROM a2e_entries e
+                           e.created_at, e.updated_at, e.id, e.valid_from, e.valid_until
+                      FROM a2e_entries e
                      WHERE e.namespace = p_ns AND e.tier = h.tier AND e.owner = h.owner
                        AND -e.id > -h.id AND (e.expires_at IS NULL OR e.expires_at > p_now)
                        AND (cardinality(p_keys) = 0 OR e.key = ANY(p_keys))
                        AND (cardinality(p_tags) = 0 OR e.tags @> p_tags)
+                       AND (p_as_of IS NULL OR (e.valid_from IS NULL OR e.valid_from <= p_as_of)
+                            AND (e.valid_until IS NULL OR e.valid_until > p_as_of))
                      ORDER BY -e.id LIMIT p_span) o
                 UNION ALL
                 SELECT y.*, 1, row_number() OVER (ORDER BY y.id) FROM (
                     SELECT e.tier, e.owner, e.key, e.content, e.tags, e.source, e.score, e.ttl,
-                           e.created_at, e.updated_at, e.id FROM a2e_entries e
+                           e.created_at, e.updated_at, e.id, e.valid_from, e.valid_until
+                      FROM a2e_entries e
                      WHERE e.namespace = p_ns AND e.tier = h.tier AND e.owner = h.owner
                        AND -e.id < -h.id AND (e.expires_at IS NULL OR e.expires_at > p_now)
                        AND (cardinality(p_keys) = 0 OR e.key = ANY(p_keys))
                        AND (cardinality(p_tags) = 0 OR e.tags @> p_tags)
+                       AND (p_as_of IS NULL OR (e.valid_from IS NULL OR e.valid_from <= p_as_of)
+                            AND (e.valid_until IS NULL OR e.valid_until > p_as_of))
                      ORDER BY -e.id DESC LIMIT p_span) y) r
           ORDER BY h.i, r.side, r.d);
     PERFORM set_config('enable_bitmapscan', bitmaps, true),
             set_config('enable_seqscan', seqs, true);
 END $$;
+
+-- `a2e_keyword_query` as hosts before functions version 12 call it (no `as_of`, no validity
+-- columns), kept while such a host may run beside this one (a rolling upgrade).
+CREATE OR REPLACE FUNCTION a2e_keyword_query(
+    p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
+    p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
+    p_near integer, p_span integer
+) RETURNS TABLE (tier text, owner text, key text, content text, tags text[], source text,
+                score double precision, ttl bigint, created_at double precision,
+                updated_at double precision, id bigint, bm25 double precision, terms text[],
+                searched text[], hit bigint, d bigint)
+LANGUAGE sql VOLATILE AS $$
+    SELECT k.tier, k.owner, k.key, k.content, k.tags, k.source, k.score, k.ttl, k.created_at,
+           k.updated_at, k.id, k.bm25, k.terms, k.searched, k.hit, k.d
+      FROM a2e_keyword_query(p_ns, p_scope, p_terms, p_cap, p_max, p_limit, p_tiers, p_owners,
+                             p_now, p_keys, p_tags, p_near, p_span, NULL::double precision) k
+$$;

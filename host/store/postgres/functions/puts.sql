@@ -7,12 +7,15 @@
 -- literals, lexemes as tsvector literals with positions. For a namespace near a quota: every entry is
 -- checked against the usage left by the ones before it; one over quota is 'memory_full' and
 -- left as it was (expired rows of the namespace collected once first), the others are stored.
+-- p_valid_from, p_valid_until: when each entry's fact holds (NULL: open on that side); a put
+-- replaces both (functions version 12).
 CREATE OR REPLACE FUNCTION a2e_put_entries(
     p_namespace text, p_agent text, p_now double precision, p_quotas bigint[],
     p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
     p_source text[], p_score double precision[], p_ttl bigint[],
     p_created double precision[], p_updated double precision[], p_lexemes text[],
-    p_size bigint[], p_doc_len integer[]
+    p_size bigint[], p_doc_len integer[], p_valid_from double precision[],
+    p_valid_until double precision[]
 ) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     u bigint[];
@@ -78,11 +81,12 @@ BEGIN
         u := ARRAY[u[1] + g[1], u[2] + g[2], u[3] + g[3], u[4] + g[4]];
         IF NOT live THEN
             INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
-                source, score, ttl, created_at, updated_at, expires_at, size, lexemes, doc_len)
+                source, score, ttl, created_at, updated_at, expires_at, size, lexemes, doc_len,
+                valid_from, valid_until)
             VALUES (p_namespace, p_tier[i], p_owner[i], p_key[i], p_agent, p_content[i],
                 p_tags[i]::text[], p_source[i], p_score[i], p_ttl[i],
                 coalesce(p_created[i], upd), upd, exp, size_i, p_lexemes[i]::tsvector,
-                p_doc_len[i])
+                p_doc_len[i], p_valid_from[i], p_valid_until[i])
             RETURNING id INTO v_id;
             mine := mine || v_id;
         ELSE
@@ -90,7 +94,8 @@ BEGIN
             UPDATE a2e_entries SET agent = p_agent, content = p_content[i],
                 tags = p_tags[i]::text[], source = p_source[i], score = p_score[i],
                 ttl = p_ttl[i], updated_at = upd, expires_at = exp, size = size_i,
-                lexemes = p_lexemes[i]::tsvector, doc_len = p_doc_len[i]
+                lexemes = p_lexemes[i]::tsvector, doc_len = p_doc_len[i],
+                valid_from = p_valid_from[i], valid_until = p_valid_until[i]
              WHERE id = r.id;
             -- its client vectors go (as in a2e_put_group)
             WITH d AS (
@@ -130,7 +135,8 @@ CREATE OR REPLACE FUNCTION a2e_put_group(
     p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
     p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
     p_created double precision[], p_updated double precision[], p_lexemes text[],
-    p_size bigint[], p_doc_len integer[]
+    p_size bigint[], p_doc_len integer[], p_valid_from double precision[],
+    p_valid_until double precision[]
 ) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer := coalesce(array_length(p_put, 1), 0);
@@ -184,12 +190,15 @@ BEGIN
                         updated_at = coalesce(r.updated, r.now),
                         expires_at = CASE WHEN r.ttl > 0 THEN coalesce(r.updated, r.now) + r.ttl
                                      END,
-                        size = r.size, lexemes = r.lexemes::tsvector, doc_len = r.doc_len
+                        size = r.size, lexemes = r.lexemes::tsvector, doc_len = r.doc_len,
+                        valid_from = r.valid_from, valid_until = r.valid_until
                       FROM unnest(m_i, m_id, m_expired) AS m(i, id, expired),
                            unnest(p_agent, p_now, p_content, p_tags, p_source, p_score, p_ttl,
-                                  p_updated, p_size, p_lexemes, p_doc_len)
+                                  p_updated, p_size, p_lexemes, p_doc_len, p_valid_from,
+                                  p_valid_until)
                            WITH ORDINALITY AS r(agent, now, content, tags, source, score, ttl,
-                                                updated, size, lexemes, doc_len, i)
+                                                updated, size, lexemes, doc_len, valid_from,
+                                                valid_until, i)
                      WHERE r.i = m.i AND e.id = m.id AND NOT m.expired;
                     -- a put replaces its address's client vectors (the host writes the put's
                     -- own after the commit, host.store.postgres.extensions.write_vectors): an
@@ -209,18 +218,20 @@ BEGIN
                 END IF;
                 INSERT INTO a2e_entries (namespace, tier, owner, key, agent, content, tags,
                     source, score, ttl, created_at, updated_at, expires_at, size, lexemes,
-                    doc_len)
+                    doc_len, valid_from, valid_until)
                 SELECT r.ns, r.tier, r.owner, r.key, r.agent, r.content, r.tags::text[],
                        r.source, r.score, r.ttl, coalesce(r.created, r.updated, r.now),
                        coalesce(r.updated, r.now),
                        CASE WHEN r.ttl > 0 THEN coalesce(r.updated, r.now) + r.ttl END,
-                       r.size, r.lexemes::tsvector, r.doc_len
+                       r.size, r.lexemes::tsvector, r.doc_len, r.valid_from, r.valid_until
                   FROM unnest(p_round, fast, p_ns, p_tier, p_owner, p_key, p_agent, p_now,
                               p_content, p_tags, p_source, p_score, p_ttl, p_created,
-                              p_updated, p_size, p_lexemes, p_doc_len)
+                              p_updated, p_size, p_lexemes, p_doc_len, p_valid_from,
+                              p_valid_until)
                        WITH ORDINALITY AS r(rnd, fast, ns, tier, owner, key, agent, now,
                                             content, tags, source, score, ttl, created,
-                                            updated, size, lexemes, doc_len, i)
+                                            updated, size, lexemes, doc_len, valid_from,
+                                            valid_until, i)
                  WHERE r.rnd = k AND r.fast AND NOT EXISTS (
                        SELECT 1 FROM unnest(m_i, m_expired) AS m(i, expired)
                         WHERE m.i = r.i AND NOT m.expired)
@@ -243,7 +254,7 @@ BEGIN
                     p_tier[lo:hi], p_owner[lo:hi], p_key[lo:hi], p_content[lo:hi],
                     p_tags[lo:hi], p_source[lo:hi], p_score[lo:hi], p_ttl[lo:hi],
                     p_created[lo:hi], p_updated[lo:hi], p_lexemes[lo:hi], p_size[lo:hi],
-                    p_doc_len[lo:hi]);
+                    p_doc_len[lo:hi], p_valid_from[lo:hi], p_valid_until[lo:hi]);
             EXCEPTION WHEN OTHERS THEN
                 outcomes[lo:hi] := array_fill(('error: ' || SQLERRM)::text,
                                               ARRAY[hi - lo + 1]);
@@ -267,7 +278,8 @@ CREATE OR REPLACE FUNCTION a2e_put_group_logged(
     p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
     p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
     p_created double precision[], p_updated double precision[], p_lexemes text[],
-    p_size bigint[], p_doc_len integer[]
+    p_size bigint[], p_doc_len integer[], p_valid_from double precision[],
+    p_valid_until double precision[]
 ) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     outcomes text[];
@@ -276,7 +288,7 @@ DECLARE
 BEGIN
     outcomes := a2e_put_group(p_quotas, p_put, p_round, p_ns, p_agent, p_now, p_tier, p_owner,
         p_key, p_content, p_tags, p_source, p_score, p_ttl, p_created, p_updated, p_lexemes,
-        p_size, p_doc_len);
+        p_size, p_doc_len, p_valid_from, p_valid_until);
     FOR r IN
         WITH s AS (
             SELECT DISTINCT ON (x.put, x.tier, x.owner, x.key) x.put, x.ns, x.now, x.tier,
@@ -323,3 +335,41 @@ BEGIN
     END LOOP;
     RETURN outcomes;
 END $$;
+
+-- The puts of hosts before functions version 12 (no validity: each entry's is NULL, as a put
+-- without it leaves it), kept while such a host may run beside this one (a rolling upgrade).
+CREATE OR REPLACE FUNCTION a2e_put_entries(
+    p_namespace text, p_agent text, p_now double precision, p_quotas bigint[],
+    p_tier text[], p_owner text[], p_key text[], p_content text[], p_tags text[],
+    p_source text[], p_score double precision[], p_ttl bigint[],
+    p_created double precision[], p_updated double precision[], p_lexemes text[],
+    p_size bigint[], p_doc_len integer[]
+) RETURNS text[] LANGUAGE sql AS $$
+    SELECT a2e_put_entries(p_namespace, p_agent, p_now, p_quotas, p_tier, p_owner, p_key,
+        p_content, p_tags, p_source, p_score, p_ttl, p_created, p_updated, p_lexemes, p_size,
+        p_doc_len, NULL::double precision[], NULL::double precision[])
+$$;
+
+CREATE OR REPLACE FUNCTION a2e_put_group(
+    p_quotas bigint[], p_put integer[], p_round integer[], p_ns text[], p_agent text[],
+    p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
+    p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
+    p_created double precision[], p_updated double precision[], p_lexemes text[],
+    p_size bigint[], p_doc_len integer[]
+) RETURNS text[] LANGUAGE sql AS $$
+    SELECT a2e_put_group(p_quotas, p_put, p_round, p_ns, p_agent, p_now, p_tier, p_owner,
+        p_key, p_content, p_tags, p_source, p_score, p_ttl, p_created, p_updated, p_lexemes,
+        p_size, p_doc_len, NULL::double precision[], NULL::double precision[])
+$$;
+
+CREATE OR REPLACE FUNCTION a2e_put_group_logged(
+    p_quotas bigint[], p_put integer[], p_round integer[], p_ns text[], p_agent text[],
+    p_now double precision[], p_tier text[], p_owner text[], p_key text[], p_content text[],
+    p_tags text[], p_source text[], p_score double precision[], p_ttl bigint[],
+    p_created double precision[], p_updated double precision[], p_lexemes text[],
+    p_size bigint[], p_doc_len integer[]
+) RETURNS text[] LANGUAGE sql AS $$
+    SELECT a2e_put_group_logged(p_quotas, p_put, p_round, p_ns, p_agent, p_now, p_tier,
+        p_owner, p_key, p_content, p_tags, p_source, p_score, p_ttl, p_created, p_updated,
+        p_lexemes, p_size, p_doc_len, NULL::double precision[], NULL::double precision[])
+$$;

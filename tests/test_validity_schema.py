@@ -1,0 +1,48 @@
+"""The time extension's schema on SQLite: a database of schema 15 (before validity) keeps its
+entries, which hold at every time, and takes windows once migrated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from host.store.records import NewEntry, Query, Quotas, Scope
+from host.store.sqlite import reads, writes
+from host.store.sqlite.bm25 import row_length
+from host.store.sqlite.schema import MIGRATIONS, connect, migrate
+
+
+def test_a_schema_fifteen_database_migrates_with_open_windows(tmp_path: Path) -> None:
+    """Entries written under schema 15 read back after migrating with no validity, and an
+    `as_of` read keeps them at any time; an entry written then with a window is kept only
+    inside it, and overwriting it without one opens it again."""
+    conn = connect(str(tmp_path / "old.db"))
+    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
+    conn.executescript("\n".join(MIGRATIONS[:15]) + "\nPRAGMA user_version = 15;")
+    conn.execute(
+        "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
+        " score, ttl, created_at, updated_at, expires_at, size)"
+        " VALUES (1, 'ns', 'semantic', '', '{\"k\":1}', 'a', '\"old\"', '[]', '', 1.0, 0,"
+        " 1.0, 1.0, NULL, 12)")
+    assert migrate(conn) == len(MIGRATIONS) == 16
+    scope = Scope("ns", "a")
+    found, total = reads.find_entries(conn, scope, Query(tiers=("semantic",)), now=10.0)
+    assert total == 1 and found[0].valid_from is None and found[0].valid_until is None
+    for as_of in (-1e9, 0.0, 1e10):
+        q = Query(tiers=("semantic",), as_of=as_of)
+        assert reads.find_entries(conn, scope, q, now=10.0)[1] == 1
+    windowed = NewEntry(tier="semantic", key=b'{"k":2}', content=b'"new"', valid_from=100.0,
+                        valid_until=200.0)
+    conn.execute("BEGIN")
+    assert writes.put_entries(conn, scope, [windowed], 10.0, Quotas()) == [None]
+    conn.execute("COMMIT")
+    at = {t: sorted(e.key for e in reads.find_entries(
+        conn, scope, Query(tiers=("semantic",), as_of=t), now=10.0)[0]) for t in (50, 100, 200)}
+    assert at == {50: [b'{"k":1}'], 100: [b'{"k":1}', b'{"k":2}'], 200: [b'{"k":1}']}
+    conn.execute("BEGIN")
+    writes.put_entries(conn, scope, [NewEntry(tier="semantic", key=b'{"k":2}',
+                                              content=b'"newer"')], 11.0, Quotas())
+    conn.execute("COMMIT")
+    q = Query(tiers=("semantic",), keys=(b'{"k":2}',), as_of=500.0)
+    (again,), _ = reads.find_entries(conn, scope, q, now=12.0)
+    assert again.content == b'"newer"' and again.valid_until is None
+    conn.close()
