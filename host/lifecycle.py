@@ -1,11 +1,16 @@
 """`Opens`: `async with thing:` for anything with `async open()` and `async close()` (the
-stores, the MCP app), so each does not write the two methods again."""
+stores, the MCP app), so each does not write the two methods again; `Periodic`: a step run
+every so many seconds in a task of its own (the TTL collection, the Health page's samples, the
+polls of the change log), so each does not write the loop, its error handling and its stop."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Self
 
-__all__ = ["Opens"]
+__all__ = ["Opens", "Periodic"]
 
 
 class Opens:
@@ -23,3 +28,47 @@ class Opens:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class Periodic:
+    """`step` every `interval` seconds in a task of the running loop, from `start()` until
+    `stop()` (`first`: once at the start too, else after the first interval). A step that
+    raises is logged on `log` as `failed` (with its traceback) and the next one runs on time."""
+
+    def __init__(self, step: Callable[[], Awaitable[object]], interval: float,
+                 log: logging.Logger, failed: str, *, first: bool = False,
+                 name: str | None = None) -> None:
+        self.step = step
+        self.interval = interval
+        self.log = log
+        self.failed = failed
+        self.first = first
+        self.name = name
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        """True between `start()` and `stop()`."""
+        return self._task is not None
+
+    def start(self) -> None:
+        """Start the task (once: a second start does nothing)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        """Cancel the task and wait for it to end."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        if not self.first:
+            await asyncio.sleep(self.interval)
+        while True:
+            try:
+                await self.step()
+            except Exception:
+                self.log.exception(self.failed)
+            await asyncio.sleep(self.interval)

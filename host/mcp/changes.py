@@ -13,11 +13,11 @@ processes commit.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
 
+from host.lifecycle import Periodic
 from host.store.changes import PAGE, PAGE_BYTES, decode_entries
 from host.store.interface import EntryStore
 from host.store.records import Scope
@@ -44,7 +44,8 @@ class NamespaceFeed:
         self.uri = namespace_uri(scope.namespace)
         self.cursor = 0  # the newest change read
         self.visible = 0  # the newest change the agent may read
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.poll, interval, log,
+                                  "following the change log failed; retrying")
 
     def describe(self) -> str:
         """The resource's text."""
@@ -54,14 +55,11 @@ class NamespaceFeed:
     async def start(self) -> None:
         """Start following from the log's newest change."""
         self.cursor = self.visible = await self.changes.change_head(self.scope.namespace)
-        self._task = asyncio.get_running_loop().create_task(self._follow())
+        self._periodic.start()
 
     async def stop(self) -> None:
         """Stop following."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._periodic.stop()
 
     def _readable(self, entries: bytes) -> bool:
         agent = self.scope.agent
@@ -93,11 +91,3 @@ class NamespaceFeed:
         if seen:
             await self.bus.publish(ResourceUpdated(uri=self.uri))
         return seen
-
-    async def _follow(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.poll()
-            except Exception:
-                log.exception("following the change log failed; retrying")

@@ -39,6 +39,7 @@ import msgspec
 
 from host.config import WatchConfig
 from host.core.context import ConnectionContext, Pieces
+from host.lifecycle import Periodic
 from host.memory.access import Access
 from host.memory.feed import Feed, Watch, WatchState, parse_cursor
 from host.memory.session import Session
@@ -99,7 +100,8 @@ class WatchHub:
         self.access = access
         self.feeds: dict[str, Feed] = {}
         self._by_conn: dict[str, dict[str, Watch]] = {}
-        self._poller: asyncio.Task[None] | None = None
+        self._poller = Periodic(self._poll, config.poll_interval, log,
+                                "polling the change log failed")
         self.ended: dict[str, int] = {}  # watches ended by the host, by reason (metrics)
         self.events_sent = 0  # memory/changed/event messages queued to clients (metrics)
 
@@ -109,11 +111,11 @@ class WatchHub:
         """Listen for changes committed elsewhere when the store can tell (PostgreSQL's
         LISTEN/NOTIFY), and poll the log every `watch.poll_interval` in any case (the changes
         of another process on SQLite; a notification lost with a dropped connection)."""
-        if self.log is None or self._poller is not None:
+        if self.log is None or self._poller.running:
             return
         if isinstance(self.log, ChangeNotices):  # once a start (host/store/interface.py)
             await self.log.listen_changes(self._notified)
-        self._poller = asyncio.get_running_loop().create_task(self._poll())
+        self._poller.start()
 
     def _notified(self, namespace: str) -> None:
         if namespace:
@@ -127,10 +129,7 @@ class WatchHub:
         for conn in list(self._by_conn.values()):
             for w in list(conn.values()):
                 self._end(w, "shutdown", "the host is shutting down")
-        if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
-            self._poller = None
+        await self._poller.stop()
         for feed in self.feeds.values():
             if feed.fetching is not None:
                 feed.fetching.cancel()
@@ -429,20 +428,15 @@ class WatchHub:
             feed.fetching = None
 
     async def _poll(self) -> None:
+        """One look at the heads of the watched namespaces' logs (every `poll_interval`)."""
         assert self.log is not None
-        while True:
-            await asyncio.sleep(self.config.poll_interval)
-            if not self.feeds:
-                continue
-            try:
-                heads = await self.log.change_heads(list(self.feeds))
-            except Exception:
-                log.exception("polling the change log failed")
-                continue
-            for ns, head in heads.items():
-                feed = self.feeds.get(ns)
-                if feed is not None and head > feed.last:
-                    self.poke(ns)
+        if not self.feeds:
+            return
+        heads = await self.log.change_heads(list(self.feeds))
+        for ns, head in heads.items():
+            feed = self.feeds.get(ns)
+            if feed is not None and head > feed.last:
+                self.poke(ns)
 
     # -- ending ------------------------------------------------------------------------------
 

@@ -7,10 +7,10 @@ prune the change log).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from host.lifecycle import Periodic
 from host.store.interface import EntryStore
 from protocol.clock import Clock, wall_clock
 
@@ -30,7 +30,8 @@ class GarbageCollector:
         self.last_run: float | None = None  # Unix time the last collection finished
         self.last_deleted = 0  # entries that collection deleted
         self.after: list[Callable[[float], Awaitable[None]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.collect_once, interval, log,
+                                  "gc failed; retrying next interval")
 
     async def collect_once(self) -> int:
         """One collection now; the number of entries deleted."""
@@ -46,22 +47,8 @@ class GarbageCollector:
 
     def start(self) -> None:
         """Start the periodic task."""
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.collect_once()
-            except Exception:
-                log.exception("gc failed; retrying next interval")
+        self._periodic.start()
 
     async def stop(self) -> None:
         """Cancel the task and wait for it."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._periodic.stop()

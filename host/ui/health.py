@@ -9,7 +9,6 @@ histogram bucket holding the 99th percentile of the requests answered in that in
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -17,6 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from host.lifecycle import Periodic
 from host.ops.metrics import LATENCY_BUCKETS
 
 __all__ = ["HealthSample", "HealthSampler", "p99_of"]
@@ -70,7 +70,8 @@ class HealthSampler:
         self.interval = interval
         self.samples: deque[HealthSample] = deque(maxlen=keep)
         self._last: tuple[float, dict[str, tuple[int, ...]]] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.sample, interval, log, "ui: health sample failed",
+                                  first=True, name="a2e-ui-health")
 
     async def sample(self, mono: float | None = None, at: float | None = None) -> HealthSample:
         """Read the figures now (`mono`: a monotonic clock reading, `at`: Unix time; both
@@ -101,20 +102,8 @@ class HealthSampler:
 
     def start(self) -> None:
         """Sample every `interval` seconds in a task of the running loop."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="a2e-ui-health")
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.sample()
-            except Exception:
-                log.exception("ui: health sample failed")
-            await asyncio.sleep(self.interval)
+        self._periodic.start()
 
     async def stop(self) -> None:
         """Stop sampling."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self._periodic.stop()
