@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Self
 
 __all__ = ["Opens", "Periodic"]
@@ -30,21 +31,19 @@ class Opens:
         await self.close()
 
 
+@dataclass(eq=False, slots=True)
 class Periodic:
     """`step` every `interval` seconds in a task of the running loop, from `start()` until
     `stop()` (`first`: once at the start too, else after the first interval). A step that
     raises is logged on `log` as `failed` (with its traceback) and the next one runs on time."""
 
-    def __init__(self, step: Callable[[], Awaitable[object]], interval: float,
-                 log: logging.Logger, failed: str, *, first: bool = False,
-                 name: str | None = None) -> None:
-        self.step = step
-        self.interval = interval
-        self.log = log
-        self.failed = failed
-        self.first = first
-        self.name = name
-        self._task: asyncio.Task[None] | None = None
+    step: Callable[[], Awaitable[object]]
+    interval: float
+    log: logging.Logger
+    failed: str
+    first: bool = field(default=False, kw_only=True)
+    name: str | None = field(default=None, kw_only=True)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     @property
     def running(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -30,6 +31,7 @@ _COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 _EMBED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+@dataclass(slots=True)
 class HostGauges:
     """What the collector reads at scrape time; each callable is cheap or cached by its owner.
 
@@ -43,29 +45,16 @@ class HostGauges:
     threads numpy's OpenBLAS uses (`host.ops.threads.blas_threads`; None: not shown).
     """
 
-    def __init__(
-        self,
-        connections_open: Callable[[], dict[str, int]],
-        connections_total: Callable[[], int],
-        in_flight: Callable[[], int],
-        gc_deleted: Callable[[], int],
-        entries: Callable[[], dict[str, int]],
-        embed_backlog: Callable[[], int] | None = None,
-        watches: Callable[[], tuple[int, int, dict[str, int]]] | None = None,
-        vectors: Callable[[], dict[str, int]] | None = None,
-        blas_threads: Callable[[], int | None] | None = None,
-        embed_faults: Callable[[], dict[str, int]] | None = None,
-    ) -> None:
-        self.connections_open = connections_open
-        self.connections_total = connections_total
-        self.in_flight = in_flight
-        self.gc_deleted = gc_deleted
-        self.entries = entries
-        self.embed_backlog = embed_backlog
-        self.watches = watches
-        self.vectors = vectors
-        self.blas_threads = blas_threads
-        self.embed_faults = embed_faults
+    connections_open: Callable[[], dict[str, int]]
+    connections_total: Callable[[], int]
+    in_flight: Callable[[], int]
+    gc_deleted: Callable[[], int]
+    entries: Callable[[], dict[str, int]]
+    embed_backlog: Callable[[], int] | None = None
+    watches: Callable[[], tuple[int, int, dict[str, int]]] | None = None
+    vectors: Callable[[], dict[str, int]] | None = None
+    blas_threads: Callable[[], int | None] | None = None
+    embed_faults: Callable[[], dict[str, int]] | None = None
 
 
 # `VectorIndexes.stats()` keys shown: (metric, help, counter?); a key the stats lack is skipped
