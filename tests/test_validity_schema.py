@@ -1,9 +1,15 @@
 """The time extension's schema on SQLite: a database of schema 15 (before validity) keeps its
-entries, which hold at every time, and takes windows once migrated."""
+entries, which hold at every time, and takes windows once migrated; export and import keep an
+entry's window and check it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from support.hosts import run_cli
+
+from host.client import MemoryClient
 
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
@@ -46,3 +52,26 @@ def test_a_schema_fifteen_database_migrates_with_open_windows(tmp_path: Path) ->
     (again,), _ = reads.find_entries(conn, scope, q, now=12.0)
     assert again.content == b'"newer"' and again.valid_until is None
     conn.close()
+
+
+async def test_export_and_import_keep_a_window(client: MemoryClient, db_path: Path,
+                                               tmp_path: Path) -> None:
+    """An exported entry carries its bounds (an entry without them, neither field), an import
+    writes them back, and a line whose window is empty is refused, naming its line."""
+    await client.store([
+        {"key": {"k": 1}, "content": "Boston", "tier": "semantic", "valid_from": 100.0,
+         "valid_until": "1970-01-01T00:03:20Z"},
+        {"key": {"k": 2}, "content": "no time", "tier": "semantic"}])
+    dump = tmp_path / "dump.jsonl"
+    assert run_cli("export", "--db", str(db_path), "--output", str(dump)).returncode == 0
+    lines = {json.loads(x)["key"]["k"]: json.loads(x) for x in dump.read_bytes().splitlines()}
+    assert (lines[1]["valid_from"], lines[1]["valid_until"]) == (100.0, 200.0)
+    assert "valid_from" not in lines[2] and "valid_until" not in lines[2]
+    target = tmp_path / "copy.db"
+    assert run_cli("import", str(dump), "--db", str(target)).returncode == 0
+    again = run_cli("export", "--db", str(target)).stdout
+    assert {json.loads(x)["key"]["k"]: json.loads(x) for x in again.splitlines()} == lines
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**lines[1], "valid_until": 50.0}) + "\n")
+    proc = run_cli("import", str(bad), "--db", str(tmp_path / "other.db"))
+    assert proc.returncode != 0 and b"line 1" in proc.stderr and b"valid_until" in proc.stderr

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 import msgspec
+from msgspec import UNSET
 
 from host.cli._progress import Progress
 from host.cli._store import open_admin
@@ -28,6 +29,8 @@ def line_of(r: ExportRow) -> bytes:
         key=msgspec.Raw(r.key.encode()), content=msgspec.Raw(r.content.encode()),
         tags=msgspec.Raw(r.tags.encode()), source=r.source, score=r.score, ttl=r.ttl,
         created_at=r.created_at, updated_at=r.updated_at,
+        valid_from=UNSET if r.valid_from is None else r.valid_from,
+        valid_until=UNSET if r.valid_until is None else r.valid_until,
     )) + b"\n"
 
 

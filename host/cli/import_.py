@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 import msgspec
+from msgspec import UnsetType
 
 from host.cli._progress import Progress
 from host.cli._store import open_admin
@@ -23,10 +24,16 @@ from host.cli.main import add_db_args, config_from_args, run_loop
 from host.cli.transfer import decode_line
 from host.config import Config
 from host.store.records import NewEntry, Scope, StoreOutcome
+from protocol.validity import window
 
 __all__ = ["register", "BATCH"]
 
 BATCH = 500  # entries a transaction
+
+
+def _given(value: float | UnsetType | None) -> float | None:
+    """A line's bound (the time extension): None when absent."""
+    return None if isinstance(value, UnsetType) else value
 
 
 def _entries(src: IO[bytes], bar: Progress) -> Any:
@@ -37,12 +44,14 @@ def _entries(src: IO[bytes], bar: Progress) -> Any:
         try:
             e = decode_line(line)
             key = e.canonical_key()
+            valid_from, valid_until = window(_given(e.valid_from), _given(e.valid_until))
         except ValueError as err:
             raise ValueError(f"line {number}: {err}") from None
         tags = e.tags if isinstance(e.tags, list) else msgspec.json.decode(e.tags)
         yield Scope(e.namespace, e.writer()), NewEntry(
             tier=e.tier, key=key, content=bytes(e.content), tags=list(tags), source=e.source,
             score=e.score, ttl=e.ttl, created_at=e.created_at, updated_at=e.updated_at,
+            valid_from=valid_from, valid_until=valid_until,
         )
 
 

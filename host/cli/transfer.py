@@ -4,6 +4,9 @@
      "content": "hello", "tags": ["t"], "source": "", "score": 1.0, "ttl": 0,
      "created_at": 1700000000.0, "updated_at": 1700000000.0}
 
+and, for an entry that has them, `valid_from` / `valid_until` (when its fact holds, Unix
+seconds; absent: open on that side).
+
 `key` and `content` are the entry's JSON values as stored; `owner` is the agent for episodic
 entries and "" for semantic ones; `agent` the agent that last wrote it; timestamps are Unix
 seconds. Embeddings are never exported (they are derived and rebuilt). Schema evolution: a new
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from protocol.keys import canonical_key
 
@@ -38,6 +42,9 @@ class ExportedEntry(msgspec.Struct, kw_only=True):
     ttl: int = 0
     created_at: float | None = None
     updated_at: float | None = None
+    # the time extension: absent from a line for an entry without them (UNSET is never written)
+    valid_from: float | UnsetType | None = UNSET
+    valid_until: float | UnsetType | None = UNSET
 
     def writer(self) -> str:
         """The agent to write the entry as: the owner of an episodic entry, else `agent`."""

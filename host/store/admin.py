@@ -43,6 +43,8 @@ class ExportRow:
     ttl: int
     created_at: float
     updated_at: float
+    valid_from: float | None = None  # when the fact holds (the time extension)
+    valid_until: float | None = None
 
 
 class StoreAdmin(Protocol):

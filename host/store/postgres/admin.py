@@ -53,10 +53,10 @@ async def export_rows(
         async def rows() -> AsyncIterator[ExportRow]:
             async for r in conn.cursor(
                     "SELECT namespace, tier, owner, agent, key, content, tags, source, score,"
-                    f" ttl, created_at, updated_at FROM a2e_entries WHERE {where} ORDER BY id",
-                    *args, prefetch=batch):
+                    f" ttl, created_at, updated_at, valid_from, valid_until FROM a2e_entries"
+                    f" WHERE {where} ORDER BY id", *args, prefetch=batch):
                 yield ExportRow(r[0], r[1], r[2], r[3], r[4], r[5], _tags(list(r[6])).decode(),
-                                r[7], r[8], r[9], r[10], r[11])
+                                r[7], r[8], r[9], r[10], r[11], r[12], r[13])
 
         yield total, rows()
 

@@ -96,7 +96,8 @@ def export_rows(
         try:
             cur = conn.execute(
                 "SELECT namespace, tier, owner, agent, key, content, tags, source, score, ttl,"
-                f" created_at, updated_at FROM entries WHERE {where} ORDER BY id",
+                f" created_at, updated_at, valid_from, valid_until FROM entries WHERE {where}"
+                " ORDER BY id",
                 args,
             )
             while batch := cur.fetchmany(1000):
