@@ -10,7 +10,6 @@ from pathlib import Path
 from support.hosts import run_cli
 
 from host.client import MemoryClient
-
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
 from host.store.sqlite.bm25 import row_length
