@@ -1,17 +1,20 @@
 """`Opens`: `async with thing:` for anything with `async open()` and `async close()` (the
 stores, the MCP app), so each does not write the two methods again; `Periodic`: a step run
 every so many seconds in a task of its own (the TTL collection, the Health page's samples, the
-polls of the change log), so each does not write the loop, its error handling and its stop."""
+polls of the change log), so each does not write the loop, its error handling and its stop;
+`on_signals`: signal handlers on the running loop for the length of a block (the commands that
+run until a signal)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
-__all__ = ["Opens", "Periodic"]
+__all__ = ["Opens", "Periodic", "on_signals"]
 
 
 class Opens:
@@ -71,3 +74,17 @@ class Periodic:
             except Exception:
                 self.log.exception(self.failed)
             await asyncio.sleep(self.interval)
+
+
+@contextlib.contextmanager
+def on_signals(handlers: Mapping[int, Callable[[], object]]) -> Iterator[None]:
+    """Within the block, each signal of `handlers` calls its handler on the running loop; on
+    leaving, the handlers are removed."""
+    loop = asyncio.get_running_loop()
+    for sig, handler in handlers.items():
+        loop.add_signal_handler(sig, handler)
+    try:
+        yield
+    finally:
+        for sig in handlers:
+            loop.remove_signal_handler(sig)

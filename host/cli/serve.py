@@ -18,6 +18,7 @@ from typing import Any
 
 from host.cli.main import add_db_args, config_from_args, config_path, run_loop
 from host.config import Config, ConfigError
+from host.lifecycle import on_signals
 from host.ops.logs import setup_logging
 
 __all__ = ["register"]
@@ -34,7 +35,6 @@ async def _serve(
     host = Host(config, config_path=config_path, adopt=adopt)
     await host.start()
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
 
     def reload() -> None:
         try:
@@ -51,15 +51,12 @@ async def _serve(
             setup_logging(host.config.log)
         log.info("configuration reloaded", extra={"restart_needed": restart} if restart else {})
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, reload)
     try:
-        await stop.wait()
-        log.info("signal received; draining")
+        with on_signals({signal.SIGTERM: stop.set, signal.SIGINT: stop.set,
+                         signal.SIGHUP: reload}):
+            await stop.wait()
+            log.info("signal received; draining")
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
         await host.stop()
     return 0
 

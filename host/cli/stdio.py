@@ -18,6 +18,7 @@ from typing import Any
 
 from host.cli.main import add_db_args, config_from_args, config_path, run_loop
 from host.config import Config
+from host.lifecycle import on_signals
 from host.ops.logs import setup_logging
 
 __all__ = ["register"]
@@ -32,17 +33,13 @@ async def _stdio(config: Config, config_path: str | None = None) -> int:
     host = Host(config, config_path=config_path)
     await host.start(listen=False)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        conn = await serve_pipes(host.server, sys.stdin.buffer, sys.stdout.buffer)
-        log.info("a2e-host serving one session on stdin/stdout (authentication %s)",
-                 "on" if host.auth.enabled else "off")
-        await conn.finished(stop)
+        with on_signals({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+            conn = await serve_pipes(host.server, sys.stdin.buffer, sys.stdout.buffer)
+            log.info("a2e-host serving one session on stdin/stdout (authentication %s)",
+                     "on" if host.auth.enabled else "off")
+            await conn.finished(stop)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
         await host.stop()
     return 0
 

@@ -32,6 +32,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +48,7 @@ from host.core.auth import Authenticator
 from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalResult
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
+from host.lifecycle import on_signals
 from host.mcp.auth import BearerGate
 from host.text.keyword import query_terms
 
@@ -286,22 +288,9 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        with _on_stop_signals(lambda sig: self.handle_exit(sig, None)):
+        with on_signals({sig: partial(self.handle_exit, sig, None)
+                         for sig in (signal.SIGTERM, signal.SIGINT)}):
             yield
-
-
-@contextlib.contextmanager
-def _on_stop_signals(handler: Callable[[int], object]) -> Iterator[None]:
-    """Within the block, SIGTERM and SIGINT call `handler(signal number)` on the running loop."""
-    loop = asyncio.get_running_loop()
-    sigs = (signal.SIGTERM, signal.SIGINT)
-    for sig in sigs:
-        loop.add_signal_handler(sig, handler, sig)
-    try:
-        yield
-    finally:
-        for sig in sigs:
-            loop.remove_signal_handler(sig)
 
 
 class _PipeLines:
@@ -347,7 +336,7 @@ async def serve_stdio(server: MCPServer[Any], max_message_bytes: int) -> None:
         await server.run_stdio_async()
         return
     try:
-        with _on_stop_signals(lambda _sig: reader.feed_eof()):
+        with on_signals({signal.SIGTERM: reader.feed_eof, signal.SIGINT: reader.feed_eof}):
             async with stdio_server(stdin=_PipeLines(reader, max_message_bytes)) as (read_stream, write_stream):  # type: ignore[arg-type]
                 lowlevel = server._lowlevel_server  # what run_stdio_async runs, on our streams
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
@@ -385,12 +374,8 @@ async def serve_http(
                  "on" if auth.enabled else "off")
         if on_listening is not None:
             on_listening(port)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGHUP, _reload_tokens, auth)
-        try:
+        with on_signals({signal.SIGHUP: partial(_reload_tokens, auth)}):
             await uv.serve(sockets=[sock])
-        finally:
-            loop.remove_signal_handler(signal.SIGHUP)
     finally:
         sock.close()
 
