@@ -3,7 +3,7 @@ stores, the MCP app), so each does not write the two methods again; `Periodic`: 
 every so many seconds in a task of its own (the TTL collection, the Health page's samples, the
 polls of the change log), so each does not write the loop, its error handling and its stop;
 `on_signals`: signal handlers on the running loop for the length of a block (the commands that
-run until a signal)."""
+run until a signal); `waited`: whether something came within a time (a close, a drain)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
-__all__ = ["Opens", "Periodic", "on_signals"]
+__all__ = ["Opens", "Periodic", "on_signals", "waited"]
 
 
 class Opens:
@@ -88,3 +88,14 @@ def on_signals(handlers: Mapping[int, Callable[[], object]]) -> Iterator[None]:
     finally:
         for sig in handlers:
             loop.remove_signal_handler(sig)
+
+
+async def waited(aw: Awaitable[object], seconds: float) -> bool:
+    """Await `aw` for at most `seconds`: True when it finished in time, False when it was
+    cancelled at the end of them."""
+    try:
+        async with asyncio.timeout(seconds):
+            await aw
+    except TimeoutError:
+        return False
+    return True

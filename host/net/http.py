@@ -36,7 +36,27 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 __all__ = ["Gate", "Headers", "HttpReply", "HttpRequest", "HttpStream", "Route",
-           "get_only"]
+           "first_values", "form_fields", "get_only"]
+
+
+def first_values(query: str) -> dict[str, str]:
+    """The parameters of a query string or urlencoded form (the first value of each)."""
+    out: dict[str, str] = {}
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        out.setdefault(k, v)
+    return out
+
+
+def form_fields(content_type: str | None, body: bytes) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body's fields (the first value of each); empty
+    for a body of another type or not UTF-8."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return {}
+    try:
+        return first_values(body.decode())
+    except UnicodeDecodeError:
+        return {}
 
 
 class Headers:
@@ -78,25 +98,11 @@ class HttpRequest:
 
     def params(self) -> dict[str, str]:
         """The query string's parameters (the first value of each)."""
-        out: dict[str, str] = {}
-        for k, v in parse_qsl(self.query, keep_blank_values=True):
-            out.setdefault(k, v)
-        return out
+        return first_values(self.query)
 
     def form(self) -> dict[str, str]:
-        """An `application/x-www-form-urlencoded` body's fields (the first value of each);
-        empty for a body of another type or not UTF-8."""
-        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        if ctype != "application/x-www-form-urlencoded":
-            return {}
-        try:
-            text = self.body.decode()
-        except UnicodeDecodeError:
-            return {}
-        out: dict[str, str] = {}
-        for k, v in parse_qsl(text, keep_blank_values=True):
-            out.setdefault(k, v)
-        return out
+        """The body's fields when it is a urlencoded form (`form_fields`)."""
+        return form_fields(self.headers.get("Content-Type"), self.body)
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call `callback` once when this request's connection ends (refused, failed or

@@ -79,6 +79,7 @@ from typing import Any, Protocol
 from host.config import LimitsConfig
 from host.core.context import ConnectionContext, Pieces
 from host.core.router import Router
+from host.lifecycle import waited
 from host.net.limits import RequestRate
 from host.net.replies import binary_refused, error_for, past_deadline, rate_limited
 from protocol.codec import decode_request, encode
@@ -328,11 +329,7 @@ class Pipeline:
         if self._phase is _CLOSED or not self.owes:
             return
         self._idle = asyncio.Event()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._idle.wait()
-        except TimeoutError:
-            return
+        await waited(self._idle.wait(), timeout)
 
     # -- requests ------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from host.core.context import ConnectionContext
+from host.lifecycle import waited
 from host.net.http import HttpReply, HttpRequest, HttpStream, Route
 from host.net.serving import Served
 
@@ -248,10 +249,8 @@ class HttpSession(Served):
         return self._take(lines)
 
     async def _receive_later(self, lines: list[str]) -> HttpReply:
-        try:  # wait for room, as a WebSocket's reads wait
-            async with asyncio.timeout(self.limits.request_timeout):
-                await self._readable.wait()
-        except TimeoutError:
+        # wait for room, as a WebSocket's reads wait
+        if not await waited(self._readable.wait(), self.limits.request_timeout):
             return HttpReply(HTTPStatus.SERVICE_UNAVAILABLE,
                              "the session owes too many replies; read the stream\n",
                              {"Retry-After": "1"})
@@ -302,11 +301,7 @@ class HttpSession(Served):
         """End (the server's shutdown), and wait up to `wait` s for the open stream to send
         what it has."""
         self.end()
-        try:
-            async with asyncio.timeout(wait):
-                await self._gone.wait()
-        except TimeoutError:
-            pass
+        await waited(self._gone.wait(), wait)
 
     def abort(self) -> None:
         """End now."""

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from host.extras import missing
+from host.lifecycle import waited
 
 try:  # the `picows` extra: without it, an error naming the setting and the extra
     from picows import (
@@ -233,10 +234,7 @@ class PicowsConnection(WSListener, Served):  # type: ignore[misc]
         self._write_out()
         if not transport.is_close_frame_sent:
             transport.send_close(WSCloseCode(code), reason.encode())
-        try:
-            async with asyncio.timeout(wait):
-                await transport.wait_disconnected()
-        except TimeoutError:
+        if not await waited(transport.wait_disconnected(), wait):
             self.abort()
 
     def abort(self) -> None:

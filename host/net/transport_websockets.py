@@ -29,6 +29,7 @@ from websockets.protocol import State
 from websockets.server import ServerProtocol
 
 from host.core.context import ConnectionContext
+from host.lifecycle import waited
 from host.net.http import HttpRequest
 from host.net.linger import Linger
 from host.net.serving import Served
@@ -212,10 +213,7 @@ class WebsocketsConnection(asyncio.Protocol, Served):
         if self.proto.state is State.OPEN:
             self.proto.send_close(code, reason)
             self._write()
-        try:
-            async with asyncio.timeout(wait):
-                await self._lost.wait()
-        except TimeoutError:
+        if not await waited(self._lost.wait(), wait):
             self.abort()
 
     def abort(self) -> None:

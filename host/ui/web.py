@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
 
+from host.net.http import form_fields
+
 __all__ = [
     "MAX_BODY",
     "PREFIX",
@@ -76,14 +78,7 @@ class Request:
     def form(self) -> dict[str, str]:
         """The body as an `application/x-www-form-urlencoded` form (first value of each name);
         empty for any other content type or a body that is not UTF-8."""
-        kind = self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if kind != "application/x-www-form-urlencoded":
-            return {}
-        try:
-            text = self.body.decode()
-        except UnicodeDecodeError:
-            return {}
-        return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
+        return form_fields(self.headers.get("content-type"), self.body)
 
     def cookies(self) -> dict[str, str]:
         """The `Cookie` header's name=value pairs (the first of a repeated name)."""
