@@ -190,6 +190,42 @@ async def test_keyword_findable_before_vector_exists(tmp_path: Path, embedder: E
         await store.close()
 
 
+async def test_judgement_reads_the_vectors_the_store_holds(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """What the judgement of a reply reads its matches' vectors from (the namespace's index in
+    memory, the store for what it lacks) gives the store's own vectors, bit for bit: for
+    entries in the index, one not embedded yet, one embedded after the index was loaded, an
+    id that is no entry, and a namespace whose index is not loaded."""
+    store, engine = await _engine(tmp_path / "a.db", embedder)
+    scope, q = Scope("ns", "a1"), Query(tiers=("episodic", "semantic"))
+    dim = embedder.dim
+
+    async def same(namespace: str, ids: list[int]) -> None:
+        got, vecs = await engine.stored_vectors(namespace).vectors_of(ids, dim)
+        want, wvecs = await store.vectors_of(ids, dim)
+        assert sorted(got) == sorted(want)
+        by_id = dict(zip(want, wvecs.tolist(), strict=True))
+        assert all(by_id[i] == v for i, v in zip(got, vecs.tolist(), strict=True))
+        assert vecs.dtype == np.float32
+
+    try:
+        await _put(store, scope, {f"d{i}": t for i, t in enumerate(DISTRACTORS)})
+        await engine.drain()
+        await same("ns", [1, 2])  # not loaded yet: the store's
+        ids = [e.id for e in await engine.search(scope, q, "meeting room budget", 2.0, 100)]
+        assert engine.index is not None and engine.index.get("ns") is not None
+        await _put(store, scope, {"puppy": PUPPY})  # no vector yet
+        ids = [i for i in ids if i is not None] + [len(DISTRACTORS) + 1, 999]
+        await same("ns", ids)
+        await engine.drain()  # now in the store and the loaded index
+        await same("ns", ids)
+        await same("other", ids)
+    finally:
+        await engine.stop()
+        await store.close()
+
+
 async def test_changing_embedder_reembeds(
     tmp_path: Path, embedder: Embedder, embedding_endpoint: tuple[str, list[dict[str, Any]]]
 ) -> None:

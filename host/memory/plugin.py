@@ -131,8 +131,6 @@ class MemoryPlugin:
         self.search = search if search is not None else SearchEngine(store, None, config.search)
         self.access = access if access is not None else Access()
         self.weights = RankWeights.from_config(config.ranking)
-        # the judgement of a reply reads the stored vectors of its matches back
-        self._stored_vectors = self.search.store
         self.watches = WatchHub(store, config.watch, self.access,
                                 max_keys=config.limits.max_keys_per_request)
         self.extensions = StoreExtensionHandlers(self)
@@ -396,7 +394,8 @@ class MemoryPlugin:
         notes: dict[int, judgement.Judged] = {}
         if (supersede or collapse) and self.search.embedder is not None:
             ranked, notes = await judgement.judge(  # the present first, no repeats
-                ranked, self._stored_vectors, self.search.embedder.dim,
+                ranked, self.search.stored_vectors(session.scope.namespace),
+                self.search.embedder.dim,
                 supersede=supersede, collapse=collapse)
         page = ranked[q.offset:q.offset + q.limit]
         self.reads.note(session.scope.namespace, (e for _, e in page), t)

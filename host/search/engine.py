@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,8 @@ from host.search import ranking
 from host.search.client_vectors import ClientSpaces
 from host.search.embed import Embedder
 from host.search.index import VectorIndexes, group_of
+from host.search.index.exact import ExactIndex
+from host.search.judgement import VectorsOf
 from host.search.queries import QueryVectors
 from host.search.retrieve import Retrieval, WorkingEntries, retrieved
 from host.search.vectors import LocalVectors, SharedVectors, Vectors
@@ -276,10 +278,38 @@ class SearchEngine:
         return await self.retrieval.search(scope, q, text, now, candidates, working, ticket,
                                            conn)
 
+    def stored_vectors(self, namespace: str) -> VectorsOf:
+        """Where the judgement of a reply in `namespace` reads its matches' vectors
+        (`host.search.judgement`): the namespace's index in memory when it holds them as
+        stored (float32, exact), the store for the others (and for every other index)."""
+        index = self.index.get(namespace) if self.index is not None else None
+        return _HeldVectors(self.store, index if type(index) is ExactIndex
+                            and index.dtype == "float32" else None)
+
     async def _background_prior(self) -> tuple[float, np.ndarray]:
         if self._prior is None:
             self._prior = asyncio.ensure_future(self._calibrate())
         return await asyncio.shield(self._prior)
+
+
+class _HeldVectors:
+    """`VectorsOf` over an exact float32 index (the same float32 values the store holds: the
+    worker writes both from one array, a load reads the store's) and the store behind it:
+    the query's candidates' vectors are read from memory, not asked of the store again."""
+
+    def __init__(self, store: EntryStore, index: ExactIndex | None) -> None:
+        self.store = store
+        self.index = index
+
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        index = self.index
+        if index is None or index.dim != dim:
+            return await self.store.vectors_of(ids, dim)
+        held = [int(i) for i in ids if i in index]
+        if len(held) == len(ids):
+            return held, index.vectors(held)
+        got, vecs = await self.store.vectors_of([int(i) for i in ids if i not in index], dim)
+        return held + list(got), np.concatenate([index.vectors(held), vecs])
 
 
 def vectors_dir(db: str) -> Path | None:

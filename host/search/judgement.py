@@ -43,14 +43,13 @@ from typing import Any, Protocol, TypeVar, overload
 import numpy as np
 from msgspec import Raw
 
-from host.store.interface import EntryStore
 from host.text.keyword import COMMON_WORDS, STOP_WORDS
 from host.text.searchable import searchable_text
 from protocol.messages import Collapsed, EntryOut
 
 __all__ = ["CHANGE_WORDS", "DEPTH", "DUPLICATE", "MORE_WORDS", "SUPERSEDE", "Judged",
-           "Thresholds", "conflict", "content_text", "judge", "mark", "plan", "says_change",
-           "stored_vectors"]
+           "Thresholds", "VectorsOf", "conflict", "content_text", "judge", "mark", "plan",
+           "says_change", "stored_vectors"]
 
 DUPLICATE = 0.80
 SUPERSEDE = 0.40
@@ -90,6 +89,14 @@ class Thresholds:
     depth: int = DEPTH
     relevance: float = RELEVANCE
     single: bool = SINGLE
+
+
+class VectorsOf(Protocol):
+    """Where the judgement reads its matches' vectors: a store (`EntryStore.vectors_of`), or
+    the search engine's copy of them in memory (`SearchEngine.stored_vectors`)."""
+
+    async def vectors_of(self, ids: Sequence[int], dim: int) -> tuple[list[int], np.ndarray]:
+        ...
 
 
 class _Entry(Protocol):
@@ -246,7 +253,7 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
                 groups.append([i])
         else:
             groups.append([i])
-    reps = [max(g, key=lambda j: newness[j]) for g in groups]
+    reps = [g[0] if len(g) == 1 else max(g, key=newness.__getitem__) for g in groups]
     sup: list[list[int]] = [[] for _ in groups]
     judged = [a for a, r in enumerate(reps) if ok[r]] if supersede else []
     if len(judged) > 1:
@@ -262,26 +269,45 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
                     and _says_change(said[ra], said[rb])):
                 sup[a].append(b)
     # a superseding match takes the place of the best-ranked match it supersedes, just
-    # above it (the newest first among those that share a place); nothing else moves
-    order = sorted(range(len(groups)), key=lambda a: (
-        min([a] + sup[a]), 0 if sup[a] else 1, tuple(-x for x in newness[reps[a]]), a))
-    return [(reps[a], [reps[b] for b in sorted(sup[a])], [j for j in groups[a] if j != reps[a]])
+    # above it (the newest first among those that share a place); nothing else moves (no
+    # supersession: the groups' own order)
+    order: Sequence[int] = range(len(groups))
+    if any(sup):
+        order = sorted(order, key=lambda a: (
+            min([a] + sup[a]), 0 if sup[a] else 1, tuple(-x for x in newness[reps[a]]), a))
+    return [(reps[a], [reps[b] for b in sorted(sup[a])] if sup[a] else [],
+             [j for j in g if j != reps[a]] if len(g := groups[a]) > 1 else [])
             for a in order]
 
 
 def content_text(e: _Entry) -> str:
     """The text of an entry's content (its strings, as the keyword index reads them), without
     its key: a turn number in a key is no number of what it says."""
-    try:
-        return searchable_text(json.loads(e.content))
-    except ValueError:
-        return e.content.decode("utf-8", "replace")
+    content = e.content
+    kept = isinstance(content, bytes)  # hashable, as a StoredEntry's
+    out = _TEXT.get(content) if kept else None
+    if out is None:
+        try:
+            out = searchable_text(json.loads(content))
+        except ValueError:
+            out = content.decode("utf-8", "replace")
+        if kept and len(content) <= _SAID_TEXT_MAX:
+            if len(_TEXT) >= _TEXT_MAX:
+                _TEXT.clear()
+            _TEXT[content] = out
+    return out
 
 
-async def stored_vectors(store: EntryStore | None, ids: Sequence[int], dim: int
+# the text of recent contents (judged query after query), bounded: at most `_TEXT_MAX` of
+# at most `_SAID_TEXT_MAX` bytes (~4 MB with their texts), emptied when full
+_TEXT: dict[bytes, str] = {}
+_TEXT_MAX = 1024
+
+
+async def stored_vectors(store: VectorsOf | None, ids: Sequence[int], dim: int
                          ) -> dict[int, np.ndarray]:
     """The stored vectors of entry `ids` ({id: unit vector}) from a store that reads them back
-    (SQLite's and PostgreSQL's); empty without one."""
+    (SQLite's and PostgreSQL's, or the search engine's copy in memory); empty without one."""
     if store is None or not ids:
         return {}
     got, vecs = await store.vectors_of(list(ids), dim)
@@ -300,7 +326,7 @@ def mark(out: EntryOut, judged: Judged | None) -> EntryOut:
 
 
 async def judge(
-    ranked: list[tuple[float, E]], store: EntryStore | None, dim: int,
+    ranked: list[tuple[float, E]], store: VectorsOf | None, dim: int,
     th: Thresholds = Thresholds(),
     text: Any = None, supersede: bool = True, collapse: bool = True,
 ) -> tuple[list[tuple[float, E]], dict[int, Judged]]:
