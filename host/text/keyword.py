@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["COMMON_WORDS", "STOP_WORDS", "Coverage", "coverage", "fts_match_expression",
            "pair_coverage", "query_terms", "stem", "stems", "term_weights", "tokens"]
@@ -93,25 +95,30 @@ def coverage(terms: tuple[str, ...], text: str) -> float:
 
 
 MAX_KEPT_TEXT = 2048  # longer texts' token sets are not cached
+_V = TypeVar("_V")
 
 
-class _TokenSets(dict[str, frozenset[str]]):
-    """text -> the set of its `tokens`, for `coverage`: a memory's texts come back query after
-    query (a keyword search scores ~100 candidates a query). At most `MAX` texts of at most
-    `MAX_KEPT_TEXT` characters (a few MB), emptied when full."""
+class _Kept(dict[str, _V]):
+    """key -> `make(key)`, made once and kept, looked up at C speed (a miss calls
+    `__missing__`): at most `most` keys of at most `longest` characters each (a longer key's
+    value is made each time), emptied when full."""
 
-    MAX = 4096
+    def __init__(self, make: Callable[[str], _V], most: int, longest: int) -> None:
+        super().__init__()
+        self.make, self.most, self.longest = make, most, longest
 
-    def __missing__(self, text: str) -> frozenset[str]:
-        out = frozenset(tokens(text))
-        if len(text) <= MAX_KEPT_TEXT:
-            if len(self) >= self.MAX:
+    def __missing__(self, key: str) -> _V:
+        out = self.make(key)
+        if len(key) <= self.longest:
+            if len(self) >= self.most:
                 self.clear()
-            self[text] = out
+            self[key] = out
         return out
 
 
-_TOKEN_SETS = _TokenSets()
+# text -> the set of its `tokens`, for `coverage`: a memory's texts come back query after
+# query (a keyword search scores ~100 candidates a query); 4096 texts (a few MB)
+_TOKEN_SETS = _Kept(lambda text: frozenset(tokens(text)), 4096, MAX_KEPT_TEXT)
 
 
 MAX_KEPT_TOKEN = 64  # longer tokens' stems are not cached (a cache entry holds its token)
@@ -160,24 +167,10 @@ def pair_coverage(weights: dict[str, float], text: str) -> float:
     return math.fsum(w for t, w in weights.items() if _holds(folded, t)) / total
 
 
-class _Stems(dict[str, str]):
-    """token -> `stem`, the one cache of stems, looked up at C speed by `stems`; at most `MAX`
-    tokens kept (at most `MAX_KEPT_TOKEN` characters each: a few MB), emptied when full (not
-    frozen: any large memory holds that many distinct words, and every word met later, by any
-    namespace, was stemmed anew each time)."""
-
-    MAX = 65536
-
-    def __missing__(self, token: str) -> str:
-        out = _stem(token)
-        if len(token) <= MAX_KEPT_TOKEN:
-            if len(self) >= self.MAX:
-                self.clear()
-            self[token] = out
-        return out
-
-
-_STEM_OF = _Stems()
+# token -> `stem`, the one cache of stems, read by `stems`: 65536 tokens (a few MB), emptied
+# when full (not frozen: any large memory holds that many distinct words, and every word met
+# later, by any namespace, was stemmed anew each time)
+_STEM_OF = _Kept(_stem, 65536, MAX_KEPT_TOKEN)
 
 
 def stems(text: str) -> frozenset[str]:
