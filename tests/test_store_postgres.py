@@ -414,11 +414,11 @@ async def test_a_failing_put_fails_alone_in_its_batch(
     n = 3
     out = await sql.fetchval(
         "SELECT a2e_put_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
-        " $16, $17, $18, $19)",
+        " $16, $17, $18, $19, $20, $21)",
         [100, 100, 10**6, 10**6], [1, 2, 2], [1] * n, ["n1", "n2", "n2"], ["a"] * n, [T0] * n,
         ["episodic"] * n, ["a"] * n, ['{"k":1}', '{"k":1}', '{"k":2}'], ['"x"'] * n,
         ["not an array", "{}", '{"t"}'], [""] * n, [1.0] * n, [0] * n, [None] * n, [None] * n,
-        ["'_n1'", "'_n2'", "'_n2'"], [3] * n, [1] * n)
+        ["'_n1'", "'_n2'", "'_n2'"], [3] * n, [1] * n, [None] * n, [None] * n)
     assert out[0].startswith("error: ") and out[1:] == [None, None]
     assert [r[0] for r in await sql.fetch("SELECT namespace FROM a2e_entries"
                                           " WHERE namespace IN ('n1', 'n2')")] == ["n2", "n2"]

@@ -15,10 +15,12 @@ Functions live in `functions/`, one file a concern as the Python modules are (`F
 usage counters and quotas, puts, eviction, forgets, touches, keyword search, the embedding queue,
 the change log), every statement `CREATE OR REPLACE`, each function defined once. `migrate`
 applies the pending migrations and then the functions in one transaction, at every start, and
-drops the `a2e_` functions neither defines (a function the folder no longer has goes). The rule:
-migrations hold tables, indexes, triggers and data changes; function bodies go to the folder (a
-migration that creates a trigger declares its function as a stub, which the folder, applied in
-the same transaction, replaces; `a2e_key_hash`, part of the address index, is the baseline's).
+drops the `a2e_` functions neither defines (a function the folder no longer has goes, and so
+does the earlier signature of one whose arguments changed: the folder's functions count by name
+and arguments, `Functions.signatures`). The rule: migrations hold tables, indexes, triggers and
+data changes; function bodies go to the folder (a migration that creates a trigger declares its
+function as a stub, which the folder, applied in the same transaction, replaces; `a2e_key_hash`,
+part of the address index, is the baseline's).
 
 Hosts of different versions on one database (a rolling upgrade): `a2e_functions` records the
 version of the functions applied last (`FUNCTIONS_VERSION`, raised with every change to the
@@ -146,6 +148,8 @@ FUNCTION_FILES = ("usage", "puts", "evict", "forgets", "touches", "keyword", "ve
                   "history")
 
 _DEFINES = re.compile(r"^CREATE (?:OR REPLACE )?FUNCTION (\w+)\(", re.M)
+# a definition's name and arguments (`p_name type, ...`), in the SQL with its spaces folded
+_SIGNATURES = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION (\w+)\(([^)]*)\)")
 
 
 def _load_migrations() -> dict[int, str]:
@@ -186,6 +190,14 @@ class Functions:
         """The names of the functions the SQL defines."""
         return frozenset(_DEFINES.findall(self.sql))
 
+    @property
+    def signatures(self) -> tuple[str, ...]:
+        """Each function the SQL defines as `name(type, ...)`, its identity in PostgreSQL
+        (`to_regprocedure`): a function whose arguments change is another function."""
+        return tuple(
+            f"{name}({', '.join(a.split(None, 1)[1].strip() for a in args.split(',') if a.strip())})"
+            for name, args in _SIGNATURES.findall(" ".join(self.sql.split())))
+
 
 def _load_functions() -> Functions:
     folder = resources.files(__package__).joinpath(FUNCTIONS_DIR)
@@ -197,8 +209,8 @@ FUNCTIONS = _load_functions()
 # functions the migrations define (the baseline's `a2e_key_hash`, the trigger stubs): kept
 MIGRATION_FUNCTIONS = frozenset(n for sql in MIGRATIONS.values() for n in _DEFINES.findall(sql))
 
-_OURS = ("SELECT p.proname, p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n"
-         " ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
+_OURS = ("SELECT p.proname, p.oid::regprocedure::text, p.oid FROM pg_proc p"
+         " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
          " AND p.proname LIKE 'a2e\\_%' ORDER BY 2")
 
 
@@ -250,7 +262,8 @@ async def migrate(conn: Any) -> int:
 async def apply_functions(conn: Any, functions: Functions | None = None) -> bool:
     """Apply `functions` (the package's `FUNCTIONS` by default) inside the caller's transaction,
     unless the database records a newer version (a newer host's; this host then runs with
-    those), and drop the `a2e_` functions neither they nor the migrations define. True when
+    those), and drop the `a2e_` functions neither they nor the migrations define (a folder's
+    function by name and arguments, so an old signature of a changed function goes). True when
     applied. Needs the migration lock and the baseline."""
     f = functions or FUNCTIONS
     row = await conn.fetchrow("SELECT version, digest FROM a2e_functions FOR UPDATE")
@@ -264,9 +277,12 @@ async def apply_functions(conn: Any, functions: Functions | None = None) -> bool
                     f.digest[:12])
     await conn.execute("SET LOCAL check_function_bodies = off")
     await conn.execute(f.sql)
-    keep = f.names | MIGRATION_FUNCTIONS
-    for name, signature in await conn.fetch(_OURS):
-        if name not in keep:
+    # the folder's functions by their arguments (one whose arguments changed leaves the old
+    # signature behind: it goes), the migrations' by name
+    kept = {r[0] for r in await conn.fetch(
+        "SELECT to_regprocedure(s)::oid FROM unnest($1::text[]) s", list(f.signatures))}
+    for name, signature, oid in await conn.fetch(_OURS):
+        if oid not in kept and name not in MIGRATION_FUNCTIONS:
             await conn.execute(f"DROP FUNCTION {signature}")
             log.info("postgres function %s dropped: no longer defined", signature)
     await conn.execute(

@@ -310,8 +310,7 @@ BEGIN
                 set_config('enable_seqscan', 'off', true);
     END IF;
     IF small THEN
-        -- (a2e_kw2_: statements of 13 parameters, apart from the 12 of version 11's a2e_kw_)
-        stmt := 'a2e_kw2_' || left(md5(pool), 16);
+        stmt := 'a2e_kw_' || left(md5(pool), 16);
         IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements s WHERE s.name = stmt) THEN
             EXECUTE format('PREPARE %I (float8, integer, text[], text[], integer, float8, text,'
                            ' text[], text[], tsquery, tsquery[], float8[], float8) AS %s', stmt,
@@ -382,20 +381,3 @@ BEGIN
     PERFORM set_config('enable_bitmapscan', bitmaps, true),
             set_config('enable_seqscan', seqs, true);
 END $$;
-
--- `a2e_keyword_query` as hosts before functions version 12 call it (no `as_of`, no validity
--- columns), kept while such a host may run beside this one (a rolling upgrade).
-CREATE OR REPLACE FUNCTION a2e_keyword_query(
-    p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
-    p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
-    p_near integer, p_span integer
-) RETURNS TABLE (tier text, owner text, key text, content text, tags text[], source text,
-                score double precision, ttl bigint, created_at double precision,
-                updated_at double precision, id bigint, bm25 double precision, terms text[],
-                searched text[], hit bigint, d bigint)
-LANGUAGE sql VOLATILE AS $$
-    SELECT k.tier, k.owner, k.key, k.content, k.tags, k.source, k.score, k.ttl, k.created_at,
-           k.updated_at, k.id, k.bm25, k.terms, k.searched, k.hit, k.d
-      FROM a2e_keyword_query(p_ns, p_scope, p_terms, p_cap, p_max, p_limit, p_tiers, p_owners,
-                             p_now, p_keys, p_tags, p_near, p_span, NULL::double precision) k
-$$;
