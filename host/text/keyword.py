@@ -100,17 +100,17 @@ _V = TypeVar("_V")
 
 class _Kept(dict[str, _V]):
     """key -> `make(key)`, made once and kept, looked up at C speed (a miss calls
-    `__missing__`): at most `most` keys of at most `longest` characters each (a longer key's
-    value is made each time), emptied when full."""
+    `__missing__`): at most `MAX` keys of at most `longest` characters each (a longer key's
+    value is made each time), emptied when full (as `_TokenChars`)."""
 
     def __init__(self, make: Callable[[str], _V], most: int, longest: int) -> None:
         super().__init__()
-        self.make, self.most, self.longest = make, most, longest
+        self.make, self.MAX, self.longest = make, most, longest
 
     def __missing__(self, key: str) -> _V:
         out = self.make(key)
         if len(key) <= self.longest:
-            if len(self) >= self.most:
+            if len(self) >= self.MAX:
                 self.clear()
             self[key] = out
         return out
