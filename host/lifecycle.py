@@ -1,5 +1,6 @@
 """`Opens`: `async with thing:` for anything with `async open()` and `async close()` (the
-stores, the MCP app), so each does not write the two methods again; `Periodic`: a step run
+stores, the MCP app), so each does not write the two methods again, and `open_with` /
+`close_after` for what runs over an opened thing (a search engine over its store); `Periodic`: a step run
 every so many seconds in a task of its own (the TTL collection, the Health page's samples, the
 polls of the change log), so each does not write the loop, its error handling and its stop;
 `on_signals`: signal handlers on the running loop for the length of a block (the commands that
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
-__all__ = ["Opens", "Periodic", "on_signals", "waited"]
+__all__ = ["Opens", "Periodic", "close_after", "on_signals", "open_with", "waited"]
 
 
 class Opens:
@@ -32,6 +33,25 @@ class Opens:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def open_with(opened: Opens, start: Callable[[], Awaitable[object]]) -> None:
+    """Open `opened`, then `start()` what runs over it; when the start fails, close `opened`
+    again (nothing is left open) and the failure goes on."""
+    await opened.open()
+    try:
+        await start()
+    except BaseException:
+        await opened.close()
+        raise
+
+
+async def close_after(stop: Callable[[], Awaitable[object]], opened: Opens) -> None:
+    """`stop()` what runs over `opened`, then close it, even when the stop fails."""
+    try:
+        await stop()
+    finally:
+        await opened.close()
 
 
 @dataclass(eq=False, slots=True)

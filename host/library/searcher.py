@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from host.config import SearchConfig
 from host.library.host_db import Ranked, judged
+from host.lifecycle import close_after, open_with
 from host.search.embed import Embedder, EmbedderError, make_embedder
 from host.search.engine import SearchEngine
 from host.store.records import Query, Scope, StoredEntry
@@ -92,12 +93,7 @@ class EngineSearcher:
         return fut.result()
 
     async def _start(self) -> None:
-        await self.store.open()
-        try:
-            await self.engine.start()
-        except BaseException:
-            await self.store.close()
-            raise
+        await open_with(self.store, self.engine.start)
 
     @property
     def enabled(self) -> bool:
@@ -140,18 +136,11 @@ class EngineSearcher:
         _shut(self._loop, self._thread, self.engine, self.store)
 
 
-async def _stop(engine: SearchEngine, store: SQLiteEntryStore) -> None:
-    try:
-        await engine.stop()
-    finally:
-        await store.close()
-
-
 def _shut(loop: asyncio.AbstractEventLoop, thread: threading.Thread, engine: SearchEngine,
           store: SQLiteEntryStore) -> None:
     """Stop the engine, close the store, then the loop and its thread (blocking)."""
     try:
-        asyncio.run_coroutine_threadsafe(_stop(engine, store), loop).result()
+        asyncio.run_coroutine_threadsafe(close_after(engine.stop, store), loop).result()
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()

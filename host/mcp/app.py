@@ -24,7 +24,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from host.config import Config
 from host.library.entry_store import EntryStoreMemories
-from host.lifecycle import Opens
+from host.lifecycle import Opens, close_after, open_with
 from host.mcp.changes import NamespaceFeed
 from host.mcp.server import build_server, serve_http, serve_stdio
 from host.rules.sync import rules_for
@@ -75,12 +75,7 @@ class McpApp(Opens):
         if not self.own_search:  # inside a host: its store and engine are started
             await self.feed.start()
             return
-        await self.store.open()
-        try:
-            await self.search.start()
-        except BaseException:
-            await self.store.close()
-            raise
+        await open_with(self.store, self.search.start)
         await self.feed.start()
 
     async def close(self) -> None:
@@ -89,8 +84,7 @@ class McpApp(Opens):
         await self.feed.stop()
         if not self.own_search:
             return
-        await self.search.stop()
-        await self.store.close()
+        await close_after(self.search.stop, self.store)
 
     async def serve(self, on_listening: Callable[[int], None] | None = None) -> None:
         """Serve on `config.mcp.transport` until the client leaves (stdio), or SIGTERM/SIGINT.

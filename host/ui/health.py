@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from host.lifecycle import Periodic
 from host.ops.metrics import LATENCY_BUCKETS
@@ -51,26 +51,25 @@ def p99_of(before: tuple[int, ...], after: tuple[int, ...]) -> float | None:
     return next(b for b, n in zip(_BOUNDS, deltas) if n >= target)
 
 
+@dataclass(eq=False)
 class HealthSampler:
-    """Samples the host's figures; `start()`/`stop()` run it, `sample()` takes one now."""
+    """Samples the host's figures (the callables: each read at a sample) every `interval`
+    seconds, the last `keep` samples kept; `start()`/`stop()` run it, `sample()` takes one
+    now."""
 
-    def __init__(
-        self,
-        latency: Callable[[], dict[str, tuple[int, ...]]],
-        connections: Callable[[], int],
-        in_flight: Callable[[], int],
-        backlog: Callable[[], Awaitable[int]],
-        interval: float,
-        keep: int,
-    ) -> None:
-        self._latency = latency
-        self._connections = connections
-        self._in_flight = in_flight
-        self._backlog = backlog
-        self.interval = interval
-        self.samples: deque[HealthSample] = deque(maxlen=keep)
-        self._last: tuple[float, dict[str, tuple[int, ...]]] | None = None
-        self._periodic = Periodic(self.sample, interval, log, "ui: health sample failed",
+    latency: Callable[[], dict[str, tuple[int, ...]]]
+    connections: Callable[[], int]
+    in_flight: Callable[[], int]
+    backlog: Callable[[], Awaitable[int]]
+    interval: float
+    keep: int
+    samples: deque[HealthSample] = field(init=False)
+    _last: tuple[float, dict[str, tuple[int, ...]]] | None = field(default=None, init=False)
+    _periodic: Periodic = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.samples = deque(maxlen=self.keep)
+        self._periodic = Periodic(self.sample, self.interval, log, "ui: health sample failed",
                                   first=True, name="a2e-ui-health")
 
     async def sample(self, mono: float | None = None, at: float | None = None) -> HealthSample:
@@ -79,7 +78,7 @@ class HealthSampler:
         they need an interval."""
         mono = time.monotonic() if mono is None else mono
         at = time.time() if at is None else at
-        snap = self._latency()
+        snap = self.latency()
         rates: dict[str, float] = {}
         p99: dict[str, float] = {}
         if self._last is not None:
@@ -93,10 +92,10 @@ class HealthSampler:
                     p99[kind] = p
         self._last = (mono, snap)
         try:
-            backlog = await self._backlog()
+            backlog = await self.backlog()
         except Exception:  # a store that cannot tell: no backlog figure rather than no page
             backlog = 0
-        s = HealthSample(at, rates, p99, self._connections(), self._in_flight(), backlog)
+        s = HealthSample(at, rates, p99, self.connections(), self.in_flight(), backlog)
         self.samples.append(s)
         return s
 
