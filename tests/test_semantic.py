@@ -167,6 +167,28 @@ async def test_queries_arriving_together_share_one_call_and_repeats_are_cached(
         await qv.close()
 
 
+async def test_a_query_goes_to_the_thread_when_asked_not_when_the_caller_yields(
+    embedder: Any,
+) -> None:
+    """`request` hands a query to a free thread before its caller yields (the query path's
+    keyword search then runs while it is embedded): a call started before the event loop was
+    held for a while reports at least that while as its time. The vector is `vector`'s; a
+    text asked again is answered from the cache, at once."""
+    qv = QueryVectors(embedder, cache=4)
+    seconds: list[float] = []
+    qv.on_call = lambda n, s: seconds.append(s)
+    try:
+        fut = qv.request("where is my dog?", "ns", "c")
+        time.sleep(0.3)  # the event loop held, as by a keyword search: no task could start
+        v = await fut
+        assert len(seconds) == 1 and seconds[0] >= 0.3
+        again = qv.request("where is my dog?", "ns", "c")
+        assert again.done() and (again.result() == v).all()
+        assert (await qv.vector("where is my dog?") == v).all() and qv.calls == 1
+    finally:
+        await qv.close()
+
+
 def test_sigterm_during_embedding_exits_and_the_entries_get_vectors_after_restart(
     tmp_path: Path, host_process: Any,
 ) -> None:

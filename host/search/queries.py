@@ -5,7 +5,9 @@ Queries are embedded on a thread of their own (a `Lane`, apart from the backgrou
 embeds stored entries, so a query never waits behind a batch of entries), and:
 
 - **batched**: the queries waiting when the thread gets free are embedded in one call (an int8
-  ONNX model costs about 0.7 of the single-query time per query in a batch);
+  ONNX model costs about 0.7 of the single-query time per query in a batch); a query is queued
+  the moment it is asked (`request`), so a free thread starts on it while the query's keyword
+  search runs on the event loop, and a busy one takes it into its next call;
 - **cached**: the vectors of the last `query_cache` distinct texts are kept (an agent asking the
   same question again, or many agents asking the usual ones, costs no embedding);
 - **bounded**: at most `max_query_chars` characters of a query are embedded (the whole query
@@ -20,6 +22,7 @@ embeds stored entries, so a query never waits behind a batch of entries), and:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,7 +58,8 @@ class QueryVectors:
         self._queues: OrderedDict[str, OrderedDict[str, deque[_Waiting]]] = OrderedDict()
         self._by_text: dict[str, _Waiting] = {}  # a text waiting: later askers join it
         self._lane = Lane("a2e-embed-query")
-        self._task: asyncio.Task[None] | None = None
+        self._call: asyncio.Future[np.ndarray] | None = None  # the call in progress
+        self._closed = False
         self.calls = 0  # embedder calls made (for tests and benchmarks)
         self.order: list[str] = []  # texts in the order they were embedded (when `record`)
         self.record = False
@@ -78,12 +82,19 @@ class QueryVectors:
     async def vector(self, text: str, namespace: str = "", conn: str = "") -> np.ndarray:
         """The unit vector of the query `text` (its first `max_chars` characters), asked by
         connection `conn` in `namespace` (the fair-share keys)."""
+        return await self.request(text, namespace, conn)
+
+    def request(self, text: str, namespace: str = "", conn: str = ""
+                ) -> asyncio.Future[np.ndarray]:
+        """`vector` as a future, queued now: when the thread is free it starts on this text at
+        once, while the caller goes on (the query's keyword search runs meanwhile)."""
         text = self.bound(text)
+        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         hit = self._cache.get(text)
         if hit is not None:
             self._cache.move_to_end(text)
-            return hit
-        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+            fut.set_result(hit)
+            return fut
         waiting = self._by_text.get(text)
         if waiting is None:
             waiting = self._by_text[text] = _Waiting(text)
@@ -95,9 +106,8 @@ class QueryVectors:
                 q = conns[conn] = deque()
             q.append(waiting)
         waiting.futures.append(fut)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="a2e-embed-queries")
-        return await fut
+        self._next()
+        return fut
 
     def _take(self) -> list[_Waiting]:
         """The next call's texts: round-robin over namespaces, then their connections, while
@@ -124,33 +134,49 @@ class QueryVectors:
                 del self._queues[ns]
         return batch
 
-    async def _run(self) -> None:
+    def _next(self) -> None:
+        """Hand the next call's texts to the thread, unless a call is in progress (its end
+        hands the next)."""
+        if self._call is not None or not self._queues or self._closed:
+            return
+        batch = self._take()
         loop = asyncio.get_running_loop()
-        while self._queues:
-            batch = self._take()
-            texts = [w.text for w in batch]
-            t0 = loop.time()
-            try:
-                vecs = await self._lane.run(self.embedder.embed_queries, texts)
-            except Exception as exc:  # noqa: BLE001 - every asker of this batch gets it
-                for w in batch:
-                    self._by_text.pop(w.text, None)
-                    for f in w.futures:
-                        if not f.done():
-                            f.set_exception(exc)
-                continue
-            self.calls += 1
-            if self.on_call is not None:
-                self.on_call(len(texts), loop.time() - t0)
-            if self.record:
-                self.order.extend(texts)
-            for j, w in enumerate(batch):
+        call = self._call = self._lane.run(self.embedder.embed_queries, [w.text for w in batch])
+        call.add_done_callback(functools.partial(self._called, batch, loop.time()))
+
+    def _called(self, batch: list[_Waiting], t0: float, call: asyncio.Future[np.ndarray]
+                ) -> None:
+        """A call returned: its askers get their vectors (or its error), the next call starts."""
+        self._call = None
+        if self._closed:
+            return
+        exc = None if call.cancelled() else call.exception()
+        if exc is not None or call.cancelled():  # every asker of this batch gets it
+            for w in batch:
                 self._by_text.pop(w.text, None)
-                v = vecs[j]
-                self._remember(w.text, v)
                 for f in w.futures:
-                    if not f.done():
-                        f.set_result(v)
+                    if f.done():
+                        continue
+                    if exc is None:
+                        f.cancel()
+                    else:
+                        f.set_exception(exc)
+            self._next()
+            return
+        vecs = call.result()
+        self.calls += 1
+        if self.on_call is not None:
+            self.on_call(len(batch), asyncio.get_running_loop().time() - t0)
+        if self.record:
+            self.order.extend(w.text for w in batch)
+        for j, w in enumerate(batch):
+            self._by_text.pop(w.text, None)
+            v = vecs[j]
+            self._remember(w.text, v)
+            for f in w.futures:
+                if not f.done():
+                    f.set_result(v)
+        self._next()
 
     def _remember(self, text: str, v: np.ndarray) -> None:
         if self._cache_size <= 0:
@@ -166,15 +192,13 @@ class QueryVectors:
 
     async def close(self) -> None:
         """Stop taking queries; a call in progress is abandoned (its askers get cancelled)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        for conns in self._queues.values():
-            for q in conns.values():
-                for w in q:
-                    for f in w.futures:
-                        f.cancel()
+        self._closed = True
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        for w in self._by_text.values():  # waiting or in the abandoned call
+            for f in w.futures:
+                f.cancel()
         self._queues.clear()
         self._by_text.clear()
         self._lane.close()

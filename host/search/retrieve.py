@@ -141,8 +141,9 @@ class Retrieval:
         lookup = await vectors.open(ns) if vectors is not None and q.tiers else None
         qv_future: asyncio.Future[np.ndarray] | None = None
         if self.queries is not None and (lookup is not None and lookup.searchable or wait):
-            # the query's vector on its thread while the keyword search runs here
-            qv_future = asyncio.ensure_future(self.queries.vector(text, ns, conn))
+            # the query's vector on its thread while the keyword search runs here: queued
+            # now, not when a task would start after the keyword search
+            qv_future = self.queries.request(text, ns, conn)
             qv_future.add_done_callback(retrieved)
         if wait:
             assert worker is not None and vectors is not None
