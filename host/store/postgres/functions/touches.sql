@@ -6,7 +6,7 @@
 -- Record a read of the live entries of (namespace, tier/owner pairs) under p_keys: move
 -- updated_at forward to p_when where it is earlier; the number moved. Nothing else changes
 -- (not expires_at: a touch never extends a TTL, and an entry expired at p_when is not
--- matched), as host.store.sqlite.ops.touch_entries. Takes the namespace's lock first, as
+-- matched), as host.store.sqlite.writes.touch_entries. Takes the namespace's lock first, as
 -- every write of a namespace's rows does, so it never deadlocks with a put, forget or GC.
 CREATE OR REPLACE FUNCTION a2e_touch(
     p_namespace text, p_tiers text[], p_owners text[], p_keys text[],
