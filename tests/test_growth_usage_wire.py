@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import client_of, make_config, running_host, server_transport
+from support.hosts import client_of, make_config, running_host, server_transport
 
 from host.client import MemoryClient, RemoteError
 from host.store.records import stored_bytes

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_config, running_host
+from support.hosts import make_config, running_host
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
