@@ -254,7 +254,8 @@ def neighbour_entries(
 
 
 def allowed_ids(conn: sqlite3.Connection, scope: Scope, q: Query, now: float) -> np.ndarray:
-    """Row ids of the live entries `q` lets `scope` read (visibility, TTL, keys, tags)."""
+    """Row ids of the live entries `q` lets `scope` read (visibility, TTL, keys, tags, the
+    validity at `as_of`, the extensions' filters)."""
     where, params = read_where(scope, q, now)
     rows = conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params).fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
