@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-from test_store_contract import T0, entry, key
+from support.store import T0, entry, key
 
 from host.store.postgres.schema import (
     FUNCTIONS,

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from test_store_contract import BOTH, T0, entry, key
+from support.store import BOTH, T0, entry, key
 
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import Query, Scope

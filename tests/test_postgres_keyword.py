@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from test_store_contract import BOTH, T0, entry
+from support.store import BOTH, T0, entry
 
 from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore

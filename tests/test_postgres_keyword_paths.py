@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.store import BOTH, T0, entry
 from test_postgres_keyword import _texts
-from test_store_contract import BOTH, T0, entry
 
 from host.store.filters import parse_filter
 from host.store.interface import EntryStore

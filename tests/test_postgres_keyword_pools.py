@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.store import BOTH, T0, entry
 from test_postgres_keyword import _texts
-from test_store_contract import BOTH, T0, entry
 
 from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore

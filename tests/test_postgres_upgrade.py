@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
-from test_store_contract import T0, entry, key
+from support.store import T0, entry, key
 
 from host.store.postgres.schema import BASELINE, FUNCTIONS, MIGRATIONS, OlderSchema
 from host.store.postgres.store import PostgresEntryStore

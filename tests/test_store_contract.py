@@ -12,6 +12,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from support.store import BOTH, T0, entry, key
 
 from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
@@ -20,11 +21,9 @@ from host.store.sqlite.store import SQLiteEntryStore
 from host.text.keyword import coverage, query_terms
 from protocol.keys import canonical_key
 
-BOTH = ("episodic", "semantic")
 A = Scope("ns", "alice")
 B = Scope("ns", "bob")
 OTHER_NS = Scope("other", "alice")
-T0 = 1_800_000_000.0
 
 StoreFactory = Callable[..., EntryStore]
 
@@ -54,14 +53,6 @@ async def make_store(store_db: str) -> AsyncIterator[StoreFactory]:
 async def store(make_store: StoreFactory) -> EntryStore:
     """One open store with the default quotas."""
     return await make_store()
-
-
-def key(k: object) -> bytes:
-    return canonical_key({"k": k})
-
-
-def entry(k: object, content: bytes = b'"x"', tier: str = "episodic", **kw: object) -> NewEntry:
-    return NewEntry(tier=tier, key=key(k), content=content, **kw)  # type: ignore[arg-type]
 
 
 async def keys_of(store: EntryStore, scope: Scope, now: float = T0, **q: object) -> list[bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 import pytest
-from test_store_contract import BOTH, T0, entry, key
+from support.store import BOTH, T0, entry, key
 
 from host.app import make_store
 from host.config import load_config
