@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config, running_host
-from test_metrics import get
+from support.http import get
 
 from host.client import MemoryClient, RemoteError
 

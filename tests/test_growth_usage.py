@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config, run_cli, running_host, url_of
-from test_metrics import get, metric_value
+from support.http import get, metric_value
 
 from host.client import MemoryClient
 

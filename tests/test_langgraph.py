@@ -22,7 +22,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 from support.hosts import make_config, running_host, url_of
-from test_metrics import get, metric_value
+from support.http import get, metric_value
 
 from host.app import Host
 from host.client import MemoryClient

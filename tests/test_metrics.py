@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import re
 import time
-import urllib.error
-import urllib.request
 
 import pytest
+from support.http import get, metric_value
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
@@ -16,31 +13,6 @@ from host.ops.metrics import Metrics
 from host.store.records import NewEntry, Scope
 
 pytestmark = pytest.mark.all_transports("websocket")
-
-
-def _get(port: int, path: str) -> tuple[int, str, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-            return r.status, r.headers["Content-Type"], r.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.headers["Content-Type"], err.read().decode()
-
-
-async def get(port: int, path: str) -> tuple[int, str, str]:
-    """GET `path` from the host in a worker thread (the host's loop keeps running)."""
-    return await asyncio.to_thread(_get, port, path)
-
-
-def metric_value(text: str, name: str, **labels: str) -> float:
-    """The sample `name{labels}` of an exposition text (labels in any order); 0 if absent."""
-    for line in text.splitlines():
-        m = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
-        if not m or m.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(m.group(3))
-    return 0.0
 
 
 async def test_health_and_readiness(host: Host) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from support.hosts import make_config, running_host
+from support.http import get, http_get, metric_value
 from support.procs import HostProcess
 from test_client_vectors_index import SPACE, Model, _clients, _config, _put
-from test_metrics import _get, get, metric_value
 
 from host.ops.threads import BLAS_ENV, serve_command
 
@@ -21,7 +21,7 @@ def test_serve_runs_openblas_on_one_thread_unless_told(
     p = HostProcess(tmp_path / "a.db", env={} if env is None else {BLAS_ENV: env},
                     unset=(BLAS_ENV,))
     try:
-        status, _type, text = _get(p.port, "/metrics")
+        status, _type, text = http_get(p.port, "/metrics")
         assert status == 200
         assert metric_value(text, "a2e_blas_threads") == (1 if env is None else int(env))
         if env is not None:  # what the user set is in the process's environment, untouched

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config, running_host, url_of
-from test_metrics import get, metric_value
+from support.http import get, metric_value
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
