@@ -1,15 +1,18 @@
-"""The time extension's schema on SQLite: a database of schema 15 (before validity) keeps its
-entries, which hold at every time, and takes windows once migrated; export and import keep an
-entry's window and check it."""
+"""The time extension's schema: a SQLite database of schema 15 and a PostgreSQL one at migration
+21 (before validity) keep their entries, which hold at every time, and take windows once
+migrated; export and import keep an entry's window and check it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import asyncpg
 from support.hosts import run_cli
+from support.store import T0, entry, key
 
 from host.client import MemoryClient
+from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
 from host.store.sqlite.bm25 import row_length
@@ -74,3 +77,40 @@ async def test_export_and_import_keep_a_window(client: MemoryClient, db_path: Pa
     bad.write_text(json.dumps({**lines[1], "valid_until": 50.0}) + "\n")
     proc = run_cli("import", str(bad), "--db", str(tmp_path / "other.db"))
     assert proc.returncode != 0 and b"line 1" in proc.stderr and b"valid_until" in proc.stderr
+
+
+async def test_a_postgres_database_at_migration_21_migrates_with_open_windows(pg_url: str
+                                                                              ) -> None:
+    """A database as migration 21 and functions version 11 left it (no validity columns, the
+    puts' earlier signature) opens at migration 22: its entry holds at any time, the earlier
+    signature is gone, and a put with a window is kept only inside it."""
+    s = Scope("ns", "a")
+    async with PostgresEntryStore(pg_url, pool_max=1) as store:
+        await store.put(s, [entry("old")], T0)
+    conn = await asyncpg.connect(pg_url)
+    try:  # back to 21: the columns, the ledger's row, the functions' version
+        await conn.execute("ALTER TABLE a2e_entries DROP COLUMN valid_from,"
+                           " DROP COLUMN valid_until")
+        await conn.execute("DELETE FROM a2e_migrations WHERE version = 22")
+        await conn.execute("UPDATE a2e_functions SET version = 11, digest = 'older'")
+        await conn.execute(
+            "CREATE FUNCTION a2e_put_group(p_quotas bigint[], p_put integer[]) RETURNS text[]"
+            " LANGUAGE sql AS $$ SELECT NULL::text[] $$")
+        async with PostgresEntryStore(pg_url, pool_max=1) as store:
+            for as_of in (-1e9, 0.0, 1e10):
+                found, total = await store.find(s, Query(tiers=("episodic",), as_of=as_of), T0)
+                assert total == 1 and found[0].valid_from is None
+            windowed = entry("new")
+            windowed.valid_from, windowed.valid_until = 100.0, 200.0
+            assert await store.put(s, [windowed], T0) == [None]
+            for as_of, want in [(50.0, 1), (150.0, 2), (200.0, 1)]:
+                q = Query(tiers=("episodic",), as_of=as_of)
+                assert (await store.find(s, q, T0))[1] == want
+            q = Query(tiers=("episodic",), keys=(key("new"),))
+            (got,), _ = await store.find(s, q, T0)
+            assert (got.valid_from, got.valid_until) == (100.0, 200.0)
+        assert await conn.fetchval("SELECT max(version) FROM a2e_migrations") == 22
+        assert await conn.fetchval(
+            "SELECT to_regprocedure('a2e_put_group(bigint[], integer[])')") is None
+    finally:
+        await conn.close()
