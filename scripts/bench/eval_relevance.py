@@ -66,6 +66,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # tests/support
 
+from support.labels import label  # noqa: E402
+
 from host.app import Host  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
@@ -73,7 +75,6 @@ from host.search.ranking import REFERENCE_TEXTS, coverages  # noqa: E402
 from host.store.records import Query, Scope  # noqa: E402
 from host.text.searchable import searchable_text  # noqa: E402
 from scripts.bench.bench_retrieval import CATEGORIES, DATA_HELP, ask, load  # noqa: E402
-from support.labels import label  # noqa: E402
 
 DATA = ROOT / "scripts" / "bench" / "data" / "relevance.json"
 CACHE = Path(tempfile.gettempdir()) / "a2e-tune-embeddings.npz"  # shared by every harness run
