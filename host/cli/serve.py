@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -34,6 +35,10 @@ async def _serve(
 
     host = Host(config, config_path=config_path, adopt=adopt)
     await host.start()
+    # what exists once started (modules, the model, the configuration: most of the objects the
+    # cyclic collector tracks) is left out of its full passes, which otherwise walked it every
+    # second or two under load and held every connection 30-45 ms (the p99 of queries)
+    gc.freeze()
     stop = asyncio.Event()
 
     def reload() -> None:
@@ -58,6 +63,7 @@ async def _serve(
             log.info("signal received; draining")
     finally:
         await host.stop()
+        gc.unfreeze()
     return 0
 
 
