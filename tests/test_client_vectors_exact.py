@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support.client_vectors import DIMS, SPACE, Model, put_vectors, vector_config, vector_sessions
 from support.hosts import running_host
-from test_client_vectors_index import DIMS, SPACE, Model, _clients, _config, _put
 
 from host.search.client_vectors import rescore_count
 
@@ -23,11 +23,11 @@ async def _promoted(vectors: Any) -> None:
 async def test_an_approximate_space_answers_filtered_queries_exactly(tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     model = Model()
-    config = _config(tmp_path / "exact.db", ann_min_rows=300)
-    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+    config = vector_config(tmp_path / "exact.db", ann_min_rows=300)
+    async with running_host(config) as host, vector_sessions(host, ("a1",)) as cs:
         for first in range(0, 1200, 300):
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 300), "semantic",
-                       host.clock())
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 300), "semantic",
+                              host.clock())
         await cs["a1"].retrieve(vector=[1.0] * DIMS, vector_space=SPACE)  # loads the space
         await _promoted(host.search.vectors)
         for _ in range(8):

@@ -11,14 +11,21 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from support.hosts import make_config, running_host, url_of
+from support.client_vectors import (
+    DIMS,
+    SPACE,
+    Model,
+    check_retrieves,
+    put_vectors,
+    random_vectors,
+    vector_config,
+    vector_sessions,
+)
+from support.hosts import running_host
 
 from host.app import Host
 from host.client import MemoryClient
@@ -26,111 +33,6 @@ from host.search.client_vectors import space_key, unit_rows
 from host.store.records import NewEntry, Scope
 from host.store.sqlite.store import SQLiteEntryStore
 from protocol.clock import ShiftedClock
-
-DIMS = 16
-SPACE = "s"
-
-
-@dataclass
-class Model:
-    """What the test stored: key -> (tier, owner, unit vectors or None, tags, t, expiry)."""
-
-    entries: dict[int, tuple[str, str, np.ndarray | None, list[str], int, float | None]] = \
-        field(default_factory=dict)
-
-    def expected(self, agent: str, q: list[float], now: float, limit: int = 10,
-                 offset: int = 0, tags: tuple[str, ...] = (), t: int | None = None,
-                 min_score: float = 0.0, tier: str = "") -> list[tuple[int, float]]:
-        """(key, similarity) of the page the retrieve must return, by brute force."""
-        qv = unit_rows([q])[0].astype(np.float64)
-        scored = []
-        for k, (etier, owner, vecs, etags, et, exp) in self.entries.items():
-            if vecs is None or (exp is not None and exp <= now):
-                continue
-            if etier == "episodic" and owner != agent or tier and etier != tier:
-                continue
-            if any(x not in etags for x in tags) or t is not None and et != t:
-                continue
-            s = float(np.max(vecs.astype(np.float64) @ qv))
-            if min_score > 0 and s < min_score:
-                continue
-            scored.append((s, k))
-        scored.sort(reverse=True)
-        return [(k, s) for s, k in scored[offset:offset + limit]]
-
-
-def _vectors(rng: np.random.Generator) -> list[list[float]]:
-    return rng.standard_normal((int(rng.integers(1, 4)), DIMS)).tolist()
-
-
-async def _put(c: MemoryClient, model: Model, agent: str, rng: np.random.Generator,
-               keys: range, tier: str, now: float, vectors: bool = True) -> None:
-    """Store `keys` as `agent`, every third with a TTL of 100 s, and note them in `model`."""
-    batch = []
-    for k in keys:
-        vecs = _vectors(rng) if vectors else None
-        tags = ["even"] if k % 2 == 0 else []
-        ttl = 100 if k % 3 == 0 else 0
-        e: dict[str, Any] = {"key": {"k": k}, "content": {"t": k % 3}, "tier": tier,
-                             "tags": tags, "ttl": ttl}
-        if vecs is not None:
-            e["vectors"], e["vector_space"] = vecs, SPACE
-        batch.append(e)
-        model.entries[k] = (tier, agent, None if vecs is None else unit_rows(vecs), tags, k % 3,
-                            now + ttl if ttl else None)
-    reply = await c.store(batch)
-    assert reply.errors == []
-
-
-async def _check(host: Host, clients: dict[str, MemoryClient], model: Model,
-                 rng: np.random.Generator, queries: int = 4) -> None:
-    """Every retrieve shape answers as the brute force does, for each agent."""
-    now = host.clock()
-    for _ in range(queries):
-        q = rng.standard_normal(DIMS).tolist()
-        for agent, c in clients.items():
-            for kw in ({}, {"limit": 7, "offset": 5}, {"tags": ("even",)}, {"t": 1},
-                       {"min_score": 0.2, "limit": 50}, {"tier": "episodic"},
-                       {"limit": 200}):
-                args: dict[str, Any] = {"vector": q, "vector_space": SPACE,
-                                        "limit": kw.get("limit", 10),
-                                        "offset": kw.get("offset", 0)}
-                if "tags" in kw:
-                    args["tags"] = list(kw["tags"])
-                if "t" in kw:
-                    args["filter"] = {"t": kw["t"]}
-                if "min_score" in kw:
-                    args["min_score"] = kw["min_score"]
-                if "tier" in kw:
-                    args["tier"] = kw["tier"]
-                got = await c.retrieve(**args)
-                want = model.expected(agent, q, now, **kw)
-                assert [e["key"]["k"] for e in got.entries] == [k for k, _ in want], (agent, kw)
-                assert np.allclose([e["relevance"] for e in got.entries],
-                                   [s for _, s in want], atol=1e-5)
-                if 0 < len(want) < args["limit"]:  # every match seen: the total is exact
-                    assert got.total == args["offset"] + len(want)
-                for e in got.entries:
-                    tier, owner = model.entries[e["key"]["k"]][:2]
-                    assert tier == "semantic" or owner == agent  # never another's episodic
-
-
-@asynccontextmanager
-async def _clients(host: Host, agents: tuple[str, ...] = ("a1", "a2"), ns: str = "ns"
-                   ) -> AsyncIterator[dict[str, MemoryClient]]:
-    clients = {}
-    try:
-        for a in agents:
-            clients[a] = await MemoryClient.connect(url_of(host))
-            await clients[a].init(ns, {"agent": a})
-        yield clients
-    finally:
-        for c in clients.values():
-            await c.close()
-
-
-def _config(db: Path, **search: Any) -> Any:
-    return make_config(db, search={"embedder": "none", **search})
 
 
 async def test_retrieve_by_vector_matches_brute_force_through_changes(tmp_path: Path) -> None:
@@ -141,44 +43,44 @@ async def test_retrieve_by_vector_matches_brute_force_through_changes(tmp_path: 
     rng = np.random.default_rng(11)
     model = Model()
     clock = ShiftedClock()
-    async with running_host(_config(db), clock=clock) as host, _clients(host) as cs:
+    async with running_host(vector_config(db), clock=clock) as host, vector_sessions(host) as cs:
         t = host.clock()
-        await _put(cs["a1"], model, "a1", rng, range(0, 80), "semantic", t)
-        await _put(cs["a1"], model, "a1", rng, range(80, 120), "episodic", t)
-        await _put(cs["a2"], model, "a2", rng, range(120, 160), "episodic", t)
-        await _put(cs["a1"], model, "a1", rng, range(160, 170), "semantic", t, vectors=False)
-        await _check(host, cs, model, rng)
+        await put_vectors(cs["a1"], model, "a1", rng, range(0, 80), "semantic", t)
+        await put_vectors(cs["a1"], model, "a1", rng, range(80, 120), "episodic", t)
+        await put_vectors(cs["a2"], model, "a2", rng, range(120, 160), "episodic", t)
+        await put_vectors(cs["a1"], model, "a1", rng, range(160, 170), "semantic", t, vectors=False)
+        await check_retrieves(host, cs, model, rng)
         assert host.search.vectors is not None
         assert space_key("ns", SPACE) in host.search.vectors.keys()
         # forgets, re-stores with new vectors and without vectors
         assert await cs["a1"].forget(keys=[{"k": k} for k in range(10)], tier="semantic") == 10
         for k in range(10):
             del model.entries[k]
-        await _put(cs["a1"], model, "a1", rng, range(10, 20), "semantic", host.clock())
-        await _put(cs["a1"], model, "a1", rng, range(20, 25), "semantic", host.clock(),
-                   vectors=False)
-        await _put(cs["a2"], model, "a2", rng, range(120, 125), "episodic", host.clock())
-        await _check(host, cs, model, rng)
+        await put_vectors(cs["a1"], model, "a1", rng, range(10, 20), "semantic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(20, 25), "semantic", host.clock(),
+                          vectors=False)
+        await put_vectors(cs["a2"], model, "a2", rng, range(120, 125), "episodic", host.clock())
+        await check_retrieves(host, cs, model, rng)
         clock.advance(150)  # every third entry expired
-        await _check(host, cs, model, rng)
+        await check_retrieves(host, cs, model, rng)
     # a restart: nothing is read at start; the first retrieve loads the space
-    async with running_host(_config(db), clock=clock) as host, _clients(host) as cs:
+    async with running_host(vector_config(db), clock=clock) as host, vector_sessions(host) as cs:
         assert host.search.vectors is not None and host.search.vectors.keys() == []
-        await _check(host, cs, model, rng)
+        await check_retrieves(host, cs, model, rng)
         # another process on the file stores entries with vectors: the next retrieve has them
         other = SQLiteEntryStore(db)
         await other.open()
         try:
             new = []
             for k in range(200, 210):
-                vecs = unit_rows(_vectors(rng))
+                vecs = unit_rows(random_vectors(rng))
                 new.append(NewEntry(tier="semantic", key=b'{"k":%d}' % k, content=b'{"t":0}',
                                     vectors=vecs.tobytes(), vector_space=SPACE, dims=DIMS))
                 model.entries[k] = ("semantic", "a1", vecs, [], 0, None)
             assert await other.put(Scope("ns", "a1"), new, host.clock()) == [None] * 10
         finally:
             await other.close()
-        await _check(host, cs, model, rng)
+        await check_retrieves(host, cs, model, rng)
 
 
 async def test_spaces_stay_correct_within_a_small_memory_budget(tmp_path: Path) -> None:
@@ -189,18 +91,19 @@ async def test_spaces_stay_correct_within_a_small_memory_budget(tmp_path: Path) 
     clock = ShiftedClock()
     budget = 32_000  # one space holds 12-15 KB (55-67 rows of 16 dimensions, their metadata)
     models: dict[str, Model] = {}
-    async with running_host(_config(db, vector_memory_bytes=budget), clock=clock) as host:
+    async with running_host(vector_config(db, vector_memory_bytes=budget), clock=clock) as host:
         for i in range(8):
             ns = f"ns{i}"
             models[ns] = Model()
-            async with _clients(host, ("a1",), ns) as cs:
-                await _put(cs["a1"], models[ns], "a1", rng, range(30), "semantic", host.clock())
+            async with vector_sessions(host, ("a1",), ns) as cs:
+                await put_vectors(cs["a1"], models[ns], "a1", rng, range(30), "semantic",
+                                  host.clock())
         vectors = host.search.vectors
         assert vectors is not None
         for _ in range(2):
             for ns, model in models.items():
-                async with _clients(host, ("a1",), ns) as cs:
-                    await _check(host, cs, model, rng, queries=1)
+                async with vector_sessions(host, ("a1",), ns) as cs:
+                    await check_retrieves(host, cs, model, rng, queries=1)
                 assert vectors.nbytes <= budget
                 assert len(vectors.keys()) <= 2
         assert vectors.stats()["evictions"] >= 8
@@ -251,7 +154,7 @@ async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
     rng = np.random.default_rng(3)
     model = Model()
     clock = ShiftedClock()
-    config = _config(db, ann_min_rows=300)
+    config = vector_config(db, ann_min_rows=300)
 
     async def recall(host: Host, c: MemoryClient, **kw: Any) -> tuple[float, list[Any]]:
         hit = total = 0
@@ -268,10 +171,10 @@ async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
             pages.append(got)
         return hit / total, pages
 
-    async with running_host(config, clock=clock) as host, _clients(host, ("a1",)) as cs:
+    async with running_host(config, clock=clock) as host, vector_sessions(host, ("a1",)) as cs:
         for first in range(0, 600, 200):
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 200), "semantic",
-                       host.clock())
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 200), "semantic",
+                              host.clock())
         r, _ = await recall(host, cs["a1"])
         vectors: Any = host.search.vectors
         await vectors.wait_idle()  # a load promotes in the background
@@ -283,13 +186,13 @@ async def test_a_large_space_is_approximate_saved_and_read_back_after_a_restart(
                                      tier="semantic") == 86
         for k in range(0, 600, 7):
             del model.entries[k]
-        await _put(cs["a1"], model, "a1", rng, range(600, 650), "semantic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(600, 650), "semantic", host.clock())
         r, _ = await recall(host, cs["a1"])
         assert r >= 0.9
         state = rng.bit_generator.state
         _, before = await recall(host, cs["a1"])
     assert any((tmp_path / "ann.db.vectors").iterdir())
-    async with running_host(config, clock=clock) as host, _clients(host, ("a1",)) as cs:
+    async with running_host(config, clock=clock) as host, vector_sessions(host, ("a1",)) as cs:
         rng.bit_generator.state = state
         _, after = await recall(host, cs["a1"])
         vectors = host.search.vectors
@@ -303,13 +206,13 @@ async def test_what_is_kept_of_spaces_out_of_memory_is_bounded(tmp_path: Path) -
     db = tmp_path / "many.db"
     rng = np.random.default_rng(9)
     # one space holds 1.1-1.9 KB (5-8 rows of 16 dimensions, their metadata)
-    async with running_host(_config(db, vector_memory_bytes=3_500)) as host:
+    async with running_host(vector_config(db, vector_memory_bytes=3_500)) as host:
         spaces: Any = host.search.spaces
         vectors: Any = host.search.vectors
         for i in range(100):
             model = Model()
-            async with _clients(host, ("a1",), f"ns{i}") as cs:
-                await _put(cs["a1"], model, "a1", rng, range(3), "semantic", host.clock())
+            async with vector_sessions(host, ("a1",), f"ns{i}") as cs:
+                await put_vectors(cs["a1"], model, "a1", rng, range(3), "semantic", host.clock())
                 q = rng.standard_normal(DIMS).tolist()
                 got = await cs["a1"].retrieve(vector=q, vector_space=SPACE)
                 assert [e["key"]["k"] for e in got.entries] == [
@@ -326,21 +229,21 @@ async def test_catch_up_pages_through_the_change_log_and_reloads_past_its_floor(
     db = tmp_path / "pages.db"
     rng = np.random.default_rng(21)
     model = Model()
-    async with running_host(_config(db)) as host, _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(db)) as host, vector_sessions(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 10
-        await _put(cs["a1"], model, "a1", rng, range(20), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=1)  # loaded
+        await put_vectors(cs["a1"], model, "a1", rng, range(20), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=1)  # loaded
         for first in range(20, 55, 7):  # five changes of 7: a page's limit falls inside one
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 7), "semantic",
-                       host.clock())
-        await _put(cs["a1"], model, "a1", rng, range(55, 80), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=2)
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 7), "semantic",
+                              host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(55, 80), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=2)
         vectors: Any = host.search.vectors
         assert vectors.stats()["loads"] == 1  # caught up, not reloaded
-        await _put(cs["a1"], model, "a1", rng, range(0, 30), "semantic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(0, 30), "semantic", host.clock())
         await host.store.prune_changes(host.clock() + 1, 0)  # type: ignore[attr-defined]
-        await _check(host, cs, model, rng, queries=2)
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 2
 
 
@@ -377,23 +280,23 @@ async def test_an_approximate_space_grown_by_a_bulk_load_is_read_again(tmp_path:
     db = tmp_path / "bulk.db"
     rng = np.random.default_rng(8)
     model = Model()
-    async with running_host(_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
-            _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
+            vector_sessions(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 50
         vectors: Any = host.search.vectors
-        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=1)  # loaded
+        await put_vectors(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=1)  # loaded
         await vectors.wait_idle()
         assert vectors.stats()["ann_keys"] == 1 and vectors.stats()["loads"] == 1
-        await _put(cs["a1"], model, "a1", rng, range(600, 640), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=2)
+        await put_vectors(cs["a1"], model, "a1", rng, range(600, 640), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 1  # 40 rows: caught up in place
-        await _put(cs["a1"], model, "a1", rng, range(640, 1000), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=2)
+        await put_vectors(cs["a1"], model, "a1", rng, range(640, 1000), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 2  # 360 rows, past a quarter of 640: read again
         await vectors.wait_idle()
-        await _check(host, cs, model, rng, queries=2)
+        await check_retrieves(host, cs, model, rng, queries=2)
 
 
 async def test_a_catch_up_into_a_graph_lets_other_connections_run_between_its_steps(
@@ -406,18 +309,18 @@ async def test_a_catch_up_into_a_graph_lets_other_connections_run_between_its_st
     db = tmp_path / "steps.db"
     rng = np.random.default_rng(11)
     model = Model()
-    async with running_host(_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
-            _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(db, ann_min_rows=300), clock=ShiftedClock()) as host, \
+            vector_sessions(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         vectors: Any = host.search.vectors
         spaces.add_step_rows = 16
-        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=1)  # loaded
+        await put_vectors(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=1)  # loaded
         await vectors.wait_idle()
         key = space_key("ns", SPACE)
         assert vectors.stats()["ann_keys"] == 1
         before = len(vectors.get(key))
-        await _put(cs["a1"], model, "a1", rng, range(600, 700), "semantic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(600, 700), "semantic", host.clock())
         seen: set[int] = set()
         done = False
 
@@ -430,7 +333,7 @@ async def test_a_catch_up_into_a_graph_lets_other_connections_run_between_its_st
 
         watcher = asyncio.ensure_future(watch())
         try:
-            await _check(host, cs, model, rng, queries=1)
+            await check_retrieves(host, cs, model, rng, queries=1)
         finally:
             done = True
             await watcher
@@ -447,18 +350,18 @@ async def test_a_space_emptied_after_its_graph_was_saved_reads_the_file_no_more(
     memory, answers nothing and removes its saved files: the retrieves after it read none."""
     db = tmp_path / "emptied.db"
     rng = np.random.default_rng(4)
-    config = _config(db, ann_min_rows=300)
+    config = vector_config(db, ann_min_rows=300)
     saved = tmp_path / "emptied.db.vectors"
-    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+    async with running_host(config) as host, vector_sessions(host, ("a1",)) as cs:
         for first in range(0, 400, 200):
-            await _put(cs["a1"], Model(), "a1", rng, range(first, first + 200), "semantic",
-                       host.clock())
+            await put_vectors(cs["a1"], Model(), "a1", rng, range(first, first + 200), "semantic",
+                              host.clock())
         await cs["a1"].retrieve(vector=rng.standard_normal(DIMS).tolist(), vector_space=SPACE)
         vectors: Any = host.search.vectors
         await vectors.wait_idle()  # the graph is built and saved
         assert vectors.stats()["ann_keys"] == 1
     assert list(saved.glob("*.meta.npz"))
-    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+    async with running_host(config) as host, vector_sessions(host, ("a1",)) as cs:
         for first in range(0, 400, 100):
             assert await cs["a1"].forget(keys=[{"k": k} for k in range(first, first + 100)],
                                          tier="semantic") == 100

@@ -15,8 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.hosts import make_config, running_host
-from test_client_vectors_index import Model, _check, _clients, _put
+from support.client_vectors import (
+    Model,
+    check_retrieves,
+    put_vectors,
+    vector_config,
+    vector_sessions,
+)
+from support.hosts import running_host
 
 from host.search.client_vectors import space_key
 from host.search.index import VectorIndexes
@@ -27,8 +33,6 @@ from protocol.clock import ShiftedClock
 SPACE = "s"
 
 
-def _config(db: str, **search: Any) -> Any:
-    return make_config(db, search={"embedder": "none", **search})
 
 
 @pytest.mark.all_backends
@@ -39,20 +43,20 @@ async def test_an_exact_space_caught_up_past_ann_min_rows_is_read_again(store_db
     from the rows read; each retrieve answers as numpy does."""
     rng = np.random.default_rng(5)
     model = Model()
-    async with running_host(_config(store_db, ann_min_rows=300)) as host, \
-            _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(store_db, ann_min_rows=300)) as host, \
+            vector_sessions(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 100
         if hasattr(host.store, "client_page_rows"):  # PostgreSQL: a load's and a read's pages
             host.store.client_page_rows = 64  # type: ignore[attr-defined]
         vectors: Any = spaces.indexes
-        await _put(cs["a1"], model, "a1", rng, range(100), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=1)  # loaded: exact
+        await put_vectors(cs["a1"], model, "a1", rng, range(100), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=1)  # loaded: exact
         key = space_key("ns", SPACE)
         assert vectors.stats()["loads"] == 1 and vectors.get(key).kind == "exact"
         for first in range(100, 800, 100):
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 100), "semantic",
-                       host.clock())
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 100), "semantic",
+                              host.clock())
         seen: list[int] = []  # `loading` at each turn of the watcher
         done = False
 
@@ -63,7 +67,7 @@ async def test_an_exact_space_caught_up_past_ann_min_rows_is_read_again(store_db
 
         watcher = asyncio.ensure_future(watch())
         try:
-            await _check(host, cs, model, rng, queries=1)
+            await check_retrieves(host, cs, model, rng, queries=1)
         finally:
             done = True
             await watcher
@@ -71,7 +75,7 @@ async def test_an_exact_space_caught_up_past_ann_min_rows_is_read_again(store_db
         assert 1 in seen  # the loop ran while the space loaded
         await vectors.wait_idle()
         assert vectors.stats()["ann_keys"] == 1
-        await _check(host, cs, model, rng, queries=2)
+        await check_retrieves(host, cs, model, rng, queries=2)
 
 
 @pytest.mark.all_backends
@@ -85,27 +89,27 @@ async def test_plain_puts_never_make_a_space_read_again(store_db: str) -> None:
     rng = np.random.default_rng(9)
     model = Model()
     clock = ShiftedClock(base=lambda: time.time() - 120.0)
-    async with running_host(_config(store_db, ann_min_rows=300), clock=clock) as host, \
-            _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(store_db, ann_min_rows=300), clock=clock) as host, \
+            vector_sessions(host, ("a1",)) as cs:
         spaces: Any = host.search.spaces
         spaces.catch_up_rows = 50
         if hasattr(host.store, "client_page_rows"):  # PostgreSQL: a load's and a read's pages
             host.store.client_page_rows = 32  # type: ignore[attr-defined]
         vectors: Any = spaces.indexes
-        await _put(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=1)  # loaded
+        await put_vectors(cs["a1"], model, "a1", rng, range(600), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=1)  # loaded
         await vectors.wait_idle()
         assert vectors.stats()["ann_keys"] == 1 and vectors.stats()["loads"] == 1
         for first in range(600, 1000, 100):
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 100), "semantic",
-                       host.clock(), vectors=False)
-        await _check(host, cs, model, rng, queries=2)
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 100), "semantic",
+                              host.clock(), vectors=False)
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 1  # the space did not grow: not read again
-        await _put(cs["a1"], model, "a1", rng, range(1000, 1040), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=2)
+        await put_vectors(cs["a1"], model, "a1", rng, range(1000, 1040), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 1
-        await _put(cs["a1"], model, "a1", rng, range(1040, 1440), "semantic", host.clock())
-        await _check(host, cs, model, rng, queries=2)
+        await put_vectors(cs["a1"], model, "a1", rng, range(1040, 1440), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng, queries=2)
         assert vectors.stats()["loads"] == 2  # 400 entries with vectors: read again
 
 

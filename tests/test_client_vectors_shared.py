@@ -14,8 +14,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.client_vectors import (
+    DIMS,
+    SPACE,
+    Model,
+    check_retrieves,
+    put_vectors,
+    random_vectors,
+    vector_config,
+    vector_sessions,
+)
 from support.hosts import make_config, running_host
-from test_client_vectors_index import DIMS, SPACE, Model, _check, _clients, _put, _vectors
 
 from host.app import Host, make_store
 from host.search.client_vectors import nearest, space_key, unit_rows
@@ -25,8 +34,6 @@ from host.store.records import NewEntry, Query, Scope
 pytestmark = pytest.mark.all_backends
 
 
-def _config(db: str, **search: Any) -> Any:
-    return make_config(db, search={"embedder": "none", **search})
 
 
 async def _same_as_the_scan(host: Host, rng: np.random.Generator, agent: str = "a1") -> None:
@@ -53,13 +60,13 @@ async def test_retrieves_by_vector_follow_every_write_on_both_backends(store_db:
     them."""
     rng = np.random.default_rng(21)
     model = Model()
-    async with running_host(_config(store_db)) as host, _clients(host) as cs:
+    async with running_host(vector_config(store_db)) as host, vector_sessions(host) as cs:
         t = host.clock()
-        await _put(cs["a1"], model, "a1", rng, range(0, 80), "semantic", t)
-        await _put(cs["a1"], model, "a1", rng, range(80, 120), "episodic", t)
-        await _put(cs["a2"], model, "a2", rng, range(120, 160), "episodic", t)
-        await _put(cs["a1"], model, "a1", rng, range(160, 170), "semantic", t, vectors=False)
-        await _check(host, cs, model, rng)
+        await put_vectors(cs["a1"], model, "a1", rng, range(0, 80), "semantic", t)
+        await put_vectors(cs["a1"], model, "a1", rng, range(80, 120), "episodic", t)
+        await put_vectors(cs["a2"], model, "a2", rng, range(120, 160), "episodic", t)
+        await put_vectors(cs["a1"], model, "a1", rng, range(160, 170), "semantic", t, vectors=False)
+        await check_retrieves(host, cs, model, rng)
         spaces = host.search.spaces
         assert spaces is not None and space_key("ns", SPACE) in spaces.indexes.keys()
         await _same_as_the_scan(host, rng)
@@ -67,30 +74,31 @@ async def test_retrieves_by_vector_follow_every_write_on_both_backends(store_db:
         assert await cs["a1"].forget(keys=[{"k": k} for k in range(10)], tier="semantic") == 10
         for k in range(10):
             del model.entries[k]
-        await _put(cs["a1"], model, "a1", rng, range(10, 20), "semantic", host.clock())
-        await _put(cs["a1"], model, "a1", rng, range(20, 25), "semantic", host.clock(),
-                   vectors=False)
-        await _put(cs["a2"], model, "a2", rng, range(120, 125), "episodic", host.clock())
-        await _put(cs["a1"], model, "a1", rng, range(170, 190), "semantic", host.clock())
-        await _check(host, cs, model, rng)
+        await put_vectors(cs["a1"], model, "a1", rng, range(10, 20), "semantic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(20, 25), "semantic", host.clock(),
+                          vectors=False)
+        await put_vectors(cs["a2"], model, "a2", rng, range(120, 125), "episodic", host.clock())
+        await put_vectors(cs["a1"], model, "a1", rng, range(170, 190), "semantic", host.clock())
+        await check_retrieves(host, cs, model, rng)
         await _same_as_the_scan(host, rng)
         await _same_as_the_scan(host, rng, "a2")
 
         # a second host on the same database: each writes, the other's next retrieve sees it
-        async with running_host(_config(store_db)) as other, _clients(other) as os_:
-            await _check(other, os_, model, rng, queries=2)
-            await _put(os_["a1"], model, "a1", rng, range(30, 40), "semantic", other.clock())
-            await _put(os_["a2"], model, "a2", rng, range(200, 210), "episodic", other.clock())
+        async with running_host(vector_config(store_db)) as other, vector_sessions(other) as os_:
+            await check_retrieves(other, os_, model, rng, queries=2)
+            await put_vectors(os_["a1"], model, "a1", rng, range(30, 40), "semantic", other.clock())
+            await put_vectors(os_["a2"], model, "a2", rng, range(200, 210), "episodic",
+                              other.clock())
             assert await os_["a1"].forget(keys=[{"k": k} for k in range(40, 45)],
                                           tier="semantic") == 5
             for k in range(40, 45):
                 del model.entries[k]
-            await _check(host, cs, model, rng, queries=2)
-            await _put(cs["a1"], model, "a1", rng, range(45, 50), "semantic", host.clock(),
-                       vectors=False)
-            await _put(cs["a1"], model, "a1", rng, range(210, 220), "semantic", host.clock())
-            await _check(other, os_, model, rng, queries=2)
-            await _check(host, cs, model, rng, queries=2)
+            await check_retrieves(host, cs, model, rng, queries=2)
+            await put_vectors(cs["a1"], model, "a1", rng, range(45, 50), "semantic", host.clock(),
+                              vectors=False)
+            await put_vectors(cs["a1"], model, "a1", rng, range(210, 220), "semantic", host.clock())
+            await check_retrieves(other, os_, model, rng, queries=2)
+            await check_retrieves(host, cs, model, rng, queries=2)
         await _same_as_the_scan(host, rng)
 
 
@@ -100,11 +108,11 @@ async def test_an_approximate_space_rescored_equals_the_scan(store_db: str) -> N
     forget."""
     rng = np.random.default_rng(4)
     model = Model()
-    async with running_host(_config(store_db, ann_min_rows=300)) as host, \
-            _clients(host, ("a1",)) as cs:
+    async with running_host(vector_config(store_db, ann_min_rows=300)) as host, \
+            vector_sessions(host, ("a1",)) as cs:
         for first in range(0, 600, 200):
-            await _put(cs["a1"], model, "a1", rng, range(first, first + 200), "semantic",
-                       host.clock())
+            await put_vectors(cs["a1"], model, "a1", rng, range(first, first + 200), "semantic",
+                              host.clock())
         spaces = host.search.spaces
         assert spaces is not None
         for round_ in range(2):
@@ -141,7 +149,7 @@ async def test_a_loads_connection_goes_back_however_its_pages_end(pg_url: str) -
     try:
         scope = Scope("ns", "a1")
         rng = np.random.default_rng(1)
-        entries = [_entry(k, unit_rows(_vectors(rng))) for k in range(25)]
+        entries = [_entry(k, unit_rows(random_vectors(rng))) for k in range(25)]
         assert await store.put(scope, entries, time.time()) == [None] * 25
 
         def in_use() -> int:
@@ -180,7 +188,7 @@ async def test_a_loads_connection_goes_back_however_its_pages_end(pg_url: str) -
 
         first, pages = await asyncio.to_thread(snapshot)
         # a write between two pages: the load's pages are still of its snapshot
-        assert await store.put(scope, [_entry(k, unit_rows(_vectors(rng)))
+        assert await store.put(scope, [_entry(k, unit_rows(random_vectors(rng)))
                                        for k in range(100, 110)], time.time()) \
             == [None] * 10
         rest = await asyncio.to_thread(lambda: [i for p in pages for i in p[0]])
@@ -204,7 +212,7 @@ async def test_vectors_written_after_their_entries_commit_are_not_skipped(pg_url
     try:
         scope = Scope("ns", "a1")
         rng = np.random.default_rng(2)
-        assert await store.put(scope, [_entry(1, unit_rows(_vectors(rng)))],
+        assert await store.put(scope, [_entry(1, unit_rows(random_vectors(rng)))],
                                time.time()) == [None]
         old = time.time() - 2 * pg_ext.PENDING_SECONDS
         assert await store.put(scope, [_entry(2)], old) == [None]  # plain, long ago
@@ -216,7 +224,7 @@ async def test_vectors_written_after_their_entries_commit_are_not_skipped(pg_url
         three = await store.pool.fetchval("SELECT id FROM a2e_entries WHERE key = $1",
                                           '{"k":3}')
         assert await store.client_changes("ns", head, 100) == (head, [three])
-        vecs = unit_rows(_vectors(rng))
+        vecs = unit_rows(random_vectors(rng))
         await pg_ext.write_vectors(store.pool, scope, [_entry(3, vecs)])  # the lagging write
         upto, stored = await store.client_changes("ns", head, 100)
         assert upto == head + 1 and stored is not None

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.client_vectors import SPACE, Model, put_vectors, vector_config, vector_sessions
 from support.hosts import make_config, running_host
 from support.http import get, http_get, metric_value
 from support.procs import HostProcess
-from test_client_vectors_index import SPACE, Model, _clients, _config, _put
 
 from host.ops.threads import BLAS_ENV, serve_command
 
@@ -42,14 +42,14 @@ async def test_metrics_show_the_vector_indexes(tmp_path: Path) -> None:
     import numpy as np
 
     rng = np.random.default_rng(2)
-    config = _config(tmp_path / "m.db", vector_memory_bytes=1)  # every other space evicted
-    async with running_host(config) as host, _clients(host, ("a1",)) as cs:
+    config = vector_config(tmp_path / "m.db", vector_memory_bytes=1)  # every other space evicted
+    async with running_host(config) as host, vector_sessions(host, ("a1",)) as cs:
         _, _, text = await get(host.port, "/metrics")
         assert metric_value(text, "a2e_vector_index_keys") == 0
         assert "a2e_vector_index_bytes" in text and "a2e_vector_index_loads_total" in text
         for space in (SPACE, "other"):
             model = Model()
-            await _put(cs["a1"], model, "a1", rng, range(20), "semantic", host.clock())
+            await put_vectors(cs["a1"], model, "a1", rng, range(20), "semantic", host.clock())
             if space != SPACE:  # the same rows in a second space
                 await cs["a1"].store([{"key": {"k": 100 + i}, "content": {}, "tier": "semantic",
                                        "vectors": [[1.0, float(i)] + [0.0] * 14],
