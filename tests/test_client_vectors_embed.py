@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config
-from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
+from support.search import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.app import Host, make_store
 from host.client import MemoryClient

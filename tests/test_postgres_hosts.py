@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
+from support.search import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient, RemoteError
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC

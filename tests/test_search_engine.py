@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.search import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.app import Host
 from host.client import MemoryClient
@@ -23,32 +24,12 @@ from host.store.sqlite.store import SQLiteEntryStore
 from protocol.keys import canonical_key
 
 # Distractors: a small memory about unrelated things, so that "standing out" means something.
-DISTRACTORS = [
-    "The quarterly budget review is scheduled for Monday morning.",
-    "Python 3.12 removed the distutils module from the standard library.",
-    "The office printer on the third floor is out of toner again.",
-    "Marcus is training for a half marathon in October.",
-    "The team retrospective moved to the small meeting room.",
-    "Invoices must be approved by two managers before payment.",
-    "The staging server runs Debian and PostgreSQL 16.",
-    "Lunch on Friday is pizza from the place around the corner.",
-]
-PUPPY = "Caroline adopted a puppy from the animal shelter last week."
-PARAPHRASE = "Who got a new dog recently?"  # no word in common with PUPPY
-
-
-def entry(key: Any, content: Any, tier: str = "episodic", **kw: Any) -> dict[str, Any]:
-    return {"key": key, "content": content, "tier": tier, **kw}
 
 
 async def fill(client: MemoryClient, host: Host, extra: list[dict[str, Any]]) -> None:
     """Store the distractors and `extra`, then embed everything queued."""
     await client.store([entry({"d": i}, t) for i, t in enumerate(DISTRACTORS)] + extra)
     await host.search.drain()
-
-
-def keys_of(reply: Any) -> list[Any]:
-    return [e["key"] for e in reply.entries]
 
 
 @pytest.mark.all_backends

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncpg
 from support.hosts import make_config, run_cli, running_host, url_of
-from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
+from support.search import DISTRACTORS, PARAPHRASE, PUPPY, entry, keys_of
 
 from host.client import MemoryClient
 from host.store.postgres.store import PostgresEntryStore

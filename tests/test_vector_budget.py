@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from support.hosts import make_config, running_host, url_of
-from test_search_engine import DISTRACTORS, PARAPHRASE, PUPPY
+from support.search import DISTRACTORS, PARAPHRASE, PUPPY
 
 from host.app import Host
 from host.client import MemoryClient
