@@ -5,10 +5,9 @@ included; and each score is `host.text.bm25` over the statistics the store repor
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
-from support.store import BOTH, T0, entry
+from support.store import BOTH, T0, entry, keyword_texts
 
 from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
@@ -17,21 +16,8 @@ from host.store.sqlite.store import SQLiteEntryStore
 from host.text.bm25 import bm25
 from host.text.searchable import stored_text
 
-_WORDS = ("apple", "river", "stone", "cloud", "music", "garden", "winter", "copper", "signal",
-          "harbor", "lantern", "meadow")
 QUERIES = ("apple", "apple river", "stone cloud music", "lantern meadow apple", "copper",
            "winter winter signal", "harbor nothing", "absent words")
-
-
-def _texts(n: int, seed: int = 7) -> list[str]:
-    """`n` texts of 1-40 words, a few words common (apple, river), some repeated in a text."""
-    rnd = random.Random(seed)
-    out = []
-    for _ in range(n):
-        words = [rnd.choice(_WORDS[:2]) if rnd.random() < 0.3 else rnd.choice(_WORDS)
-                 for _ in range(rnd.randint(1, 40))]
-        out.append(" ".join(words))
-    return out
 
 
 async def _load(store: EntryStore, texts: list[str]) -> None:
@@ -54,7 +40,7 @@ async def _ranked(store: EntryStore, text: str, limit: int) -> list[tuple[bytes,
 async def test_keyword_order_and_scores_equal_sqlite(pg_url: str, tmp_path: Path) -> None:
     """300 entries, eight queries, with and without the common-term cap and the pool's cut:
     the PostgreSQL store returns SQLite's entries, order and BM25 (to 1e-9)."""
-    texts = _texts(300)
+    texts = keyword_texts(300)
     for cap, pool in ((0, 0), (60, 0), (0, 120), (60, 120)):
         ranked = []
         for store in (SQLiteEntryStore(tmp_path / f"a2e-{cap}-{pool}.db", max_term_docs=cap,
@@ -74,7 +60,7 @@ async def test_scores_are_bm25_of_the_reported_statistics(pg_url: str) -> None:
     reports for the query and of the entry's searchable text as `analyse` reads it; best first, equal
     scores newest first (as on SQLite)."""
     async with PostgresEntryStore(pg_url) as store:
-        await _load(store, _texts(200, seed=3))
+        await _load(store, keyword_texts(200, seed=3))
         alice, q = Scope("ns", "alice"), Query(tiers=BOTH)
         for text in QUERIES[:6]:
             stats = await store.keyword_stats(alice, text, q, T0)

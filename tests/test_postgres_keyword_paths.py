@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.store import BOTH, T0, entry
-from test_postgres_keyword import _texts
+from support.store import BOTH, T0, entry, keyword_texts
 
 from host.store.filters import parse_filter
 from host.store.interface import EntryStore
@@ -27,7 +26,7 @@ QUERIES = ("apple", "apple river", "stone cloud music", "lantern meadow apple", 
 
 def _large() -> list[str]:
     """2,400 texts, 2,000 of them of words no query holds (the terms' matches are rare)."""
-    return _texts(400, seed=12) + [f"filler{i % 50} words only" for i in range(2000)]
+    return keyword_texts(400, seed=12) + [f"filler{i % 50} words only" for i in range(2000)]
 
 
 async def _load(store: EntryStore, namespace: str, texts: list[str]) -> None:
@@ -54,7 +53,7 @@ async def test_both_pool_plans_answer_as_sqlite(pg_url: str, tmp_path: Path) -> 
     common-term cap and the pool's cut low enough to bite, with and without a tag filter:
     the same entries, order and BM25 as SQLite's, on the first call of a session and after
     (a prepared statement reused)."""
-    sizes = {"small": _texts(600, seed=11), "large": _large()}
+    sizes = {"small": keyword_texts(600, seed=11), "large": _large()}
     stores = (SQLiteEntryStore(tmp_path / "a2e.db", max_term_docs=400, max_matches=900),
               PostgresEntryStore(pg_url, max_term_docs=400, max_matches=900))
     got = []
@@ -77,7 +76,7 @@ async def test_prefetched_neighbours_are_the_stores_neighbours(pg_url: str) -> N
     order, what `neighbours` returns for the same candidates; a neighbour that is itself a
     candidate is that candidate's entry; a query with an extension filter prefetches none."""
     async with PostgresEntryStore(pg_url) as store:
-        for ns, texts in (("small", _texts(600, seed=11)), ("large", _large())):
+        for ns, texts in (("small", keyword_texts(600, seed=11)), ("large", _large())):
             await _load(store, ns, texts)
             alice = Scope(ns, "alice")
             for tags in ((), ("third",)):

@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.store import BOTH, T0, entry
-from test_postgres_keyword import _texts
+from support.store import BOTH, T0, entry, keyword_texts
 
 from host.store.interface import EntryStore
 from host.store.postgres.store import PostgresEntryStore
@@ -36,9 +35,9 @@ _BOB = "apple river stone cloud music lantern meadow copper harbor filler3"
 
 def _namespaces() -> dict[str, list[str]]:
     return {
-        "sparse": _texts(300, seed=21) + [f"filler{i % 50} words only" for i in range(900)],
-        "dense": [f"apple {t}" for t in _texts(1500, seed=22)],
-        "dense_large": [f"apple {t}" for t in _texts(1000, seed=23)]
+        "sparse": keyword_texts(300, seed=21) + [f"filler{i % 50} words only" for i in range(900)],
+        "dense": [f"apple {t}" for t in keyword_texts(1500, seed=22)],
+        "dense_large": [f"apple {t}" for t in keyword_texts(1000, seed=23)]
         + [f"filler{i % 50} words only" for i in range(4000)],
     }
 
@@ -97,6 +96,6 @@ async def test_the_walk_planned_for_its_values_answers_as_sqlite(
     """A pool of 60 in 2,450 entries of which 550 hold "apple": dense, too thick for the GIN
     read, too thin for the prepared walk, so walked on a plan made for its values: SQLite's
     answers."""
-    texts = [f"apple {t}" for t in _texts(500, seed=24)]
+    texts = [f"apple {t}" for t in keyword_texts(500, seed=24)]
     texts += [f"filler{i % 50} words only" for i in range(1900)]
     await _both(pg_url, tmp_path, {"dense_planned": texts}, 60)
