@@ -4,22 +4,20 @@ Stores are acknowledged after their commit; the store's triggers queue each new 
 entry (`embed_queue`), and the worker embeds the queue in batches and writes the vectors. So an
 entry is findable by keywords at once and by meaning as soon as its vector is written.
 
-- **Newest first.** A batch takes the most recently queued entries: what an agent just wrote is
-  what it is about to ask for; a bulk import behind it waits.
-- **Short calls, both cores while nobody waits.** A batch is embedded in calls of at most
-  `embed_call_chars` (its texts sorted by length, so a call pads little), two calls at a time
-  on two threads when the host has no request in flight and no query waiting for its vector
-  (`busy()` says so), one at a time otherwise: the other core stays with the requests. The
-  worker's threads run at niceness 10, so when the machine is short of CPU the requests (and
-  the query thread) get it first.
+- **Newest first, a window at a time.** The worker reads up to `_WINDOW` batches (512 entries
+  by default) of the most recently queued entries: what an agent just wrote is what it is about
+  to ask for; a bulk import behind it waits. `EmbedCalls` (`host.search.embed_calls`) embeds
+  them sorted by length in short calls, on both cores while the host has nothing else to do,
+  and the vectors are written a batch (`batch_size`) at a time as they come.
 - **Read-your-writes for queries.** Every committed write takes a ticket (`wrote()`, a counter);
   a similarity query waits (`caught_up`, bounded by `search.vector_wait`) until the worker has
   embedded everything its namespace had queued when the query's connection last wrote: the
-  worker then serves the waiting namespaces first, a batch of their newest entries at a time.
-- **Abandoned at shutdown.** `stop()` does not finish a batch in progress: its vectors are never
-  written and its entries stay queued for the next start. It only lets the one embedder call
-  running return (at most `_SETTLE` seconds; a batch is well under that), because a process
-  leaving while onnxruntime computes is aborted; the rest of the batch is never started.
+  worker then starts no other call of its window (the rest stays queued, read again later) and
+  serves the waiting namespaces first, a window of their newest entries at a time.
+- **Abandoned at shutdown.** `stop()` does not finish a window in progress: the vectors not
+  yet written never are, and their entries stay queued for the next start. It only lets the
+  embedder calls running return (at most `_SETTLE` seconds; a call is well under that),
+  because a process leaving while onnxruntime computes is aborted.
 
 Two kinds: `LocalWorker` adds the vectors it writes to the process's `VectorIndexes` too
 (SQLite; to the namespaces loaded: the others read them when a query loads them);
@@ -32,15 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from host.search.embed import Embedder
+from host.search.embed_calls import EmbedCalls
 from host.search.index import Pending, VectorIndexes, digest, group_of
-from host.search.lanes import Lane
 from host.store.interface import EntryStore, VectorSearch, VectorStore
 from host.store.records import StorageFull
 
@@ -51,8 +48,8 @@ __all__ = ["EmbeddingWorker", "LocalWorker", "SharedWorker"]
 
 log = logging.getLogger("a2e_host.search")
 
-# Seconds `stop()` lets an abandoned embedder call return (one batch: ~0.1-1 s); a process that
-# exits while onnxruntime computes is aborted
+# Seconds `stop()` lets an abandoned embedder call return (one call: ~0.01-0.5 s); a process
+# that exits while onnxruntime computes is aborted
 _SETTLE = 5.0
 # After a failed step the worker waits `_RETRY` seconds, doubled at each failure in a row up to
 # `_RETRY_MAX` (an endpoint down is not called every 5 s for hours, nor logged so)
@@ -61,14 +58,10 @@ _RETRY_MAX = 60.0
 # namespaces whose index refused vectors, remembered so each is logged once (bounded: past
 # it, the set starts again)
 _REFUSED_KEPT = 1024
-# An entry whose text the embedder fails on (while it embeds others) is set aside: skipped
-# by the batches for `_ASIDE` seconds, doubled at each failure up to `_ASIDE_MAX`, at most
-# `_ASIDE_KEPT` entries at a time (past it, the one due first is forgotten: retried at once)
-_ASIDE = 60.0
-_ASIDE_MAX = 3600.0
-_ASIDE_KEPT = 256
-# what the worker embeds to tell a failing embedder from a text it fails on
-_PROBE = "a"
+# The worker reads up to this many batches (`batch_size`) of queued entries at a time: sorted by
+# length, a window of 512 short texts pads about as little as a whole backlog sorted, and the
+# two threads go from call to call without waiting at each batch's end
+_WINDOW = 16
 
 
 def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
@@ -76,37 +69,27 @@ def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
         fut.set_result(value)
 
 
-class EmbeddingWorker:
-    """What both workers share: tickets, waiters, the loop, the two threads, the figures."""
+class EmbeddingWorker(EmbedCalls):
+    """What both workers share: tickets, waiters, the loop, the figures (and `EmbedCalls`: how
+    texts are embedded)."""
 
     def __init__(
         self, store: EntryStore, embedder: Embedder, cfg: SearchConfig,
         busy: Callable[[], bool] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
+        super().__init__(embedder, cfg, busy, on_batch)
         self.store = store
-        self.embedder = embedder
-        self.cfg = cfg
-        self.busy = busy or (lambda: False)
-        self.on_batch = on_batch  # (entries embedded, seconds) after each batch
         self.backlog = 0  # entries waiting for a vector, as last counted
-        self.embedded_total = 0
         self.failures = 0  # failed steps since start (each retried later)
-        self.set_aside = 0  # entries set aside since start (their embedding failed alone; an
-        # entry counted once however often it fails again)
         self.refused = 0  # namespaces' index writes refused since start (LocalWorker's `_add`)
-        # entry id -> (monotonic time it is due again, failures in a row)
-        self._aside: dict[int, tuple[float, int]] = {}
         self._ticket = 0
         self._through_all = 0  # every write up to this ticket has its vector
         self._through: dict[str, int] = {}  # the same, per namespace
         self._waiters: dict[str, list[tuple[int, asyncio.Future[bool | None]]]] = {}
-        # niceness 10: on a busy machine the requests' threads get the CPU before the backlog
-        self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.parallel = bool(getattr(embedder, "parallel", False))
 
     def faults(self) -> dict[str, int]:
         """The fault counters since start, by name (`failures`, `set_aside`, `refused`)."""
@@ -186,7 +169,7 @@ class EmbeddingWorker:
         self._task = asyncio.create_task(self._run(), name="a2e-embed-worker")
 
     async def stop(self) -> None:
-        """Stop at once: a batch in progress is abandoned, its entries stay queued."""
+        """Stop at once: a window in progress is abandoned, its entries not written stay queued."""
         task, self._task = self._task, None
         self._stopping = True  # the loop ends even if a cancellation were swallowed
         if task is not None:
@@ -234,7 +217,7 @@ class EmbeddingWorker:
                 await asyncio.sleep(wait)
 
     async def step(self) -> int:
-        """One batch: of the namespace a query waits for (oldest waiter first), else of the
+        """One window: of the namespace a query waits for (oldest waiter first), else of the
         newest queued entries; marks what is caught up. The number of entries handled."""
         ns = next(iter(self._waiters), None)
         snapshot = self._ticket
@@ -272,98 +255,12 @@ class EmbeddingWorker:
         self.backlog = int(await self.store.vector_queue())
         return self.backlog
 
-    # -- one batch -------------------------------------------------------------------------
+    # -- one window ------------------------------------------------------------------------
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
-        """Embed one batch; (entries handled, True when the queue (of `namespace`) held no
-        more than that batch)."""
+        """Embed one window; (entries handled, True when the queue (of `namespace`) held no
+        more than that window and all of it was handled)."""
         raise NotImplementedError
-
-    async def _embed(self, texts: list[str]) -> np.ndarray:
-        """Vectors of stored `texts`, in calls of at most `embed_call_chars` (texts x the
-        longest: sorted by length, so little is padding); two calls at a time on two threads
-        when the embedder allows it and the host has nothing else to do, else one."""
-        t0 = time.perf_counter()
-        out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        if not texts:
-            return out
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        calls: list[list[int]] = [[]]
-        for i in order:
-            call = calls[-1]
-            if call and (len(call) + 1) * len(texts[i]) > self.cfg.embed_call_chars:
-                calls.append(call := [])
-            call.append(i)
-        j = 0
-        while j < len(calls):
-            two = self.parallel and j + 1 < len(calls) and not self.busy()
-            now = calls[j:j + 2] if two else calls[j:j + 1]
-            got = await asyncio.gather(*(
-                self._lanes[k].run(self.embedder.embed, [texts[i] for i in c])
-                for k, c in enumerate(now)))
-            for c, v in zip(now, got, strict=True):
-                out[c] = v
-            j += len(now)
-        self.embedded_total += len(texts)
-        if self.on_batch is not None:
-            self.on_batch(len(texts), time.perf_counter() - t0)
-        return out
-
-    def _bound(self, text: str) -> str:
-        return text[: self.cfg.max_embed_chars]
-
-    # -- entries the embedder fails on -------------------------------------------------------
-
-    def _due(self, entry_id: int) -> bool:
-        """False while `entry_id` is set aside."""
-        aside = self._aside.get(entry_id)
-        return aside is None or aside[0] <= time.monotonic()
-
-    async def _embed_apart(self, ids: Sequence[int], texts: list[str]
-                           ) -> tuple[np.ndarray, list[int]]:
-        """Vectors of `texts` (of entries `ids`), and the positions of those the embedder
-        fails on alone, set aside (`_aside`): when the batch fails, a probe tells a failing
-        embedder (raised, the step retried later) from texts it fails on; then each text is
-        embedded alone. An entry embedded leaves `_aside`."""
-        try:
-            vecs = await self._embed(texts)
-        except Exception:
-            # raises when the embedder itself fails (not counted as an entry embedded)
-            await self._lanes[0].run(self.embedder.embed, [_PROBE])
-            vecs = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-            failed = []
-            for j, text in enumerate(texts):
-                try:
-                    vecs[j] = (await self._embed([text]))[0]
-                except Exception as e:
-                    failed.append(j)
-                    self._put_aside(ids[j], e)
-            for j in set(range(len(texts))) - set(failed):
-                self._aside.pop(ids[j], None)
-            return vecs, failed
-        for i in ids:
-            self._aside.pop(i, None)
-        return vecs, []
-
-    def _forget_aside(self) -> None:
-        """Forget the entries set aside whose time came `_ASIDE_MAX` ago (embedded by another
-        host, deleted, or waiting like any other entry)."""
-        old = time.monotonic() - _ASIDE_MAX
-        for i in [i for i, (due, _) in self._aside.items() if due < old]:
-            del self._aside[i]
-
-    def _put_aside(self, entry_id: int, err: Exception) -> None:
-        self._forget_aside()
-        now = time.monotonic()
-        _, times = self._aside.pop(entry_id, (0.0, 0))
-        if len(self._aside) >= _ASIDE_KEPT:
-            del self._aside[min(self._aside, key=lambda i: self._aside[i][0])]
-        wait = min(_ASIDE * 2 ** times, _ASIDE_MAX)
-        self._aside[entry_id] = (now + wait, times + 1)
-        if not times:
-            self.set_aside += 1
-            log.warning("an entry's text failed to embed (%s): set aside, retried in %.0f s,"
-                        " the others embedded", err, wait)
 
 
 class LocalWorker(EmbeddingWorker):
@@ -429,7 +326,7 @@ class LocalWorker(EmbeddingWorker):
             log.info("loaded %d vectors", n)
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
-        """Embed one batch of queued entries (of `namespace`, newest first) and store their
+        """Embed one window of queued entries (of `namespace`, newest first) and store their
         vectors; also drops from memory the vectors deletes removed, and adds those other
         processes wrote."""
         await self._catch_up()
@@ -437,7 +334,7 @@ class LocalWorker(EmbeddingWorker):
         if gone:
             self.index.remove(gone)
             await self.store.clear_vectors_gone(gone)
-        limit = self.cfg.batch_size
+        limit = self.cfg.batch_size * _WINDOW
         self._forget_aside()
         window = limit + len(self._aside)  # the entries set aside are skipped: read past them
         queued: list[tuple[Pending, bytes | None]] = (
@@ -453,16 +350,28 @@ class LocalWorker(EmbeddingWorker):
             return 0, True
         fresh = [p for p, d in batch if d is None or d != digest(p.text)
                  or not self._moved(p)]
-        vecs, failed = await self._embed_apart([p.id for p in fresh],
-                                               [self._bound(p.text) for p in fresh])
-        skipped = {fresh[j].id for j in failed}
-        blobs = {p.id: vecs[j].tobytes() for j, p in enumerate(fresh)}
-        done = set(await self.store.write_vectors(
-            [(p.id, p.text, blobs.get(p.id)) for p, _ in batch if p.id not in skipped]))
-        written = [j for j, p in enumerate(fresh) if p.id in done]
-        self._add([fresh[j] for j in written], vecs[written])
+        new = {p.id for p in fresh}
+        # the entries whose stored vector is current: dequeued with the first write
+        kept = [(p.id, p.text, None) for p, _ in batch if p.id not in new]
+
+        async def write(js: list[int], vecs: np.ndarray) -> None:
+            rows: list[tuple[int, str, bytes | None]] = [
+                (fresh[j].id, fresh[j].text, vecs[k].tobytes()) for k, j in enumerate(js)]
+            rows += kept
+            kept.clear()
+            done = set(await self.store.write_vectors(rows))
+            written = [k for k, j in enumerate(js) if fresh[j].id in done]
+            self._add([fresh[js[k]] for k in written], vecs[written])
+
+        n, failed = await self._embed_apart(
+            [p.id for p in fresh], [self._bound(p.text) for p in fresh], write,
+            lambda: self._stopping or any(ns != namespace for ns in self._waiters))
+        handled = len(batch) - len(fresh) + n + len(failed)
+        if kept:  # nothing was embedded
+            await write([], np.zeros((0, self.embedder.dim), dtype=np.float32))
         await self.count_backlog()
-        return len(batch), len(queued) < window and len(due) <= limit
+        return handled, (handled == len(batch) and len(queued) < window
+                         and len(due) <= limit)
 
     def _moved(self, p: Pending) -> bool:
         """Give the indexed row of `p` (whose stored vector is current) its group and expiry;
@@ -496,19 +405,22 @@ class SharedWorker(EmbeddingWorker):
     store: VectorSearch
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
-        """Claim and embed one batch (of any namespace: claims are global)."""
+        """Claim and embed one batch (of any namespace: claims are global). A batch, not a
+        window: the hosts on one database share the queue a claim at a time."""
         limit = self.cfg.batch_size
         batch = await self.store.claim_vectors(limit, self.cfg.embed_lease)
         if not batch:
             return 0, await self._drained()
-        vecs, failed = await self._embed_apart([p.id for p, _seq in batch],
-                                               [self._bound(p.text) for p, _seq in batch])
+
+        async def write(js: list[int], vecs: np.ndarray) -> None:
+            await self.store.put_vectors(
+                self.embedder.name,
+                [(batch[j][0].id, batch[j][1], vecs[k]) for k, j in enumerate(js)])
+
         # an entry the embedder fails on stays claimed: its lease (`embed_lease`) passes
         # before any host claims it again
-        bad = set(failed)
-        await self.store.put_vectors(
-            self.embedder.name,
-            [(p.id, seq, vecs[j]) for j, (p, seq) in enumerate(batch) if j not in bad])
+        await self._embed_apart([p.id for p, _seq in batch],
+                                [self._bound(p.text) for p, _seq in batch], write)
         return len(batch), await self._drained()
 
     async def _drained(self) -> bool:

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""The background embedding worker against the embedder alone, on the same texts in one run.
+
+1. **The backlog**: LoCoMo turns (`--conv`, each one episodic entry, one namespace a
+   conversation) stored over WebSocket into a fresh SQLite file by `a2e-host serve` with
+   `embedder = "none"`: every entry waits for a vector.
+2. **The ceiling**: the default embedder in this process on the same texts, batched as well as
+   it can be: all of them sorted by length (little padding), in calls of at most 1,024, 2,048
+   and `embed_call_chars` characters (texts x the longest, as the worker counts), on two
+   threads (both cores, nothing else to do); the best of these. Beside it, for reference,
+   calls of 32 texts in their stored order (no sorting).
+3. **The worker**: a copy of the file served by `a2e-host serve` with the default embedder,
+   which embeds the backlog in the background; entries embedded a second from the first
+   `/readyz` answer until its `embed_backlog` is 0, and the host's CPU seconds meanwhile.
+
+    python scripts/bench/bench_embedding.py --data DIR                  # conversations 26 30 41 42 43
+    python scripts/bench/bench_embedding.py --data DIR --conv 26 30 --rounds 1
+    python scripts/bench/bench_embedding.py --data DIR --tree /tmp/before --tree .   # alternated
+
+`--tree` (repeatable) serves the worker from another checkout (a `git worktree` of the commit
+before a change), the trees alternated `--rounds` times, each round after the ceiling measured
+again: before and after in one run; `--call-chars` (repeatable) does the same with the
+worker's `search.embed_call_chars`. `--data`: the LoCoMo conversations (see
+scripts/bench/bench_retrieval.py). Bounded: about 30 s a host run on 2 cores for all five
+conversations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support
+
+from support.procs import HostProcess, cpu_seconds  # noqa: E402
+
+from host.client import MemoryClient  # noqa: E402
+from host.config import load_config  # noqa: E402
+from host.search.embed import Embedder, make_embedder  # noqa: E402
+from scripts.bench.bench_retrieval import add_data_arg, load  # noqa: E402
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def served(db: Path, tree: Path, embedder: str | None = None, call_chars: int = 0
+           ) -> HostProcess:
+    """`a2e-host serve` of checkout `tree` on `db` (its `host` package: run from there), with
+    `search.embedder` and `search.embed_call_chars` when given."""
+    env = {"A2E_HOST_SEARCH_EMBEDDER": embedder} if embedder else {}
+    if call_chars:
+        env["A2E_HOST_SEARCH_EMBED_CALL_CHARS"] = str(call_chars)
+    return HostProcess(db, log_level="WARNING", cwd=tree, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+
+def backlog(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=30) as r:
+        m = re.search(r"^embed_backlog (\d+)$", r.read().decode(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+async def fill(db: Path, convs: dict[str, list[tuple[str, str]]]) -> int:
+    """Every turn stored in its conversation's namespace by a host without an embedder; the
+    number stored."""
+    host = served(db, ROOT, "none")
+    n = 0
+    try:
+        for name, turns in convs.items():
+            async with await MemoryClient.connect(host.url) as c:
+                await c.init(f"locomo-{name}", {"agent": "bench"})
+                for i in range(0, len(turns), 100):
+                    await c.store([{"key": {"turn": d}, "content": text, "tier": "episodic"}
+                                   for d, text in turns[i:i + 100]])
+                    n += len(turns[i:i + 100])
+    finally:
+        host.terminate(grace=60)
+    return n
+
+
+def calls_of(texts: list[str], chars: int) -> list[list[str]]:
+    """`texts` sorted by length, cut into calls of at most `chars` (texts x the longest)."""
+    calls: list[list[str]] = [[]]
+    for t in sorted(texts, key=len):
+        if calls[-1] and (len(calls[-1]) + 1) * len(t) > chars:
+            calls.append([])
+        calls[-1].append(t)
+    return calls
+
+
+def on_two_threads(emb: Embedder, calls: list[list[str]]) -> float:
+    """Texts a second of `emb.embed` over `calls`, two threads taking the next call."""
+    it = iter(calls)
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                c = next(it, None)
+            if c is None:
+                return
+            emb.embed(c)
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return sum(map(len, calls)) / (time.perf_counter() - t)
+
+
+def ceiling(emb: Embedder, texts: list[str], sizes: list[int]) -> tuple[dict[int, float], float]:
+    """({call size: texts a second sorted by length in calls of that many characters}, texts a
+    second in calls of 32 unsorted)."""
+    emb.embed(texts[:32])  # warm up
+    sorted_rates = {chars: on_two_threads(emb, calls_of(texts, chars)) for chars in sizes}
+    plain = on_two_threads(emb, [texts[i:i + 32] for i in range(0, len(texts), 32)])
+    return sorted_rates, plain
+
+
+async def drain(template: Path, tree: Path, tmp: Path, limit: float, call_chars: int
+                ) -> tuple[int, float, float]:
+    """A copy of `template` served from `tree` with the default embedder (calls of
+    `call_chars`, 0: the default) until its backlog is empty: (entries embedded, seconds,
+    host CPU seconds), from the first `/readyz` answer."""
+    db = tmp / f"drain-{time.monotonic_ns()}.db"
+    shutil.copyfile(template, db)
+    host = served(db, tree, call_chars=call_chars)
+    try:
+        cpu0 = cpu_seconds(f"/proc/{host.pid}/stat")
+        t0 = time.perf_counter()
+        first = await asyncio.to_thread(backlog, host.port)
+        left = first
+        while left and time.perf_counter() - t0 < limit:
+            await asyncio.sleep(0.2)
+            left = await asyncio.to_thread(backlog, host.port)
+        secs = time.perf_counter() - t0
+        cpu = cpu_seconds(f"/proc/{host.pid}/stat") - cpu0
+    finally:
+        host.terminate(grace=60)
+    if left:
+        raise SystemExit(f"{tree}: {left} entries still queued after {limit:.0f} s")
+    return first, secs, cpu
+
+
+async def run(args: argparse.Namespace) -> None:
+    convs = {c: load(args.data, c)[0] for c in args.conv}
+    texts = [text for t in convs.values() for _d, text in t]
+    cfg = load_config().search
+    print(f"{uptime()}\nembedder {cfg.embedder}, {len(texts)} turns of LoCoMo "
+          f"{' '.join(args.conv)} ({sum(map(len, texts)) / len(texts):.0f} characters on "
+          f"average), calls of at most {cfg.embed_call_chars} characters")
+    emb = make_embedder(cfg)
+    assert emb is not None
+    trees = [t.resolve() for t in args.tree] or [ROOT]
+    sizes = sorted({1024, 2048, cfg.embed_call_chars, *args.call_chars})
+    with tempfile.TemporaryDirectory(prefix="a2e-bench-embed-") as name:
+        tmp = Path(name)
+        template = tmp / "backlog.db"
+        n = await fill(template, convs)
+        print(f"backlog: {n} entries stored without an embedder")
+        for r in range(args.rounds):
+            rates, plain = ceiling(emb, texts, sizes)
+            best = max(rates.values())
+            print(f"round {r + 1}: ceiling, the embedder alone on two threads: {best:.0f} texts"
+                  f" a second (sorted by length, in calls of at most "
+                  + ", ".join(f"{c}: {v:.0f}" for c, v in rates.items())
+                  + f" characters; {plain:.0f} in calls of 32 unsorted)")
+            for tree, chars in itertools.product(trees, args.call_chars or [0]):
+                first, secs, cpu = await drain(template, tree, tmp, args.limit, chars)
+                rate = first / secs
+                calls = f", calls of {chars}" if chars else ""
+                print(f"  worker ({tree}{calls}): {first} entries in {secs:.1f} s: {rate:.0f} a "
+                      f"second, {rate / best:.2f} of the ceiling; host CPU {cpu:.1f} s "
+                      f"({1000 * cpu / first:.1f} ms an entry); {uptime()}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--conv", nargs="+", default=["26", "30", "41", "42", "43"])
+    add_data_arg(ap)
+    ap.add_argument("--tree", type=Path, action="append", default=[],
+                    help="a checkout whose host embeds the backlog (repeatable: alternated)")
+    ap.add_argument("--call-chars", type=int, action="append", default=[],
+                    help="the worker's search.embed_call_chars (repeatable: each tried)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--limit", type=float, default=300.0, help="seconds a drain may take")
+    asyncio.run(run(ap.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
