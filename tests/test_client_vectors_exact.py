@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from support.client_vectors import DIMS, SPACE, Model, put_vectors, vector_config, vector_sessions
+from support.client_vectors import (
+    DIMS,
+    SPACE,
+    Model,
+    put_vectors,
+    retrieve_args,
+    vector_config,
+    vector_sessions,
+)
 from support.hosts import running_host
 
 from host.search.client_vectors import rescore_count
@@ -35,16 +43,7 @@ async def test_an_approximate_space_answers_filtered_queries_exactly(tmp_path: P
             for kw in ({"tags": ("even",)}, {"t": 1}, {}, {"tags": ("even",), "limit": 3,
                                                          "offset": 4},
                        {"tags": ("even",), "min_score": 0.6, "limit": 50}):
-                args: dict[str, Any] = {"vector": q, "vector_space": SPACE,
-                                        "limit": kw.get("limit", 10),
-                                        "offset": kw.get("offset", 0)}
-                if "tags" in kw:
-                    args["tags"] = list(kw["tags"])
-                if "t" in kw:
-                    args["filter"] = {"t": kw["t"]}
-                if "min_score" in kw:
-                    args["min_score"] = kw["min_score"]
-                got = await cs["a1"].retrieve(**args)
+                got = await cs["a1"].retrieve(**retrieve_args(q, kw))
                 want = model.expected("a1", q, host.clock(), **kw)
                 assert [e["key"]["k"] for e in got.entries] == [k for k, _ in want], kw
                 assert np.allclose([e["relevance"] for e in got.entries],

@@ -19,7 +19,7 @@ from host.search.client_vectors import unit_rows
 from support.hosts import make_config, url_of
 
 __all__ = ["DIMS", "SPACE", "Model", "check_retrieves", "put_vectors", "random_vectors",
-           "vector_config", "vector_sessions"]
+           "retrieve_args", "vector_config", "vector_sessions"]
 
 DIMS = 16
 SPACE = "s"
@@ -77,6 +77,22 @@ async def put_vectors(c: MemoryClient, model: Model, agent: str, rng: np.random.
     assert reply.errors == []
 
 
+def retrieve_args(q: list[float], kw: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a retrieve by `q` of the shape `kw` (`Model.expected`'s keywords:
+    limit, offset, tags, t, min_score, tier)."""
+    args: dict[str, Any] = {"vector": q, "vector_space": SPACE, "limit": kw.get("limit", 10),
+                            "offset": kw.get("offset", 0)}
+    if "tags" in kw:
+        args["tags"] = list(kw["tags"])
+    if "t" in kw:
+        args["filter"] = {"t": kw["t"]}
+    if "min_score" in kw:
+        args["min_score"] = kw["min_score"]
+    if "tier" in kw:
+        args["tier"] = kw["tier"]
+    return args
+
+
 async def check_retrieves(host: Host, clients: dict[str, MemoryClient], model: Model,
                  rng: np.random.Generator, queries: int = 4) -> None:
     """Every retrieve shape answers as the brute force does, for each agent."""
@@ -87,17 +103,7 @@ async def check_retrieves(host: Host, clients: dict[str, MemoryClient], model: M
             for kw in ({}, {"limit": 7, "offset": 5}, {"tags": ("even",)}, {"t": 1},
                        {"min_score": 0.2, "limit": 50}, {"tier": "episodic"},
                        {"limit": 200}):
-                args: dict[str, Any] = {"vector": q, "vector_space": SPACE,
-                                        "limit": kw.get("limit", 10),
-                                        "offset": kw.get("offset", 0)}
-                if "tags" in kw:
-                    args["tags"] = list(kw["tags"])
-                if "t" in kw:
-                    args["filter"] = {"t": kw["t"]}
-                if "min_score" in kw:
-                    args["min_score"] = kw["min_score"]
-                if "tier" in kw:
-                    args["tier"] = kw["tier"]
+                args = retrieve_args(q, kw)
                 got = await c.retrieve(**args)
                 want = model.expected(agent, q, now, **kw)
                 assert [e["key"]["k"] for e in got.entries] == [k for k, _ in want], (agent, kw)
