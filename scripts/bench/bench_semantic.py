@@ -16,6 +16,8 @@ Starts `a2e-host serve` (default settings: the default embedder) on a new databa
 
     python scripts/bench/bench_semantic.py --data DIR                 # conversations 26 30 41 42 43
     python scripts/bench/bench_semantic.py --data DIR --conv 26 --seconds 5
+    python scripts/bench/bench_semantic.py --data DIR --conv 26 --seconds 5 \
+        --baseline /tmp/before --rounds 3       # the queries alternated with the tree before
 
 `--data`: the LoCoMo conversations (see scripts/bench/bench_retrieval.py).
 
@@ -52,8 +54,8 @@ from scripts.bench.bench_retrieval import add_data_arg, load, pct  # noqa: E402
 class Served(HostProcess):
     """`a2e-host serve` on a free port with `env` settings, and its embedding backlog."""
 
-    def __init__(self, db: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__(db, log_level="WARNING", cwd=ROOT, env=env,
+    def __init__(self, db: Path, env: dict[str, str] | None = None, tree: Path = ROOT) -> None:
+        super().__init__(db, log_level="WARNING", cwd=tree, env=env,
                          stdout=subprocess.DEVNULL, timeout=60)
 
     def backlog(self) -> int:
@@ -116,15 +118,16 @@ def ceiling(texts: list[str], queries: list[str]) -> tuple[float, float]:
 
 
 async def query_load(url: str, namespace: str, questions: list[str], conns: int,
-                     seconds: float) -> tuple[int, list[float]]:
-    """`conns` connections asking distinct questions back to back for `seconds`; (answered,
-    latencies in ms)."""
+                     seconds: float, start: int = 0) -> tuple[int, list[float]]:
+    """`conns` connections asking distinct questions back to back for `seconds`, numbered from
+    `start` (a host asked again starts past the numbers it was asked: its query cache holds the
+    last 1,024 texts); (answered, latencies in ms)."""
     clients = []
     for _ in range(conns):
         c = await MemoryClient.connect(url)
         await c.init(namespace, {"agent": "bench"})
         clients.append(c)
-    serial = itertools.count()
+    serial = itertools.count(start)
     lat: list[float] = []
     stop = time.perf_counter() + seconds
 
@@ -169,6 +172,35 @@ async def store_load(url: str, writers: int, seconds: float) -> float:
     return rate
 
 
+async def query_levels(args: argparse.Namespace, hosts: dict[str, Served],
+                       questions: list[str]) -> float:
+    """The similarity queries at each level, `args.rounds` rounds over every host in turn
+    (the order reversed every other round), each round and their sum printed; the best rate
+    of the first host."""
+    best = 0.0
+    ns = f"locomo-{args.conv[0]}"
+    asked = dict.fromkeys(hosts, 0)  # each host's questions so far: the next are new to it
+    for conns in args.levels:
+        lats: dict[str, list[float]] = {name: [] for name in hosts}
+        for r in range(args.rounds):
+            for name in (list(hosts) if r % 2 == 0 else list(hosts)[::-1]):
+                done, lat = await query_load(hosts[name].url, ns, questions, conns, args.seconds,
+                                             asked[name])
+                asked[name] += done
+                lats[name] += lat
+                if args.rounds > 1:
+                    print(f"  {name}round {r + 1}, {conns:>3} connections: "
+                          f"{done / args.seconds:6.0f}/s  p50 {pct(lat, 50):6.1f} ms  p99 "
+                          f"{pct(lat, 99):6.1f} ms  (load {os.getloadavg()[0]:.2f})")
+        for name, lat in lats.items():
+            rate = len(lat) / (args.seconds * args.rounds)
+            print(f"{name}similarity queries, {conns:>3} connections: {rate:6.0f}/s"
+                  f"  p50 {pct(lat, 50):6.1f} ms  p99 {pct(lat, 99):6.1f} ms")
+            if name == next(iter(hosts)):
+                best = max(best, rate)
+    return best
+
+
 async def run(args: argparse.Namespace) -> dict[str, float]:
     convs = {c: load(args.data, c) for c in args.conv}
     turns = {c: t[: args.turns] if args.turns else t for c, (t, _q) in convs.items()}
@@ -191,13 +223,17 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             rate = n / embed_secs
             print(f"stored {n} turns in {secs:.1f} s ({n / secs:.0f}/s); embedded in "
                   f"{embed_secs:.1f} s after: {rate:.0f} entries a second")
-            first = args.conv[0]
-            for conns in args.levels:
-                done, lat = await query_load(host.url, f"locomo-{first}", questions, conns,
-                                             args.seconds)
-                print(f"similarity queries, {conns:>3} connections: {done / args.seconds:6.0f}/s"
-                      f"  p50 {pct(lat, 50):6.1f} ms  p99 {pct(lat, 99):6.1f} ms")
-                best_queries = max(best_queries, done / args.seconds)
+            hosts = {"": host}
+            if args.baseline is not None:  # the same turns in a host of the tree before
+                hosts = {"this tree ": host, "baseline  ": Served(Path(tmp) / "base.db",
+                                                                  tree=args.baseline)}
+                await store_turns(hosts["baseline  "].url, turns)
+                await wait_backlog(hosts["baseline  "], args.embed_timeout)
+            try:
+                best_queries = await query_levels(args, hosts, questions)
+            finally:
+                if args.baseline is not None:
+                    hosts["baseline  "].terminate(grace=60)
             # stores while a backlog is embedded: the turns queued again
             async with await MemoryClient.connect(host.url) as c:
                 await c.init("backlog", {"agent": "bench"})
@@ -233,6 +269,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--seconds", type=float, default=8.0, help="each load phase")
     ap.add_argument("--writers", type=int, default=50, help="connections storing")
     ap.add_argument("--embed-timeout", type=float, default=600.0)
+    ap.add_argument("--baseline", type=Path, metavar="TREE",
+                    help="a checkout of another commit (e.g. a git worktree of the one before):"
+                    " the query phase alternates between a host of each tree, the same turns")
+    ap.add_argument("--rounds", type=int, default=1, help="query phase rounds at each level")
     return asyncio.run(run(ap.parse_args(argv)))
 
 
