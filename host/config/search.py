@@ -44,7 +44,7 @@ class SearchConfig(_Section):
         " grow with the text, and one long text would hold the embedding thread for minutes."
     )
     embed_call_chars: int = Field(
-        4096, ge=1, description="Characters the background worker embeds in one call at most,"
+        2048, ge=1, description="Characters the background worker embeds in one call at most,"
         " counted as texts x the longest: bounds how long a call holds a core, how long a query"
         " waits for its own writes' vectors, and how long a stopping host waits for the call."
     )
