@@ -310,7 +310,9 @@ BEGIN
                 set_config('enable_seqscan', 'off', true);
     END IF;
     IF small THEN
-        stmt := 'a2e_kw_' || left(md5(pool), 16);
+        -- (a2e_kw13_: 13 parameters since functions version 12, a name apart from the 12 of
+        -- an earlier version's a2e_kw_ a session may hold, scripts/bench/bench_pg_keyword_query)
+        stmt := 'a2e_kw13_' || left(md5(pool), 16);
         IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements s WHERE s.name = stmt) THEN
             EXECUTE format('PREPARE %I (float8, integer, text[], text[], integer, float8, text,'
                            ' text[], text[], tsquery, tsquery[], float8[], float8) AS %s', stmt,
