@@ -34,7 +34,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -48,6 +47,7 @@ from support.procs import HostProcess  # noqa: E402
 from host.client import MemoryClient  # noqa: E402
 from host.config import load_config  # noqa: E402
 from host.search.embed import make_embedder  # noqa: E402
+from scripts.bench.bench_embedding import on_two_threads  # noqa: E402
 from scripts.bench.bench_retrieval import add_data_arg, load, pct  # noqa: E402
 
 
@@ -92,25 +92,7 @@ def ceiling(texts: list[str], queries: list[str]) -> tuple[float, float]:
     emb = make_embedder(load_config().search)
     assert emb is not None
     emb.embed(texts[:32])  # warm up
-    chunks = [texts[i:i + 32] for i in range(0, len(texts), 32)]
-    it = iter(chunks)
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                c = next(it, None)
-            if c is None:
-                return
-            emb.embed(c)
-
-    t = time.perf_counter()
-    threads = [threading.Thread(target=work) for _ in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    text_rate = len(texts) / (time.perf_counter() - t)
+    text_rate = on_two_threads(emb, [texts[i:i + 32] for i in range(0, len(texts), 32)])
     t = time.perf_counter()
     for i in range(0, len(queries), 32):
         emb.embed_queries(queries[i:i + 32])
