@@ -113,6 +113,17 @@ def test_bench_semantic_reports_every_figure_on_a_tiny_run() -> None:
         "stores_plain"))
 
 
+def test_bench_embedding_drains_the_backlog_beside_the_ceiling_on_a_tiny_run() -> None:
+    """scripts/bench/bench_embedding.py on the tests' tiny conversation: the turns stored as a
+    backlog, the embedder's ceiling measured, and a host that embeds the backlog to the end
+    (the entries it counts are those still queued at its first answer)."""
+    figures = _load("bench_embedding").main(["--data", str(LOCOMO), "--conv", "tiny"])
+    assert figures["stored"] == 48
+    assert len(figures["ceilings"]) == 1 and figures["ceilings"][0] > 0
+    [(_tree, _chars, counted, secs)] = figures["drains"]
+    assert 0 <= counted <= 48 and secs > 0
+
+
 def test_bench_host_drives_http_sessions_without_errors() -> None:
     """bench_host.py --transport http runs a short case over HTTP + SSE sessions (POSTs and
     the event stream of its own load client) and counts replies, none an error."""

@@ -39,6 +39,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -157,7 +158,8 @@ async def drain(template: Path, tree: Path, tmp: Path, limit: float, call_chars:
     return first, secs, cpu
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The figures printed, as returned by `main`."""
     convs = {c: load(args.data, c)[0] for c in args.conv}
     texts = [text for t in convs.values() for _d, text in t]
     cfg = load_config().search
@@ -168,14 +170,17 @@ async def run(args: argparse.Namespace) -> None:
     assert emb is not None
     trees = [t.resolve() for t in args.tree] or [ROOT]
     sizes = sorted({1024, 2048, cfg.embed_call_chars, *args.call_chars})
+    figures: dict[str, Any] = {"ceilings": [], "drains": []}
     with tempfile.TemporaryDirectory(prefix="a2e-bench-embed-") as name:
         tmp = Path(name)
         template = tmp / "backlog.db"
         n = await fill(template, convs)
         print(f"backlog: {n} entries stored without an embedder")
+        figures["stored"] = n
         for r in range(args.rounds):
             rates, plain = ceiling(emb, texts, sizes)
             best = max(rates.values())
+            figures["ceilings"].append(best)
             print(f"round {r + 1}: ceiling, the embedder alone on two threads: {best:.0f} texts"
                   f" a second (sorted by length, in calls of at most "
                   + ", ".join(f"{c}: {v:.0f}" for c, v in rates.items())
@@ -183,13 +188,17 @@ async def run(args: argparse.Namespace) -> None:
             for tree, chars in itertools.product(trees, args.call_chars or [0]):
                 first, secs, cpu = await drain(template, tree, tmp, args.limit, chars)
                 rate = first / secs
+                figures["drains"].append((str(tree), chars, first, secs))
                 calls = f", calls of {chars}" if chars else ""
                 print(f"  worker ({tree}{calls}): {first} entries in {secs:.1f} s: {rate:.0f} a "
                       f"second, {rate / best:.2f} of the ceiling; host CPU {cpu:.1f} s "
-                      f"({1000 * cpu / first:.1f} ms an entry); {uptime()}", flush=True)
+                      f"({1000 * cpu / max(first, 1):.1f} ms an entry); {uptime()}", flush=True)
+    return figures
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; its figures: `stored` (entries in the backlog), `ceilings` (the best
+    rate alone, a round), `drains` ((tree, call size, entries counted, seconds) a host run)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conv", nargs="+", default=["26", "30", "41", "42", "43"])
     add_data_arg(ap)
@@ -199,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="the worker's search.embed_call_chars (repeatable: each tried)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--limit", type=float, default=300.0, help="seconds a drain may take")
-    asyncio.run(run(ap.parse_args(argv)))
+    return asyncio.run(run(ap.parse_args(argv)))
 
 
 if __name__ == "__main__":
