@@ -224,3 +224,24 @@ async def test_the_read_log_holds_at_most_its_bytes_and_counts_what_it_drops(
             read = conn.execute("SELECT count(*) FROM entries WHERE read_at = 50.0").fetchone()[0]
         assert read == 3
         await log.close()
+
+
+async def test_reads_are_noted_only_while_a_setting_uses_them(store_db: str) -> None:
+    """With no half-life and `on_full` "refuse" (the defaults) a read notes nothing and writes
+    no read time (it would cost every read for nothing); once a reload sets "evict", reads are
+    noted and written again."""
+    async with fading(store_db, half_life=0.0) as (host, clock, session):
+        c = await session()
+        await c.store([entry(1, 0.5), entry(2, 0.5)])
+        await read_keys(host, c, 1)
+        assert host.memory.reads.bytes == 0
+        ids = list(range(1, 1000))  # the row ids of this fresh store's two entries among them
+        assert await host.store.read_times(ids) == {}  # type: ignore[attr-defined]
+        new = host.config.model_copy(deep=True)
+        new.limits.on_full = "evict"
+        host.reload(new)
+        assert len((await c.retrieve(keys=[{"k": 1}])).entries) == 1
+        assert host.memory.reads.bytes > 0
+        await host.memory.reads.flush()
+        times = await host.store.read_times(ids)  # type: ignore[attr-defined]
+        assert len(times) == 1  # the entry read since

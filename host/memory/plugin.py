@@ -137,8 +137,10 @@ class MemoryPlugin:
         # history (`memory/history`) and consolidation on write
         self.history = HistoryHandler(self, store)
         self.consolidation = Consolidator(config, self.search, store)
-        # the entries a retrieve returns are read: their read times, written in batches
-        self.reads = ReadLog(store)
+        # the entries a retrieve returns are read: their read times, written in batches, kept
+        # while a setting uses them (fading importance, eviction; `limits` may change on reload)
+        self.reads = ReadLog(store, wanted=lambda: config.ranking.importance_half_life > 0
+                             or config.limits.on_full == "evict")
         self.usage = UsageHandler(self)
 
     def register(self, router: Router) -> None:

@@ -166,8 +166,9 @@ class ReadLog:
     BATCH = 1000
 
     def __init__(self, store: object, interval: float = 2.0, max_pending: int = 10_000,
-                 max_bytes: int = 4 << 20) -> None:
+                 max_bytes: int = 4 << 20, wanted: Callable[[], bool] = lambda: True) -> None:
         self.store = store if isinstance(store, ReadTimes) else None
+        self.wanted = wanted  # whether a read is noted now (the settings that use read times)
         self.interval = interval
         self.max_pending = max_pending
         self.max_bytes = max_bytes
@@ -184,8 +185,8 @@ class ReadLog:
 
     def note(self, namespace: str, entries: Iterable[StoredEntry], when: float) -> None:
         """Record that `entries` (of `namespace`) were read at `when`; working entries are not
-        persisted and not recorded."""
-        if self.store is None:
+        persisted and not recorded; nothing while `wanted()` is false."""
+        if self.store is None or not self.wanted():
             return
         pending = self._pending
         ns_size = len(namespace.encode())
