@@ -7,7 +7,8 @@ namespaces'), and scores from the index alone when the kept terms are in at most
 and relevance, with a reference computed in Python from the rows themselves: every readable
 entry of the namespace sharing a kept term (the newest `max_matches`), each scored by
 `host.text.bm25.bm25` on `sqlite.bm25.analyse` of its text, with the namespace's statistics
-counted from the texts. Small stores, caps forced low, both paths of each query.
+counted from the texts (and the same without `relevance`, for a caller that does not ask for
+it). Small stores, caps forced low, both paths of each query.
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ def _reference(conn: sqlite3.Connection, scope: Scope, text: str, candidates: in
 
 
 def _search(conn: sqlite3.Connection, scope: Scope, text: str, candidates: int, cap: int,
-            max_matches: int, budget: int) -> list[tuple[int, float, float]]:
+            max_matches: int, budget: int, relevance: bool = True
+            ) -> list[tuple[int, float, float]]:
     got = keyword.search_entries(conn, scope, Query(tiers=TIERS), query_terms(text), NOW,
-                             candidates, cap, max_matches, budget)
+                             candidates, cap, max_matches, budget, relevance)
     return [(e.id, e.keyword, e.relevance) for e in got]  # type: ignore[misc]
 
 
@@ -115,6 +117,9 @@ def _all_paths_agree(conn: sqlite3.Connection, scope: Scope) -> int:
             for budget in (0, 3, 30, keyword.INDEX_BUDGET):  # 0: never from the index alone
                 got = _search(conn, scope, text, candidates, cap, max_matches, budget)
                 assert got == want, (text, cap, max_matches, candidates, budget)
+                # a caller that scores the candidates itself: the same ones, no relevance
+                bare = _search(conn, scope, text, candidates, cap, max_matches, budget, False)
+                assert bare == [(i, s, None) for i, s, _r in want], (text, budget)
             answered += bool(want)
     return answered
 

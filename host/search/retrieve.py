@@ -163,7 +163,8 @@ class Retrieval:
             return await self.near.search_near(scope, q, words, now, pool,
                                                cfg.neighbour_hits * _NEAR_FACTOR,
                                                cfg.neighbour_span)
-        return await self.store.search(scope, q, words, now, pool), {}
+        # `ranking.score` sets every candidate's relevance: the store's is not asked for
+        return await self.store.search(scope, q, words, now, pool, relevance=False), {}
 
     async def _fused(
         self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],

@@ -183,11 +183,15 @@ class EntryStore(Opens, ABC):
 
     @abstractmethod
     async def search(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
     ) -> list[StoredEntry]:
         """Keyword candidates for `text` matching `q`'s filters, each with `relevance` set.
 
-        Returns at most `candidates` entries; ranking and `limit` are the caller's.
+        Returns at most `candidates` entries; ranking and `limit` are the caller's. With
+        `relevance` False the caller scores the candidates itself (`host.search.ranking`): a
+        candidate with its `keyword` (BM25) set may come without `relevance` (None), the same
+        candidates in the same order otherwise.
         """
 
     @abstractmethod

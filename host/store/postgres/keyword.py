@@ -27,7 +27,8 @@ class Keyword(StoreState):
     """`EntryStore`'s keyword search, its statistics (`keyword_stats`) and `analyse`."""
 
     async def search(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
     ) -> list[StoredEntry]:
         """Keyword candidates for `text`, best BM25 first (FTS5's formula over the namespace's
         statistics), each with `keyword` (BM25), `id` and `relevance`
@@ -37,7 +38,7 @@ class Keyword(StoreState):
         always searched) and a term's statistic counts at most `max_term_docs` + 1 entries (as
         on SQLite); only the newest `max_matches` matches the reader may read are scored (0:
         all). One statement (`a2e_keyword_query`): term counts, candidates, visibility and
-        rows."""
+        rows; `relevance` comes with them whatever the caller asks (`EntryStore.search`)."""
         return (await self.search_near(scope, q, text, now, candidates, 0, 0))[0]
 
     async def search_near(

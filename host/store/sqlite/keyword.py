@@ -57,9 +57,12 @@ def search_entries(
     max_term_docs: int = 0,
     max_matches: int = 0,
     index_budget: int = INDEX_BUDGET,
+    relevance: bool = True,
 ) -> list[StoredEntry]:
     """Keyword candidates sharing a term with `terms`, best BM25 first, `relevance` set
-    (the share of terms present), and `id` and `keyword` (BM25, higher is better).
+    (the share of terms present; None with `relevance` False: a caller that scores the
+    candidates itself, the texts of the index not read for it), and `id` and `keyword` (BM25,
+    higher is better).
 
     Only entries `q` lets `scope` read take part, before any cap: the counts of `max_term_docs`,
     the `max_matches` cap and the `candidates` cut all apply to readable entries. BM25 uses the
@@ -80,12 +83,13 @@ def search_entries(
     All of it reads one snapshot (`snapshot`)."""
     with snapshot(conn):
         return _search_entries(conn, scope, q, terms, now, candidates, max_term_docs,
-                               max_matches, index_budget)
+                               max_matches, index_budget, relevance)
 
 
 def _search_entries(
     conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
     candidates: int, max_term_docs: int, max_matches: int, index_budget: int,
+    relevance: bool = True,
 ) -> list[StoredEntry]:
     layout = layout_of(conn, scope_token(scope.namespace)) if terms else Layout(True)
     kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs, layout)
@@ -94,7 +98,7 @@ def _search_entries(
     where, params = read_where(scope, q, now)
     if not layout.scoped and index_budget > 0:
         found = _scored_by_index(conn, kept, stats, where, params, candidates, max_matches,
-                                 index_budget)
+                                 index_budget, relevance)
         if found is not None:
             return found
     match = match_text(scope, kept, layout.scoped)
@@ -120,8 +124,10 @@ def _search_entries(
         if r is None:
             continue
         entry = entry_of(r, rowid)
-        body = hl.replace(bm25.MARK_OPEN, "").replace(bm25.MARK_CLOSE, "")
-        entry.relevance, entry.keyword = coverage(kept, body), s
+        if relevance:
+            body = hl.replace(bm25.MARK_OPEN, "").replace(bm25.MARK_CLOSE, "")
+            entry.relevance = coverage(kept, body)
+        entry.keyword = s
         out.append(entry)
     return out
 
@@ -153,6 +159,7 @@ _MARGIN = 16  # rows read beyond `candidates` in the index path's first chunk
 def _scored_by_index(
     conn: sqlite3.Connection, kept: tuple[str, ...], stats: Bm25Stats, where: str,
     params: list[object], candidates: int, max_matches: int, budget: int,
+    relevance: bool = True,
 ) -> list[StoredEntry] | None:
     """`search_entries`' result, its rows scored from the index alone, or None when the kept
     terms are in more than `budget` rows of the index, or their instances in more than
@@ -163,10 +170,10 @@ def _scored_by_index(
     index, the newest `max_matches` the reader may read are kept (visibility read newest
     first, as the highlight path's LIMIT does); otherwise every match is scored and
     visibility read for the best only. A row's length comes from its docsize record, its
-    score from the same `bm25.Scorer`. Then the best are read, entry and text, in chunks
-    until `candidates` are readable. So a rare term's thousand matches, spread over a million
-    rows, cost one docsize read each instead of an entry, a row, its highlight() and a docsize
-    read. Same order: BM25 desc, then newest."""
+    score from the same `bm25.Scorer`. Then the best are read, entry and text (the indexed
+    text for `relevance` only), in chunks until `candidates` are readable. So a rare term's
+    thousand matches, spread over a million rows, cost one docsize read each instead of an
+    entry, a row, its highlight() and a docsize read. Same order: BM25 desc, then newest."""
     if any(len(bm25.stems(t)) != 1 for t in kept):
         # a query term of several index terms (a phrase) or of none: highlight() counts it
         # (comparing the counts missed a term split in two beside one read as none)
@@ -208,6 +215,12 @@ def _scored_by_index(
             "SELECT id, sz FROM entries_fts_docsize WHERE id IN (SELECT value FROM json_each(?))",
             (_encode_ids(sorted(tf)),)).fetchall()
     score = bm25.Scorer(stats).score
+    # an entry and, for its `relevance`, its indexed text, driven by the ids (CROSS JOIN: a
+    # plan by the namespace's index read its every row)
+    read = (f"SELECT {COLUMNS}, e.id" + (", c.c1" if relevance else "")
+            + " FROM json_each(?) j CROSS JOIN entries e ON e.id = j.value"
+            + (" CROSS JOIN entries_fts_content c ON c.id = e.id" if relevance else "")
+            + f" WHERE {where}")
     seen: dict[tuple[tuple[tuple[str, int], ...], bytes], float] = {}
     scored: list[tuple[float, int]] = []
     for doc, docsize in rows:
@@ -226,18 +239,16 @@ def _scored_by_index(
         chunk = scored[i: i + (candidates + _MARGIN if i == 0
                                else max(2 * (candidates - len(out)), 32))]
         i += len(chunk)
-        # driven by the ids (CROSS JOIN: a plan by the namespace's index read its every row)
-        rows = conn.execute(
-            f"SELECT {COLUMNS}, e.id, c.c1 FROM json_each(?) j CROSS JOIN entries e"
-            f" ON e.id = j.value CROSS JOIN entries_fts_content c ON c.id = e.id WHERE {where}",
-            [_encode_ids([doc for _, doc in chunk]), *params]).fetchall()
+        rows = conn.execute(read, [_encode_ids([doc for _, doc in chunk]), *params]).fetchall()
         found = {r[AFTER]: r for r in rows}
         for s, doc in chunk:
             r = found.get(doc)
             if r is None:
                 continue
             entry = entry_of(r, doc)
-            entry.relevance, entry.keyword = coverage(kept, r[AFTER + 1]), s
+            if relevance:
+                entry.relevance = coverage(kept, r[AFTER + 1])
+            entry.keyword = s
             out.append(entry)
             if len(out) == candidates:
                 break

@@ -173,12 +173,14 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         return reads.find_entries(self._conn(), scope, q, now)
 
     async def search(
-        self, scope: Scope, q: Query, text: str, now: float, candidates: int
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
     ) -> list[StoredEntry]:
-        """Keyword candidates for `text` with `relevance` set (see `host.text.keyword`)."""
+        """Keyword candidates for `text` with `relevance` set (see `host.text.keyword`; None
+        with `relevance` False: `EntryStore.search`)."""
         return keyword.search_entries(
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
-            self.max_matches)
+            self.max_matches, relevance=relevance)
 
     async def keyword_stats(
         self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
