@@ -109,6 +109,42 @@ async def test_a_read_that_scans_a_large_namespace_lets_the_loop_run(
     assert order == ["bystander", "scan"]
 
 
+async def read_beside_a_bystander(store: EntryStore, q: Query) -> tuple[list[str], Any]:
+    """`store.find(q)` started beside a task started after it: (which ended first, the page)."""
+    order: list[str] = []
+    got: list[Any] = []
+
+    async def scan() -> None:
+        got.append(await store.find(A, q, T0))
+        order.append("scan")
+
+    async def bystander() -> None:
+        order.append("bystander")
+
+    await asyncio.gather(asyncio.create_task(scan()), asyncio.create_task(bystander()))
+    return order, got[0]
+
+
+async def test_a_read_by_a_rare_tag_of_a_large_namespace_stays_on_the_loop(
+        tmp_path: Path) -> None:
+    """On SQLite a read by tags walks its tags' postings, not the namespace: in a namespace
+    past `SCAN_ON_LOOP`, a tag held by a few entries is read on the loop (in its first step:
+    a thread hop would cost it as much again), a tag held by more than `SCAN_ON_LOOP` visible
+    entries off it; both answer what the loop's own read answers."""
+    async with SQLiteEntryStore(tmp_path / "db.sqlite") as store:
+        n = 2 * SCAN_ON_LOOP  # 1 % "rare", the rest "common" (more than SCAN_ON_LOOP)
+        await store.put(A, [entry(i, tags=["rare"] if i % 100 == 0 else ["common"])
+                            for i in range(n)], T0)
+        for tag, order_wanted in (("rare", ["scan", "bystander"]),
+                                  ("common", ["bystander", "scan"])):
+            q = Query(tiers=BOTH, tags=(tag,), limit=5)
+            order, got = await read_beside_a_bystander(store, q)
+            assert order == order_wanted, tag
+            with closing(connect(store.path)) as conn:
+                assert got == reads.find_entries(conn, A, q, T0)
+            assert got[1] == (n // 100 if tag == "rare" else n - n // 100)
+
+
 async def test_a_read_off_the_loop_answers_what_the_loop_would(store: EntryStore) -> None:
     """The page, order and total of a filtered read of a large namespace are those of the same
     read on the loop's connection (SQLite), or of the same read (PostgreSQL)."""

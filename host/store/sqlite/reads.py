@@ -29,6 +29,7 @@ __all__ = [
     "namespace_entries",
     "read_where",
     "snapshot",
+    "tag_postings",
 ]
 
 _tags_decoder = msgspec.json.Decoder(list[str])
@@ -87,6 +88,23 @@ def _where_sql(tiers: int, keys: int, tags: int) -> str:
             sql += (f" AND e.id IN (SELECT entry_id FROM ({per_tier})"
                     " GROUP BY entry_id HAVING count(*) = ?)")
     return sql
+
+
+def tag_postings(conn: sqlite3.Connection, scope: Scope, q: Query, most: int) -> int:
+    """The tag postings a read by `q.tags` walks (each visible range's postings of each of its
+    tags), counted up to `most` + 1 through the postings index alone: what such a read costs,
+    whatever the size of the namespace."""
+    tags = list(dict.fromkeys(q.tags))
+    one = ("SELECT 1 FROM entry_tags t WHERE t.namespace = ? AND t.tier = ? AND t.owner = ?"
+           f" AND t.tag IN ({','.join('?' * len(tags))})")
+    params: list[object] = []
+    for tier in q.tiers:
+        params += [scope.namespace, tier, owner_for(tier, scope.agent), *tags]
+    if not params:
+        return 0
+    ranges = " UNION ALL ".join([one] * len(q.tiers))
+    return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({ranges}) LIMIT ?)",
+                            [*params, most + 1]).fetchone()[0])
 
 
 def read_where(scope: Scope, q: Query, now: float) -> tuple[str, list[object]]:

@@ -160,9 +160,17 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
 
     def _scans_many(self, scope: Scope, q: Query) -> bool:
         """True when reading `q` may walk more than `scan_on_loop` rows of the namespace (no
-        keys: the read counts or filters the visible rows of a large namespace)."""
-        return not q.keys and reads.namespace_entries(self._conn(), scope.namespace) \
-            > self.scan_on_loop
+        keys: the read counts or filters the visible rows of a large namespace). A read by tags
+        alone walks its tags' postings, not the namespace: it stays on the loop while they are
+        few (a thread hop cost such a read as much again)."""
+        if q.keys:
+            return False
+        conn = self._conn()
+        if reads.namespace_entries(conn, scope.namespace) <= self.scan_on_loop:
+            return False
+        if q.tags and not q.where and not q.key_prefix:
+            return reads.tag_postings(conn, scope, q, self.scan_on_loop) > self.scan_on_loop
+        return True
 
     async def find(self, scope: Scope, q: Query, now: float) -> tuple[list[StoredEntry], int]:
         """Entries matching `q`, best stored score first; (page, total). Off the loop when it
