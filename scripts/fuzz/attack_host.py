@@ -19,7 +19,7 @@ each attack and prints its figure:
 3. CR LF in the memory browser's `back` address (`/ui/forget?back=...%0D%0ASet-Cookie:...`):
    the Location written, whether an injected header or a second response came back.
 4. malformed HTTP: a bad request line, a header line without a colon, conflicting
-   Content-Length, `+5` as a length, a bare CR in a header, a POST without a length, a 20 KB
+   Content-Length, `+5` as a length, a bare CR in a header, a POST /send without a length, a 20 KB
    head: the status of each (400 / 411 / 431 is held).
 5. a stream that never reconnects with `Last-Event-ID` (the SDK's): one HTTP + SSE session
    gets `--events` replies of about 150 bytes, all read. Printed: ping round trips on that
@@ -232,7 +232,8 @@ def attack_malformed(port: int) -> dict[str, Any]:
                               .encode(), 400),
         "bare CR in a header": (f"GET /healthz HTTP/1.1\r\n{h}X-A: a\rSet-Cookie: e=1\r\n\r\n"
                                 .encode(), 400),
-        "POST without a length": (f"POST /session HTTP/1.1\r\n{h}\r\n".encode(), 411),
+        # only POST /send needs a body; elsewhere a POST with neither length is empty (RFC 9112)
+        "POST without a length": (f"POST /send HTTP/1.1\r\n{h}\r\n".encode(), 411),
         "20 KB head": (f"GET /healthz HTTP/1.1\r\n{h}X-Big: {'a' * 20_000}\r\n\r\n".encode(), 431),
     }
     got = {name: _status(_exchange(port, data)) for name, (data, _) in cases.items()}
