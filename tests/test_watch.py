@@ -4,13 +4,12 @@ filters, resume by cursor, retention, unwatch, limits and backpressure."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.hosts import make_config, running_host, url_of
+from support.hosts import make_config, running_host, stalled_watcher, url_of
 from support.http import get, metric_value
 
 from host.app import Host
@@ -245,7 +244,6 @@ async def test_a_watcher_that_does_not_read_is_ended_and_a_bystander_is_not(
     """A watcher whose client reads nothing is ended past `watch.max_pending_events` with an
     `ended` event carrying the last cursor sent before it, while a bystander watcher receives
     every event; resuming from that cursor delivers the rest exactly once."""
-    from websockets.asyncio.client import connect as ws_connect
 
     config = make_config(store_db, server={"transport": transport},
                          watch={"max_pending_events": 4}, search={"embedder": "none"})
@@ -258,16 +256,7 @@ async def test_a_watcher_that_does_not_read_is_ended_and_a_bystander_is_not(
         await bystander.init("ns", {"agent": "b"})
         await bystander.watch()
         # a client that stops reading: at most one frame buffered, a small receive window
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", host.port))
-        stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None, compression=None)
-        await stalled.send(json.dumps({"type": "memory/init/req", "id": "i", "version": "1.0",
-                                       "namespace": "ns", "scope": {"agent": "s"}}))
-        mid = json.loads(await stalled.recv())["memory_id"]
-        await stalled.send(json.dumps({"type": "memory/watch/req", "id": "w", "version": "1.0",
-                                       "memory_id": mid}))
-        assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"
+        stalled, _, mid = await stalled_watcher(host, url, watches=1)
         n = 0
         while not host.memory.watches.ended.get("lagging"):
             assert n < 2000, "the stalled watch was never ended"

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.hosts import make_config, running_host, url_of
+from support.hosts import make_config, running_host, stalled_watcher, url_of
 from test_pipeline import Recorder
 from test_watch import changed, entry, session
 
@@ -182,26 +181,6 @@ async def test_pushed_events_wait_within_max_unsent_bytes() -> None:
     assert p.push(Ping(id=new_id(), version=VERSION, ts=now()), key="w", limit=1000)
 
 
-async def _stalled(host: Host, url: str) -> tuple[Any, socket.socket]:
-    """A WebSocket connection to `host` (and its socket, a 4 KiB receive buffer) with a session
-    (agent "s" of namespace "ns") and 16 watches of it, which reads nothing more: what the host
-    sends it waits, in the socket and then in the request core."""
-    from websockets.asyncio.client import connect as ws_connect
-
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", host.port))
-    stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None, compression=None)
-    await stalled.send(json.dumps({"type": "memory/init/req", "id": "i", "version": "1.0",
-                                   "namespace": "ns", "scope": {"agent": "s"}}))
-    mid = json.loads(await stalled.recv())["memory_id"]
-    for i in range(16):
-        await stalled.send(json.dumps({"type": "memory/watch/req", "id": f"w{i}",
-                                       "version": "1.0", "memory_id": mid}))
-        assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"
-    return stalled, sock
-
-
 @pytest.mark.all_transports("websocket")
 async def test_a_connection_that_does_not_read_is_held_to_max_unsent_bytes(
     store_db: str, transport: str,
@@ -221,7 +200,7 @@ async def test_a_connection_that_does_not_read_is_held_to_max_unsent_bytes(
             await writer.init("ns", {"agent": "w"})
             await bystander.init("ns", {"agent": "b"})
             await bystander.watch()
-            stalled, sock = await _stalled(host, url)
+            stalled, sock, _ = await stalled_watcher(host, url)
             hub = host.memory.watches
             n = 0
             while hub.ended.get("lagging", 0) < 16:
@@ -333,7 +312,7 @@ async def test_the_watches_of_a_stalled_connection_hold_one_copy_of_a_change(
             await writer.init("ns", {"agent": "w"})
             await bystander.init("ns", {"agent": "b"})
             await bystander.watch()
-            stalled, sock = await _stalled(host, url)
+            stalled, sock, _ = await stalled_watcher(host, url)
             (conn_id,) = [k for k, ws in host.memory.watches._by_conn.items() if len(ws) == 16]
             (conn,) = [c for c in host.server.connections if c.ctx.conn_id == conn_id]
             pipe = conn.pipeline

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -129,3 +130,25 @@ class EmbeddingHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+async def stalled_watcher(host: Host, url: str, watches: int = 16
+                          ) -> tuple[Any, socket.socket, str]:
+    """A WebSocket connection to `host` (its socket with a 4 KiB receive buffer, at most one
+    frame buffered by the client) with a session (agent "s" of namespace "ns") and `watches`
+    watches of it, which reads nothing more: what the host sends it waits, in the socket and
+    then in the request core. (connection, socket, memory_id)."""
+    from websockets.asyncio.client import connect as ws_connect
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", host.port))
+    stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None, compression=None)
+    await stalled.send(json.dumps({"type": "memory/init/req", "id": "i", "version": "1.0",
+                                   "namespace": "ns", "scope": {"agent": "s"}}))
+    mid = json.loads(await stalled.recv())["memory_id"]
+    for i in range(watches):
+        await stalled.send(json.dumps({"type": "memory/watch/req", "id": f"w{i}",
+                                       "version": "1.0", "memory_id": mid}))
+        assert json.loads(await stalled.recv())["type"] == "memory/watch/resp"
+    return stalled, sock, mid
