@@ -27,10 +27,25 @@ def aware_datetimes(min_year: int = 1, max_year: int = 9999) -> st.SearchStrateg
     )
 
 
+@st.composite
+def windows(draw: st.DrawFn, min_year: int = 1, max_year: int = 9999
+            ) -> dict[str, datetime | None]:
+    """A memory's bounds: neither, either or both (`valid_until` after `valid_from`)."""
+    bound = st.none() | aware_datetimes(min_year, max_year)
+    start, end = draw(bound), draw(bound)
+    if start is not None and end is not None:
+        if start == end:
+            end = None
+        elif end < start:
+            start, end = end, start
+    return {"valid_from": start, "valid_until": end}
+
+
 def memories(min_year: int = 1, max_year: int = 9999) -> st.SearchStrategy[Memory]:
-    """Any valid `Memory`."""
+    """Any valid `Memory` (with a window or without)."""
     return st.builds(
-        Memory,
+        lambda window, **fields: Memory(**fields, **window),
+        window=windows(min_year, max_year),
         id=st.text(min_size=1),
         content=st.text(),
         memory_type=st.sampled_from(list(MemoryType)),

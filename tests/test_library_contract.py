@@ -77,9 +77,9 @@ class EntryStoreBackend(Closing):
         return self._run(self._memories.delete(key))  # type: ignore[no-any-return]
 
     def search(self, query: str, k: int = 5, *, supersede: bool = True,
-               collapse: bool = False) -> list[Any]:
+               collapse: bool = False, as_of: Any = None) -> list[Any]:
         return self._run(self._memories.search(  # type: ignore[no-any-return]
-            query, k, supersede=supersede, collapse=collapse))
+            query, k, supersede=supersede, collapse=collapse, as_of=as_of))
 
     def close(self) -> None:
         if self._closed:
@@ -379,3 +379,137 @@ def test_survives_reopening(backend: str, tmp_path: Path) -> None:
             assert found[mid] == m
         other = s.get("other-key")
         assert other is not None and other.id == kept[0].id
+
+
+# -- the time of a fact: a memory's window, a search's `as_of` ---------------------------------
+
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+MAR = datetime(2026, 3, 1, tzinfo=UTC)
+JUN = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _homes(store: Any) -> tuple[Memory, Memory, Memory]:
+    """Boston until March (ISO text with an offset), Denver from March (epoch seconds), and a
+    memory with no time, all about where the user lives."""
+    boston = Memory(content="I live in Boston, near the harbour.",
+                    valid_until="2026-03-01T01:00:00+01:00")
+    denver = Memory(content="I live in Denver, near City Park.", valid_from=MAR.timestamp())
+    always = Memory(content="I live with my dog Biscuit.")
+    for m in (boston, denver, always):
+        store.set(m.id, m)
+    return boston, denver, always
+
+
+def test_a_window_round_trips(make_store: Factory) -> None:
+    """A memory's bounds come back from `get` and `search` as the same instants (a persistent
+    store after reopening too), and a memory without them has none."""
+    s = make_store()
+    boston, denver, always = _homes(s)
+    for m in (boston, denver, always):
+        got = s.get(m.id)
+        assert got is not None and (got.valid_from, got.valid_until) == (
+            m.valid_from, m.valid_until)
+    assert boston.valid_until == MAR and denver.valid_from == MAR
+    found = {h.memory.id: h.memory for h in s.search("where do I live", k=10)}
+    assert (found[boston.id].valid_from, found[boston.id].valid_until) == (None, MAR)
+    assert (found[denver.id].valid_from, found[denver.id].valid_until) == (MAR, None)
+    assert found[always.id].valid_from is None and found[always.id].valid_until is None
+
+
+@pytest.mark.parametrize("backend", PERSISTENT)
+def test_a_window_survives_reopening(backend: str, tmp_path: Path) -> None:
+    """A persistent backend keeps a memory's bounds across reopening."""
+    factory = BACKENDS[backend](tmp_path)
+    m = Memory(content="Boston", valid_from=JAN, valid_until="2026-03-01T00:00:00Z")
+    with factory() as s:
+        s.set(m.id, m)
+    with factory() as s:
+        got = s.get(m.id)
+    assert got is not None and (got.valid_from, got.valid_until) == (JAN, MAR)
+
+
+def test_search_as_of_keeps_what_was_valid_then(store: Any) -> None:
+    """With `as_of` a search finds only the memories valid then (the bound is half-open:
+    `valid_until` excluded), in any of the instant's forms; without it, every one."""
+    boston, denver, always = _homes(store)
+
+    def at(as_of: Any) -> set[str]:
+        return {h.memory.id for h in store.search("where do I live", k=10, as_of=as_of)}
+
+    assert at(None) == {boston.id, denver.id, always.id}
+    assert at(JAN) == at("2026-02-15T12:00:00Z") == {boston.id, always.id}
+    assert at(MAR.timestamp() - 0.001) == {boston.id, always.id}
+    assert at(MAR) == at(JUN.timestamp()) == {denver.id, always.id}
+
+
+def test_a_store_without_its_window_holds_at_every_time_again(store: Any) -> None:
+    """Setting a key again without bounds replaces them: it is found at any `as_of`."""
+    m = Memory(content="I live in Boston.", valid_until=MAR)
+    store.set("home", m)
+    assert store.search("Boston", as_of=JUN) == []
+    store.set("home", m.model_copy(update={"valid_until": None}))
+    assert [h.memory.id for h in store.search("Boston", as_of=JUN)] == [m.id]
+
+
+@pytest.mark.parametrize("bounds", [
+    {"valid_from": "2026-03-01"},  # no zone
+    {"valid_from": "not a date"},
+    {"valid_until": float("inf")},
+    {"valid_from": 1e13},  # past the year 9999
+    {"valid_from": datetime(2026, 1, 1)},  # naive
+    {"valid_from": True},
+    {"valid_from": MAR, "valid_until": MAR},  # empty
+    {"valid_from": MAR, "valid_until": JAN},
+])
+def test_a_bad_window_is_refused_and_nothing_stored(store: Any, bounds: dict[str, Any]
+                                                    ) -> None:
+    """A bad window is refused where the memory is made (`ValidationError`, naming the
+    field), and, assigned to a memory after that, by `set` (`ValueError`), which then changes
+    nothing: the memory stored under the key before is still there, with its bounds."""
+    with pytest.raises(ValueError, match="valid_"):
+        Memory(content="Boston", **bounds)
+    before = Memory(content="I live in Boston.", valid_from=JAN)
+    store.set("home", before)
+    bad = before.model_copy(update={"content": "I live in Denver.", **bounds})
+    with pytest.raises(ValueError, match="valid_"):
+        store.set("home", bad)
+    got = store.get("home")
+    assert got is not None and got.content == "I live in Boston." and got.valid_from == JAN
+    with pytest.raises(ValueError, match="valid_"):
+        store.set("other", bad)
+    assert store.get("other") is None
+    assert [h.memory.content for h in store.search("Denver Boston", k=10)] == [
+        "I live in Boston."]
+
+
+@pytest.mark.parametrize("as_of", ["2026-03-01", "yesterday", float("nan"), -1e12, True,
+                                   datetime(2026, 1, 1)])
+def test_a_bad_as_of_is_refused(store: Any, as_of: Any) -> None:
+    """A malformed `as_of` is a `ValueError` naming it."""
+    store.set("k", Memory(content="I live in Boston."))
+    with pytest.raises(ValueError, match="as_of"):
+        store.search("Boston", as_of=as_of)
+
+
+async def test_the_async_adapter_passes_as_of(make_store: Factory) -> None:
+    """`AsyncStoreAdapter.search` hands `as_of` to the store."""
+    adapter = AsyncStoreAdapter(make_store())
+    m = Memory(content="I live in Boston.", valid_until=MAR)
+    await adapter.set(m.id, m)
+    assert [h.memory.id for h in await adapter.search("Boston", as_of=JAN)] == [m.id]
+    assert await adapter.search("Boston", as_of=JUN) == []
+
+
+def test_the_own_keyword_search_keeps_what_was_valid(tmp_path: Path) -> None:
+    """The in-process stores' own keyword search (`search=False`) filters by `as_of` too."""
+    for s in (InMemoryStore(search=False),
+              JSONFileStore(tmp_path / "own.json", flush_delay=0, search=False)):
+        with s:
+            boston, denver, always = _homes(s)
+            assert {h.memory.id for h in s.search("live", k=10, as_of=JAN)} == {
+                boston.id, always.id}
+            assert {h.memory.id for h in s.search("live", k=10, as_of=JUN)} == {
+                denver.id, always.id}
+            assert len(s.search("live", k=10)) == 3
+            with pytest.raises(ValueError, match="as_of"):
+                s.search("live", as_of="March")

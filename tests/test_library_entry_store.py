@@ -271,3 +271,42 @@ async def test_concurrent_sets_all_land(memories: EntryStoreMemories) -> None:
     ms = [Memory(content=f"parallel note {i}") for i in range(20)]
     await asyncio.gather(*(memories.set(m.id, m) for m in ms))
     assert len(await memories.search("parallel note", k=50)) == 20
+
+
+async def test_a_window_is_an_entry_window_and_as_of_filters_every_tier(
+        memories: EntryStoreMemories, store: EntryStore) -> None:
+    """On either backend: a memory's bounds are its entry's `valid_from` / `valid_until` (what
+    a wire client reads), and a search's `as_of` keeps the memories valid then, in the
+    persistent tiers and the working one alike; a bad window stores nothing anywhere."""
+    mar = 1_772_323_200.0  # 2026-03-01T00:00:00Z
+    boston = Memory(content="I live in Boston.", memory_type=MemoryType.SEMANTIC,
+                    valid_until="2026-03-01T00:00:00Z")
+    denver = Memory(content="I live in Denver.", valid_from=mar)
+    note = Memory(content="I live out of boxes while I move.", memory_type=MemoryType.WORKING,
+                  valid_from=mar - 86_400, valid_until=mar + 86_400)
+    for m in (boston, denver, note):
+        await memories.set(m.id, m)
+    q = Query(tiers=("semantic",), keys=(canonical_key({"id": boston.id}),))
+    (e,), _ = await store.find(SCOPE, q, time.time())
+    assert (e.valid_from, e.valid_until) == (None, mar)
+    got = await memories.get(note.id)
+    assert got is not None and got.valid_from == note.valid_from
+
+    async def at(as_of: Any) -> set[str]:
+        return {h.memory.id for h in await memories.search("where do I live", 10,
+                                                           as_of=as_of)}
+
+    assert await at(None) == {boston.id, denver.id, note.id}
+    assert await at(mar - 2 * 86_400) == {boston.id}
+    assert await at("2026-02-28T12:00:00Z") == {boston.id, note.id}
+    assert await at(mar) == {denver.id, note.id}
+    assert await at(mar + 86_400) == {denver.id}
+    with pytest.raises(ValueError, match="as_of"):
+        await at("2026-03-01")
+    for tier in (MemoryType.SEMANTIC, MemoryType.WORKING):
+        bad = Memory(content="I live nowhere.", memory_type=tier).model_copy(
+            update={"valid_from": datetime(2026, 3, 1, tzinfo=UTC),
+                    "valid_until": datetime(2026, 1, 1, tzinfo=UTC)})
+        with pytest.raises(ValueError, match="valid_until must be after valid_from"):
+            await memories.set(bad.id, bad)
+        assert await memories.get(bad.id) is None

@@ -37,11 +37,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
 from host.config import Config
 from host.library.host_db import judged, new_entry, ranked, results
 from host.library.mapping import id_to_key, stored_to_memory
-from host.library.models import Memory, RetrievalResult
+from host.library.models import Memory, RetrievalResult, as_of_seconds
 from host.library.sqlite_store import StoreFullError
 from host.memory.working import WorkingTier
 from host.search.engine import SearchEngine
@@ -50,6 +51,7 @@ from host.store.interface import EntryStore
 from host.store.records import PERSISTENT_TIERS, Query, Scope, StoredEntry
 from host.text.keyword import query_terms
 from protocol.keys import canonical_key
+from protocol.validity import valid_at
 
 __all__ = ["EntryStoreMemories"]
 
@@ -100,7 +102,8 @@ class EntryStoreMemories:
 
     async def set(self, key: str, memory: Memory) -> None:
         """Store `memory` under `key` (an upsert; a memory whose type moved it to another tier
-        leaves no copy in the old one). Raises `StoreFullError` past a quota."""
+        leaves no copy in the old one). Raises `StoreFullError` past a quota, `ValueError`
+        for a bad window (`Memory.window`); nothing is changed then."""
         new = new_entry(key, memory)
         now = time.time()
         if new.tier == "working":
@@ -146,21 +149,28 @@ class EntryStoreMemories:
         return await self._forget(self.keys_for(key), _ALL_TIERS, time.time()) > 0
 
     async def search(self, query: str, k: int = 5, *, supersede: bool = True,
-                     collapse: bool = False) -> list[RetrievalResult]:
+                     collapse: bool = False, as_of: datetime | float | str | None = None,
+                     ) -> list[RetrievalResult]:
         """The best `k` memories for `query` across the tiers, best first: the engine's
         candidates ranked and judged as a `memory/retrieve` of every tier ranks and judges
         them (`supersede`: an update above what it supersedes, by default; `collapse`:
         near-duplicates folded into one, when asked), `relevance_score` the `relevance`,
         `combined_score` the `combined`, `supersedes` and `collapsed` the ids the wire
-        reports as keys. Raises `ValueError` when `k` < 1."""
+        reports as keys. With `as_of`, among the memories valid then only (the working ones
+        too), as a retrieve's `as_of`. Raises `ValueError` when `k` < 1 or `as_of` is
+        malformed."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        at = as_of_seconds(as_of)
         if not query_terms(query):
             return []  # no searchable word: nothing matches, as in every library store
         now = time.time()
-        q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
+        q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates, as_of=at)
         found = await self.engine.search(self.scope, q, query, now, self.candidates,
                                          self.working, self._ticket, self.conn)
+        if at is not None:  # the store filters its own tiers, the working one is ours
+            found = [e for e in found if e.tier != "working"
+                     or valid_at(e.valid_from, e.valid_until, at)]
         emb = self.engine.embedder
         return results(await judged(ranked(found, self.weights, now),
                                     self.store if emb is not None else None,

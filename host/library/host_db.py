@@ -46,6 +46,8 @@ def new_entry(key: str, memory: Memory, working_tier: str = "working") -> NewEnt
         text=memory.content,
         created_at=e["created_at"],
         updated_at=e["updated_at"],
+        valid_from=e.get("valid_from"),
+        valid_until=e.get("valid_until"),
     )
 
 

@@ -12,6 +12,8 @@ export/import alike; the smaller functions below are their parts.
 | importance      | score: low 0.25, medium 0.5, high 0.75, critical 1.0; back by nearest |
 | created_at      | created_at (Unix seconds)                                          |
 | last_accessed   | updated_at (Unix seconds)                                          |
+| valid_from      | valid_from (Unix seconds), only when set                           |
+| valid_until     | valid_until (Unix seconds), only when set                          |
 | -               | source `""`, ttl `0`                                               |
 
 `procedural` has no wire tier: it is stored in the `semantic` tier (how-to knowledge is shared
@@ -148,14 +150,16 @@ def memory_to_entry(memory: Memory, key: str | None = None) -> dict[str, Any]:
     """The wire `MemoryEntry` (a JSON-ready dict) of `memory`, stored under `key`.
 
     `key` defaults to `memory.id`; when it differs, the content also carries `"id"` so that
-    `entry_to_memory` gives the memory back unchanged.
+    `entry_to_memory` gives the memory back unchanged. The memory's window is checked first
+    (`Memory.window`: ValueError when it is bad) and carried only when set.
     """
+    valid_from, valid_until = memory.window()
     store_key = memory.id if key is None else key
     tier, tags = tier_and_tags(memory.memory_type)
     content: dict[str, Any] = {"text": memory.content, "metadata": memory.to_dict()["metadata"]}
     if store_key != memory.id:
         content["id"] = memory.id
-    return {
+    entry: dict[str, Any] = {
         "key": id_to_key(store_key),
         "content": content,
         "tier": tier,
@@ -166,6 +170,11 @@ def memory_to_entry(memory: Memory, key: str | None = None) -> dict[str, Any]:
         "created_at": memory.created_at.timestamp(),
         "updated_at": memory.last_accessed.timestamp(),
     }
+    if valid_from is not None:
+        entry["valid_from"] = valid_from
+    if valid_until is not None:
+        entry["valid_until"] = valid_until
+    return entry
 
 
 def _text_and_metadata(content: Any) -> tuple[str, dict[str, Any], str | None]:
@@ -200,6 +209,8 @@ def entry_to_memory(entry: dict[str, Any]) -> Memory:
         created_at=_datetime(entry.get("created_at")),
         last_accessed=_datetime(entry.get("updated_at")),
         metadata=metadata,
+        valid_from=entry.get("valid_from"),
+        valid_until=entry.get("valid_until"),
     )
 
 
@@ -210,4 +221,5 @@ def stored_to_memory(e: StoredEntry, updated_at: float | None = None) -> Memory:
         "key": json.loads(e.key), "content": json.loads(e.content), "tier": e.tier,
         "tags": e.tags, "score": e.score, "created_at": e.created_at,
         "updated_at": e.updated_at if updated_at is None else updated_at,
+        "valid_from": e.valid_from, "valid_until": e.valid_until,
     })

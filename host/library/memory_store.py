@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from host.library.host_db import results
-from host.library.models import Memory, RetrievalResult, utc_now
+from host.library.models import Memory, RetrievalResult, as_of_seconds, utc_now
 from host.library.protocol import Closing
 from host.library.search import Row, make_row, search_rows, touched_row
 from host.library.table import Table
@@ -76,7 +77,8 @@ class InMemoryStore(Closing):
         return touched.memory.copy_for_store()
 
     def set(self, key: str, memory: Memory) -> None:
-        """Store a copy of `memory` under `key` (an upsert)."""
+        """Store a copy of `memory` under `key` (an upsert); ValueError for a bad window
+        (`Memory.window`), nothing stored."""
         row = make_row(memory.copy_for_store())
         with self._lock:
             self._check_open()
@@ -97,21 +99,24 @@ class InMemoryStore(Closing):
             return found
 
     def search(self, query: str, k: int = 5, *, supersede: bool = True,
-               collapse: bool = False) -> list[RetrievalResult]:
+               collapse: bool = False, as_of: datetime | float | str | None = None,
+               ) -> list[RetrievalResult]:
         """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
         its reply (`supersede`, `collapse`: see `host.library.entry_store`; a store without
-        the engine, `search=False`, judges nothing); `ValueError` when `k` < 1."""
+        the engine, `search=False`, judges nothing); with `as_of`, among the memories valid
+        then only. `ValueError` when `k` < 1 or `as_of` is malformed."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        at = as_of_seconds(as_of)
         terms = query_terms(query)
         if self._search is False or not terms:
             with self._lock:
                 self._check_open()
                 rows = self._table.candidates(terms)
-            return search_rows(rows, query, k, self.weights, time.time())
+            return search_rows(rows, query, k, self.weights, time.time(), at)
         mirror = self._synced_mirror()
         now = time.time()
-        found = mirror.search(query, now)
+        found = mirror.search(query, now, at)
         with self._lock:
             self._check_open()
             live = []

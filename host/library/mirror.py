@@ -49,8 +49,9 @@ def _same(a: Row, b: Row) -> bool:
     only moves `last_accessed`, is no change: recency is read from the store's own row). The
     metadata counts: it is part of the entry's searchable text (its coverage of a query)."""
     x, y = a.memory, b.memory
-    return (x.content, x.memory_type, x.importance, x.id, x.created_at, x.metadata) == (
-        y.content, y.memory_type, y.importance, y.id, y.created_at, y.metadata)
+    return (x.content, x.memory_type, x.importance, x.id, x.created_at, x.metadata,
+            a.valid) == (y.content, y.memory_type, y.importance, y.id, y.created_at,
+                         y.metadata, b.valid)
 
 
 class EngineMirror:
@@ -110,10 +111,12 @@ class EngineMirror:
                 writes.put_entries(conn, _SCOPE, [new], now, _UNBOUNDED)
                 self._rows[key] = row
 
-    def search(self, query: str, now: float) -> list[tuple[str, StoredEntry]]:
+    def search(self, query: str, now: float, as_of: float | None = None
+               ) -> list[tuple[str, StoredEntry]]:
         """The engine's candidates for `query` (their `relevance` and `fused` set), each with
-        its store key; waits, at most `search.vector_wait`, for the vectors of the copy."""
-        q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
+        its store key, only those valid at `as_of` when given; waits, at most
+        `search.vector_wait`, for the vectors of the copy."""
+        q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates, as_of=as_of)
         found = self._searcher.search(_SCOPE, q, query, now, self.candidates, self._ticket)
         return [(key_to_id(json.loads(e.key)), e) for e in found]
 

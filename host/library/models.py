@@ -10,8 +10,15 @@ a second, is rejected (`pydantic.ValidationError`).
 `metadata` holds JSON values only (finite numbers), so every `Memory` can be written to a file or
 the wire as it is.
 
+`valid_from` / `valid_until` say when the memory's fact holds, [valid_from, valid_until), as the
+wire's time extension does (docs/protocol.md, "Time of a fact"); each is optional (None: open on
+that side) and given as an aware datetime, epoch seconds or ISO 8601 text with a zone, read by the
+wire's own rule (`protocol.validity`): a malformed instant, one outside the years 1 to 9999, or a
+`valid_until` not after `valid_from` raises `pydantic.ValidationError`. A search's `as_of` is
+read by the same rule (`as_of_seconds`).
+
 `Memory.to_dict()` returns plain JSON types (enums as their values, datetimes as ISO 8601 text
-with their UTC offset) and `Memory.from_dict()` is its exact inverse:
+with their UTC offset; the bounds only when set) and `Memory.from_dict()` is its exact inverse:
 `Memory.from_dict(m.to_dict()) == m` and `Memory.from_dict(d).to_dict() == d` for every `d` that
 `to_dict` returned.
 """
@@ -24,15 +31,27 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+
+from protocol.validity import instant, window
 
 __all__ = [
     "Memory",
     "MemoryImportance",
     "MemoryType",
     "RetrievalResult",
+    "as_of_seconds",
     "copy_json",
     "new_id",
+    "seconds_of",
     "utc_now",
 ]
 
@@ -74,6 +93,24 @@ def copy_json(value: Any) -> Any:
     return value
 
 
+def seconds_of(value: Any, field: str) -> float:
+    """An instant given as an aware datetime, epoch seconds or ISO 8601 text with a zone, as
+    epoch seconds: the wire's rule (`protocol.validity.instant`; a datetime is read as its ISO
+    text, so a naive one is refused as a zoneless text is). ValueError naming `field`."""
+    if isinstance(value, datetime):
+        return instant(value.isoformat(), field)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{field}: an instant is a datetime with a zone, epoch seconds or"
+                         f" ISO-8601 text, not {value!r}")
+    return instant(value, field)
+
+
+def as_of_seconds(as_of: datetime | float | str | None) -> float | None:
+    """A search's `as_of` as epoch seconds (None: not asked): `seconds_of`'s rule, ValueError
+    naming `as_of` when malformed."""
+    return None if as_of is None else seconds_of(as_of, "as_of")
+
+
 def _check_finite(value: Any) -> None:
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -102,6 +139,25 @@ class Memory(BaseModel):
     created_at: AwareDatetime = Field(default_factory=utc_now)
     last_accessed: AwareDatetime = Field(default_factory=utc_now)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    # when the fact holds: [valid_from, valid_until), None open on that side
+    valid_from: AwareDatetime | None = None
+    valid_until: AwareDatetime | None = None
+
+    @field_validator("valid_from", "valid_until", mode="before")
+    @classmethod
+    def _instant(cls, value: Any, info: Any) -> Any:
+        # the wire's rule for an instant; ISO text keeps its offset, seconds are read in UTC
+        if value is None:
+            return None
+        seconds = seconds_of(value, info.field_name)
+        if isinstance(value, (datetime, str)):
+            return datetime.fromisoformat(value) if isinstance(value, str) else value
+        return datetime.fromtimestamp(seconds, UTC)
+
+    @model_validator(mode="after")
+    def _window(self) -> Memory:
+        self.window()
+        return self
 
     @field_validator("created_at", "last_accessed", mode="before")
     @classmethod
@@ -109,10 +165,10 @@ class Memory(BaseModel):
         # Python's own parser reads back every offset `isoformat` writes (seconds and all).
         return datetime.fromisoformat(value) if isinstance(value, str) else value
 
-    @field_validator("created_at", "last_accessed")
+    @field_validator("created_at", "last_accessed", "valid_from", "valid_until")
     @classmethod
-    def _whole_second_offset(cls, value: datetime) -> datetime:
-        offset = value.utcoffset()
+    def _whole_second_offset(cls, value: datetime | None) -> datetime | None:
+        offset = value.utcoffset() if value is not None else None
         if offset is not None and offset.microseconds:
             raise ValueError("UTC offsets must be whole seconds")
         return value
@@ -123,9 +179,19 @@ class Memory(BaseModel):
         _check_finite(value)
         return value
 
+    def window(self) -> tuple[float | None, float | None]:
+        """When the fact holds, as epoch seconds (None: open on that side), checked by the
+        wire's rule (`protocol.validity.window`) whatever was assigned since: ValueError when a
+        bound is malformed or `valid_until` is not after `valid_from`. Every store calls it
+        before it writes, so a bad window stores nothing."""
+        start = None if self.valid_from is None else seconds_of(self.valid_from, "valid_from")
+        end = None if self.valid_until is None else seconds_of(self.valid_until, "valid_until")
+        return window(start, end)
+
     def to_dict(self) -> dict[str, Any]:
-        """This memory as JSON-ready plain values; `from_dict` is the exact inverse."""
-        return {
+        """This memory as JSON-ready plain values; `from_dict` is the exact inverse. The
+        bounds are there only when set."""
+        out: dict[str, Any] = {
             "id": self.id,
             "content": self.content,
             "memory_type": self.memory_type.value,
@@ -134,13 +200,18 @@ class Memory(BaseModel):
             "last_accessed": self.last_accessed.isoformat(),
             "metadata": copy_json(self.metadata),
         }
+        if self.valid_from is not None:
+            out["valid_from"] = self.valid_from.isoformat()
+        if self.valid_until is not None:
+            out["valid_until"] = self.valid_until.isoformat()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Memory:
         """Build a memory from `to_dict()` output (unknown keys are ignored).
 
         Raises `pydantic.ValidationError` for a missing `content`, an unknown type or level,
-        a naive or malformed datetime, or non-JSON metadata.
+        a naive or malformed datetime, non-JSON metadata, or a bad window.
         """
         return cls.model_validate(data)
 

@@ -7,7 +7,10 @@ The contract, for every backend (checked by `tests/test_library_contract.py`):
   memory's `last_accessed` (and the stored one's) is the time of this call. Nothing else changes.
 - `delete(key)` removes the memory; True when there was one.
 - `search(query, k)` returns at most `k` `RetrievalResult`s, best first (see
-  `host.library.search`); `k` < 1 raises `ValueError`. It changes nothing.
+  `host.library.search`); `k` < 1 raises `ValueError`. It changes nothing. With `as_of` (an
+  aware datetime, epoch seconds or ISO 8601 text) only the memories valid then
+  (`Memory.valid_from` / `valid_until`) are searched; a malformed one raises `ValueError`.
+- `set` of a memory whose window is bad (`Memory.window`) raises `ValueError`, storing nothing.
 - A closed store raises `StoreClosedError` from every method.
 
 A new backend is a class with these four methods; nothing needs to inherit from anything.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
@@ -49,10 +53,12 @@ class Store(Protocol):
         ...
 
     def search(self, query: str, k: int = 5, *, supersede: bool = True,
-               collapse: bool = False) -> list[RetrievalResult]:
+               collapse: bool = False, as_of: datetime | float | str | None = None,
+               ) -> list[RetrievalResult]:
         """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
         its reply: an update ranks above what it `supersede`s (by default), near-duplicates
-        `collapse` into one (when asked); each result names the ids of both."""
+        `collapse` into one (when asked); each result names the ids of both. With `as_of`,
+        among the memories valid then only."""
         ...
 
 
@@ -73,8 +79,10 @@ class AsyncStore(Protocol):
         ...
 
     async def search(self, query: str, k: int = 5, *, supersede: bool = True,
-                     collapse: bool = False) -> list[RetrievalResult]:
-        """The best `k` matches of `query`, best first, judged (see `Store.search`)."""
+                     collapse: bool = False, as_of: datetime | float | str | None = None,
+                     ) -> list[RetrievalResult]:
+        """The best `k` matches of `query`, best first, judged, at `as_of` (see
+        `Store.search`)."""
         ...
 
 
@@ -122,14 +130,17 @@ class AsyncStoreAdapter:
         return await self._call(self.store.delete, key)
 
     async def search(self, query: str, k: int = 5, *, supersede: bool = True,
-                     collapse: bool = False) -> list[RetrievalResult]:
+                     collapse: bool = False, as_of: datetime | float | str | None = None,
+                     ) -> list[RetrievalResult]:
         """See `Store.search` (in a worker thread: it waits for the search engine). The
-        judgement's arguments are passed only when they are not the defaults, so a `Store`
-        written before they existed still serves a plain search."""
-        if supersede and not collapse:
-            return await asyncio.to_thread(self.store.search, query, k)
-        return await asyncio.to_thread(self.store.search, query, k, supersede=supersede,
-                                       collapse=collapse)
+        judgement's arguments and `as_of` are passed only when they are not the defaults, so
+        a `Store` written before they existed still serves a plain search."""
+        extra: dict[str, Any] = {}
+        if not supersede or collapse:
+            extra.update(supersede=supersede, collapse=collapse)
+        if as_of is not None:
+            extra["as_of"] = as_of
+        return await asyncio.to_thread(self.store.search, query, k, **extra)
 
     async def aclose(self) -> None:
         """Close the wrapped store (if it has `close`) without blocking the event loop."""

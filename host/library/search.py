@@ -28,6 +28,7 @@ from host.library.mapping import IMPORTANCE_SCORE
 from host.library.models import Memory, RetrievalResult
 from host.search.rank import RankWeights, combined_score
 from host.text.keyword import query_terms, tokens
+from protocol.validity import valid_at
 
 __all__ = ["Row", "Scored", "make_row", "scored", "search_rows", "top", "touched_row"]
 
@@ -43,16 +44,19 @@ class Row:
     tokens: frozenset[str]
     importance: float
     accessed: float  # last_accessed as Unix seconds
+    valid: tuple[float | None, float | None] = (None, None)  # `Memory.window()`
     fragment: str | None = field(default=None)
 
 
 def make_row(memory: Memory) -> Row:
-    """A row for `memory` (which the caller hands over: it must not be changed afterwards)."""
+    """A row for `memory` (which the caller hands over: it must not be changed afterwards).
+    ValueError when its window is bad (`Memory.window`): nothing is stored then."""
     return Row(
         memory=memory,
         tokens=frozenset(tokens(memory.content)),
         importance=IMPORTANCE_SCORE[memory.importance],
         accessed=memory.last_accessed.timestamp(),
+        valid=memory.window(),
     )
 
 
@@ -63,6 +67,7 @@ def touched_row(row: Row, when: datetime) -> Row:
         tokens=row.tokens,
         importance=row.importance,
         accessed=when.timestamp(),
+        valid=row.valid,
     )
 
 
@@ -85,9 +90,11 @@ def top(matches: Iterable[Scored[P]], k: int) -> list[Scored[P]]:
 
 
 def search_rows(
-    rows: Iterable[tuple[str, Row]], query: str, k: int, weights: RankWeights, now: float
+    rows: Iterable[tuple[str, Row]], query: str, k: int, weights: RankWeights, now: float,
+    as_of: float | None = None,
 ) -> list[RetrievalResult]:
-    """The best `k` matches of `query` among `(key, row)` pairs, best first.
+    """The best `k` matches of `query` among `(key, row)` pairs, best first; with `as_of`
+    (epoch seconds) only the memories valid then (`protocol.validity.valid_at`).
 
     Raises `ValueError` when `k` < 1. A query without terms matches nothing.
     """
@@ -100,6 +107,8 @@ def search_rows(
     n_terms = len(terms)
     matches = []
     for key, row in rows:
+        if as_of is not None and not valid_at(*row.valid, as_of):
+            continue
         found = len(wanted & row.tokens)
         if found:
             matches.append(

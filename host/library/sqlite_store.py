@@ -31,6 +31,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from host.library.mapping import (
     stored_to_memory,
 )
 from host.library.memory_store import default_weights
-from host.library.models import Memory, RetrievalResult, utc_now
+from host.library.models import Memory, RetrievalResult, as_of_seconds, utc_now
 from host.library.protocol import Closing
 from host.library.searcher import EngineSearcher
 from host.memory.session import DEFAULT_AGENT
@@ -144,7 +145,9 @@ class SQLiteStore(Closing):
     def set(self, key: str, memory: Memory) -> None:
         """Store `memory` under `key`, replacing what was there, durably.
 
-        Raises `StoreFullError` past a quota (nothing is changed then)."""
+        Raises `StoreFullError` past a quota, `ValueError` for a bad window
+        (`Memory.window`); nothing is changed then."""
+        memory.window()
         with self._lock:
             self._check_open()
             self._touched.pop(key, None)
@@ -153,7 +156,11 @@ class SQLiteStore(Closing):
     def set_many(self, items: Iterable[tuple[str, Memory]]) -> None:
         """`set` each (key, memory) in one durable transaction: all or none (a bulk load).
 
-        Raises `StoreFullError` past a quota; then nothing is changed."""
+        Raises `StoreFullError` past a quota, `ValueError` for a bad window; then nothing is
+        changed."""
+        items = list(items)
+        for _, memory in items:
+            memory.window()
         now = time.time()
 
         def replace_all(conn: sqlite3.Connection) -> None:
@@ -175,18 +182,21 @@ class SQLiteStore(Closing):
         return bool(n)
 
     def search(self, query: str, k: int = 5, *, supersede: bool = True,
-               collapse: bool = False) -> list[RetrievalResult]:
+               collapse: bool = False, as_of: datetime | float | str | None = None,
+               ) -> list[RetrievalResult]:
         """The best `k` matches of `query`, best first, judged as a `memory/retrieve` judges
-        its reply (`supersede`, `collapse`: see `host.library.entry_store`); `ValueError`
-        when `k` < 1."""
+        its reply (`supersede`, `collapse`: see `host.library.entry_store`); with `as_of`,
+        among the memories valid then only (as a retrieve's `as_of`). `ValueError` when `k`
+        < 1 or `as_of` is malformed."""
         if k < 1:
             raise ValueError(f"k must be at least 1, not {k}")
+        at = as_of_seconds(as_of)
         if not query_terms(query):
             return []  # no searchable word: nothing matches, as in every library store
         now = time.time()
         with self._lock:
             self._check_open()
-            q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates)
+            q = Query(tiers=PERSISTENT_TIERS, limit=self.candidates, as_of=at)
             found = self._searcher.search(self.scope, q, query, now, self.candidates,
                                           self._ticket)
             touched = dict(self._touched)
