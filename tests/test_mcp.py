@@ -4,6 +4,7 @@ framing, initialize handshake), on a real SQLite file."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ from support.hosts import make_config
 from host.config import Config
 from host.mcp.app import McpApp
 from host.rules.sync import load_into_store
+from host.store.records import Query, Scope
+from protocol.keys import canonical_key
 
 RULES = Path(__file__).parent / "data" / "rules"
 
@@ -214,3 +217,62 @@ async def test_rules_for_lists_the_loaded_rules(config: Config) -> None:
         assert "module" in levels
         assert _ok(await client.call_tool("rules_for", {"path": "notes.txt"}))[-1]["level"] == (
             "general")
+
+
+MAR = 1_772_323_200.0  # 2026-03-01T00:00:00Z
+
+
+async def test_the_time_of_a_fact(config: Config) -> None:
+    """`memory_put` takes `valid_from` / `valid_until` (seconds or ISO text), returns them and
+    stores them as the entry's (what a wire client reads); `memory_search` with `as_of` finds
+    what was valid then, without it every memory; a memory without bounds shows none."""
+    async with connected(config) as (app, client):
+        boston = _ok(await client.call_tool("memory_put", {
+            "content": "I live in Boston.", "memory_type": "semantic",
+            "valid_until": "2026-03-01T01:00:00+01:00"}))
+        denver = _ok(await client.call_tool("memory_put", {
+            "content": "I live in Denver.", "memory_type": "semantic", "valid_from": MAR}))
+        dog = _ok(await client.call_tool("memory_put", {"content": "I live with a dog."}))
+        assert boston["valid_until"] == "2026-03-01T01:00:00+01:00"
+        assert "valid_from" not in boston
+        assert denver["valid_from"] == "2026-03-01T00:00:00+00:00"
+        assert "valid_from" not in dog and "valid_until" not in dog
+        got = _ok(await client.call_tool("memory_get", {"memory_id": boston["id"]}))
+        assert got["valid_until"] == "2026-03-01T00:00:00+00:00"  # the same instant, in UTC
+        q = Query(tiers=("semantic",), keys=(canonical_key({"id": denver["id"]}),))
+        (e,), _ = await app.store.find(Scope("ns", "a1"), q, time.time())
+        assert (e.valid_from, e.valid_until) == (MAR, None)
+
+        async def at(**args: Any) -> set[str]:
+            hits = _ok(await client.call_tool("memory_search",
+                                              {"query": "where do I live", **args}))
+            return {h["memory"]["id"] for h in hits}
+
+        assert await at() == {boston["id"], denver["id"], dog["id"]}
+        assert await at(as_of="2026-01-15T12:00:00Z") == {boston["id"], dog["id"]}
+        assert await at(as_of=MAR) == {denver["id"], dog["id"]}
+
+
+@pytest.mark.parametrize(("tool", "args", "fix"), [
+    ("memory_put", {"valid_from": "2026-03-01"}, "valid_from: an ISO-8601 date-time needs a zone"),
+    ("memory_put", {"valid_until": "soon"}, "valid_until: not an ISO-8601 date-time"),
+    ("memory_put", {"valid_from": MAR, "valid_until": "2026-01-01T00:00:00Z"},
+     "valid_until must be after valid_from"),
+    ("memory_put", {"valid_from": 1e13}, "valid_from: out of the years 1 to 9999"),
+    ("memory_put", {"valid_until": "9" * 65}, "valid_until: at most 64 characters"),
+    ("memory_put", {"valid_from": True}, "not true or false"),
+    ("memory_search", {"as_of": "2026-03-01T00:00:00"}, "as_of: an ISO-8601 date-time needs"),
+    ("memory_search", {"as_of": -1e12}, "as_of: out of the years 1 to 9999"),
+    ("memory_search", {"as_of": False}, "not true or false"),
+])
+async def test_a_bad_instant_is_a_tool_error_and_stores_nothing(
+        config: Config, tool: str, args: dict[str, Any], fix: str) -> None:
+    """A malformed bound or `as_of`, or an empty window, is a tool error naming the field and
+    the forms an instant takes; nothing is stored."""
+    async with connected(config) as (app, client):
+        base = {"content": "I live in Boston."} if tool == "memory_put" else {"query": "Boston"}
+        text = _error(await client.call_tool(tool, {**base, **args}))
+        assert fix in text and "Traceback" not in text
+        _, total = await app.store.find(Scope("ns", "a1"),
+                                        Query(tiers=("episodic", "semantic")), time.time())
+        assert total == 0 and len(app.memories.working) == 0

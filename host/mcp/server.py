@@ -12,10 +12,15 @@ Results are JSON: `memory_put` returns the stored memory (`Memory.to_dict()`), `
 memory or null, `memory_search` a list of `{memory, relevance_score, combined_score}`: the
 `relevance` and `combined` a `memory/retrieve` of every tier reports for the same query, with
 `supersedes` and `collapsed` (ids) where its judgement puts them (the
-`AsyncStore` searches with the host's `SearchEngine`, see `host.library.entry_store`). The text
+`AsyncStore` searches with the host's `SearchEngine`, see `host.library.entry_store`).
+The time of a fact is the wire's (docs/protocol.md): `memory_put` takes `valid_from` /
+`valid_until`, `memory_search` takes `as_of` (epoch seconds or ISO 8601 text with a zone, read by
+`protocol.validity`'s rule through the library's `Memory`); a memory carries its bounds only when
+it has them. The text
 content of each result is that same JSON; the structured content is the object itself, or
 `{"result": ...}` for a list or null (the SDK's convention). Caller mistakes (an unknown memory
-type or importance, an empty query, `k` out of range, content over the size limit) come back as
+type or importance, an empty query, `k` out of range, content over the size limit, a malformed
+instant or a `valid_until` not after `valid_from`) come back as
 a tool error (`isError: true`) whose text says what to change; any other failure is logged with
 its traceback on stderr and the caller sees only `Error executing tool <name>`.
 """
@@ -41,11 +46,17 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from host.config import Config
 from host.core.auth import Authenticator
-from host.library.models import Memory, MemoryImportance, MemoryType, RetrievalResult
+from host.library.models import (
+    Memory,
+    MemoryImportance,
+    MemoryType,
+    RetrievalResult,
+    as_of_seconds,
+)
 from host.library.protocol import AsyncStore
 from host.library.sqlite_store import StoreFullError
 from host.lifecycle import on_signals
@@ -98,6 +109,40 @@ ImportanceArg = Annotated[
     BeforeValidator(_lower),
     Field(description="How much it matters; higher importance ranks first in searches."),
 ]
+
+
+def _not_bool(value: Any) -> Any:
+    """An instant is a number or a text: `true` is neither (pydantic would read it as 1.0)."""
+    if isinstance(value, bool):
+        raise ValueError("an instant is epoch seconds or ISO-8601 text with a zone, not true"
+                         " or false")
+    return value
+
+
+_INSTANT = ("epoch seconds or ISO-8601 text with a zone, e.g. 2026-03-01T00:00:00Z or"
+            " 2026-03-01T09:00:00+01:00")
+ValidFromArg = Annotated[
+    float | str | None,
+    BeforeValidator(_not_bool),
+    Field(description=f"When the fact starts to hold (included), if known: {_INSTANT}."),
+]
+ValidUntilArg = Annotated[
+    float | str | None,
+    BeforeValidator(_not_bool),
+    Field(description="When the fact stops holding (excluded; after valid_from), if known: "
+          f"{_INSTANT}. It is not a deletion: memory_search still finds it without as_of."),
+]
+AsOfArg = Annotated[
+    float | str | None,
+    BeforeValidator(_not_bool),
+    Field(description="Only the memories valid at this instant (those without valid_from / "
+          f"valid_until hold at every time): {_INSTANT}. Omit it to search every memory."),
+]
+
+
+def _why(err: ValidationError) -> str:
+    """The messages of a `Memory`'s ValidationError, as the library's rule words them."""
+    return "; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in err.errors())
 
 
 # Hints of a tool that only reads this memory, one that adds to it, and one that deletes from it.
@@ -176,11 +221,15 @@ def build_server(
         ],
         memory_type: MemoryTypeArg = MemoryType.EPISODIC,
         importance: ImportanceArg = MemoryImportance.MEDIUM,
+        valid_from: ValidFromArg = None,
+        valid_until: ValidUntilArg = None,
     ) -> Annotated[CallToolResult, Memory]:
         """Save one new memory and return it with its id (keep the id to fetch or forget it).
 
         Each call creates a new memory, even for the same text. Pick memory_type by what the
         memory is (see the parameter) and importance by how much it should outrank others.
+        When you know when a fact holds (a former address, a plan for next month), give
+        valid_from and/or valid_until, so a search as_of a time finds what was true then.
         """
         if not content.strip():
             raise ToolError("content is blank: give the text of the memory")
@@ -190,7 +239,11 @@ def build_server(
                 f"content is {size} bytes, over the limit of {max_bytes}: shorten it or split it"
                 " into several memories"
             )
-        memory = Memory(content=content, memory_type=memory_type, importance=importance)
+        try:
+            memory = Memory(content=content, memory_type=memory_type, importance=importance,
+                            valid_from=valid_from, valid_until=valid_until)
+        except ValidationError as err:
+            raise ToolError(f"{_why(err)}: give each instant as {_INSTANT}") from None
         try:
             await memories.set(memory.id, memory)
         except StoreFullError as err:
@@ -228,6 +281,7 @@ def build_server(
             bool, Field(description="Fold memories that say the same thing into one, which "
                         "lists the ids of the others in `collapsed`.")
         ] = False,
+        as_of: AsOfArg = None,
     ) -> Annotated[CallToolResult, list[RetrievalResult]]:
         """Find the memories most relevant to `query`, best first (an empty list when none
         matches). Each hit gives the memory, relevance_score (0 to 1: how likely the memory is
@@ -235,12 +289,19 @@ def build_server(
         (relevance weighed with importance and recency; the order of the list). A newer
         memory that says an older one changed ranks above it and lists its id in
         `supersedes`; with `collapse`, near-duplicates come back as one, listing the others'
-        ids in `collapsed` (the same judgement as the memory host's replies)."""
+        ids in `collapsed` (the same judgement as the memory host's replies). With `as_of`,
+        only the memories valid then: "where did I live in January?" is a search as_of
+        January."""
+        try:
+            at = as_of_seconds(as_of)
+        except ValueError as err:
+            raise ToolError(f"{err}: give it as {_INSTANT}") from None
         if not query_terms(query):
             raise ToolError(
                 f"query {query!r} has no searchable words: use a few words of the topic"
             )
-        hits = await memories.search(query, k, collapse=collapse)
+        hits = await (memories.search(query, k, collapse=collapse) if at is None
+                      else memories.search(query, k, collapse=collapse, as_of=at))
         return _reply([_hit(h) for h in hits], wrap=True)
 
     @_tool(server, title="Forget a memory", annotations=DELETES)
