@@ -192,13 +192,15 @@ def test_bench_langgraph_times_every_operation_of_every_store() -> None:
 
 
 def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
-    """scripts/bench/bench_scale.py on 400 rows, one namespace and four, with and without vectors:
-    every request answered (exit 0), a load rate, the RSS, a restart, vector queries that find
-    numpy's exact top 10 (also filtered by the rare tag) and keyword queries that find rows."""
+    """scripts/bench/bench_scale.py on 400 rows, one namespace and four, with and without vectors,
+    measured at once and settled: every request answered (exit 0), a load rate, the RSS, a
+    restart, vector queries that find numpy's exact top 10 (also filtered by the rare tag) and
+    keyword queries that find rows, and each phase's longest loop stall and VmHWM."""
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "bench_scale.py"), "--entries", "400", "--namespaces",
          "1,4", "--sizes", "100,400", "--clusters", "8", "--dim", "16", "--queries", "8",
-         "--json"], capture_output=True, text=True, timeout=300)
+         "--settle-seconds", "30", "--at-once", "--json"],
+        capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     runs = {(r["namespaces"], r["mode"]): r for r in report["runs"]}
@@ -210,9 +212,14 @@ def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
         assert r["after_load"]["rss_mb"] > 0 and r["restart"]["ready_s"] > 0
         assert r["after_restart"]["keyword"]["mean_hits"] > 0
         if r["mode"] == "vectors":
-            for p in [*r["points"], r["after_restart"]]:
+            for p in [*r["points"], *(x["at_once"] for x in r["points"]), r["after_restart"]]:
                 assert p["vector"]["recall10"] >= 0.95 and p["tagged"]["exact_share"] == 1.0
+        names = [ph["phase"] for ph in r["phases"]]
+        assert "restarted: queries" in names and any(n.startswith("settle at") for n in names)
+        assert all(ph["stall_ms"] >= 0 and ph["hwm_mb"] >= ph["rss_mb"] > 0 for ph in r["phases"])
+        assert max(ph["stall_ms"] for ph in r["phases"]) > 0  # the probe answered
     assert report["failures"] == 0 and len(report["cost_curve"]) == 2
+    assert any(g["goal"].startswith("longest loop stall") for g in report["goals"])
 
 
 def test_the_relevance_harness_asks_locomo_once_a_try(tmp_path: Path) -> None:

@@ -50,6 +50,12 @@ connection limits (`LOAD_LIMITS`), `max_frame_bytes` 4 MiB, the quotas of entrie
 namespace and an agent (to hold the rows with their vectors) and `request_timeout` 300 s (a
 scan of a million vectors is the baseline of a host without an index).
 
+The host's `/healthz` is polled every 50 ms through the run (`scripts/tools/loop_probe.py`'s
+`Stalls`): the longest wait of each phase (the load, the first query, the queries, the wait
+for the build, the restart) is printed beside its figures with the host's RSS and VmHWM at
+its end. `--at-once` (with `--settle-seconds`): each size is measured twice, right after the
+first query (while the index is built) and again settled.
+
 Prints a table a run, the goals and the load average; `--json` prints the report as JSON.
 Bounded: `--timeout` seconds in all (then the report so far, exit 1). Exit status 1 if any
 request failed.
@@ -95,6 +101,7 @@ from host.client import MemoryClient, RemoteError  # noqa: E402
 from host.config import SearchConfig  # noqa: E402
 from protocol.codec import new_id, now  # noqa: E402
 from protocol.messages import VERSION, MemoryStoreRequest  # noqa: E402
+from scripts.tools.loop_probe import Stalls  # noqa: E402
 
 MIB = 1024 * 1024
 FRAME_BYTES = 4 * MIB  # the host's max_frame_bytes in this benchmark
@@ -331,6 +338,7 @@ class Host:
     def __init__(self, db: str, config: Path, log: Path) -> None:
         self.db, self.config, self.log = db, config, log
         self.proc: HostProcess | None = None
+        self.stalls: Stalls | None = None
 
     def start(self, timeout: float = 600.0) -> float:
         t = time.perf_counter()
@@ -338,6 +346,7 @@ class Host:
             self.proc = HostProcess(self.db, "--config", str(self.config), log_level="WARNING",
                                     cwd=ROOT, env=HOST_ENV, stdout=subprocess.DEVNULL,
                                     stderr=log, timeout=timeout)
+        self.stalls = Stalls(self.proc.port).start()
         while True:
             if self.proc.proc.poll() is not None:
                 raise BenchError(f"the host exited with {self.proc.proc.returncode} at start")
@@ -361,10 +370,22 @@ class Host:
         assert self.proc is not None
         return memory(self.proc.pid)
 
+    def phase(self) -> dict[str, float]:
+        """The end of a phase: the longest wait of `/healthz` since the last phase ended (the
+        longest step of the host's loop, within the probe's 50 ms), its RSS and VmHWM now."""
+        assert self.stalls is not None
+        return {"stall_ms": self.stalls.take(), **self.memory()}
+
+    def _unprobe(self) -> None:
+        if self.stalls is not None:
+            self.stalls.stop()
+            self.stalls = None
+
     def stop(self) -> float:
         """SIGTERM and wait for the exit (0 expected); seconds it took."""
         assert self.proc is not None
         t = time.perf_counter()
+        self._unprobe()
         code = self.proc.stop(signal.SIGTERM, timeout=300)
         self.proc = None
         if code != 0:
@@ -390,6 +411,7 @@ class Host:
         return time.perf_counter() - t
 
     def kill(self) -> None:
+        self._unprobe()
         if self.proc is not None:
             self.proc.terminate(grace=60)
             self.proc = None
@@ -659,33 +681,51 @@ async def run_one(args: argparse.Namespace, data: Data, db: str, work: Path, cou
     config = work / "host.toml"
     config.write_text(host_config(args))
     host = Host(db, config, work / "host.log")
-    report.update(namespaces=count, mode=mode, load=[], points=[],
+    report.update(namespaces=count, mode=mode, load=[], points=[], phases=[],
                   load_avg_before=os.getloadavg()[0])
+
+    def phase(name: str) -> dict[str, Any]:
+        """A phase ended: its longest loop stall, the host's RSS and VmHWM (`Host.phase`)."""
+        out = {"phase": name, **host.phase()}
+        report["phases"].append(out)
+        return out
+
     try:
         report["start_s"] = await asyncio.to_thread(host.start)
+        phase("start")
         done = 0
         for size in sizes:
             t = time.perf_counter()
             n = await load(host.url, data, chunks(layout, done, size), vectors,
                            args.connections, args.pipeline)
             secs = time.perf_counter() - t
+            loaded = phase(f"load to {size:,}")
             report["load"].append({"size": size, "entries": n, "seconds": secs,
-                                   "entries_per_s": n / secs})
+                                   "entries_per_s": n / secs, "stall_ms": loaded["stall_ms"]})
             done = size
             say(args, f"  loaded to {size:,}: {n / secs:,.0f} entries/s "
-                      f"({n:,} in {secs:.1f} s), host {fmt_mem(host.memory())}")
+                      f"({n:,} in {secs:.1f} s), host {fmt_mem(loaded)}, {fmt_stall(loaded)}")
             ref = await asyncio.to_thread(reference, data, layout, size, nq, vectors)
             if size == sizes[-1]:
                 report["after_load"] = host.memory()
                 if pg_pid:
                     report["pg_after_load"] = pg_memory(pg_pid)
-            warm: dict[str, float] = {}
+            warm: dict[str, Any] = {}
             if args.settle_seconds > 0:  # the first query loads the index; let it be built
                 warm["first_query_ms"] = await first_query(host.url, data, layout, vectors)
+                first = phase(f"first query at {size:,}")
+                say(args, f"  first query {warm['first_query_ms']:.1f} ms, {fmt_stall(first)}")
+                if args.at_once:  # while the index is built
+                    warm["at_once"] = await measure(host.url, data, layout, ref, vectors,
+                                                    args.phase_seconds)
+                    warm["at_once"]["phase"] = phase(f"queries at once at {size:,}")
+                    say(args, f"  at once at {size:,}: {fmt_point(warm['at_once'])}")
                 warm["settle_s"] = await asyncio.to_thread(host.settle, args.settle_seconds)
-                say(args, f"  first query {warm['first_query_ms']:.1f} ms, index built in"
-                          f" {warm['settle_s']:.1f} s more, host {fmt_mem(host.memory())}")
+                warm["settled"] = phase(f"settle at {size:,}")
+                say(args, f"  index built in {warm['settle_s']:.1f} s more, host "
+                          f"{fmt_mem(warm['settled'])}, {fmt_stall(warm['settled'])}")
             point = await measure(host.url, data, layout, ref, vectors, args.phase_seconds)
+            point["phase"] = phase(f"queries {'settled ' if warm else ''}at {size:,}")
             report["points"].append({"size": size, **warm, **point})
             say(args, f"  measured at {size:,}: {fmt_point(point)}")
         report["after_queries"] = host.memory()
@@ -697,18 +737,21 @@ async def run_one(args: argparse.Namespace, data: Data, db: str, work: Path, cou
         restart: dict[str, Any] = {"stop_s": await asyncio.to_thread(host.stop)}
         restart["ready_s"] = await asyncio.to_thread(host.start)
         restart["at_ready"] = host.memory()
+        phase("restart to ready")
         restart["first_query_ms"] = await first_query(host.url, data, layout, vectors)
+        first = phase("restarted: first query")
         if args.settle_seconds > 0:
             restart["settle_s"] = await asyncio.to_thread(host.settle, args.settle_seconds)
+            phase("restarted: settle")
         report["restart"] = restart
         say(args, f"  restart: stop {restart['stop_s']:.1f} s, ready {restart['ready_s']:.2f} s,"
-                  f" first query {restart['first_query_ms']:.1f} ms, "
+                  f" first query {restart['first_query_ms']:.1f} ms ({fmt_stall(first)}), "
                   f"host {fmt_mem(restart['at_ready'])}")
         report["after_restart"] = await measure(host.url, data, layout, ref, vectors,
                                                 args.phase_seconds)
+        report["after_restart"]["phase"] = phase("restarted: queries")
         report["after_restart_queries"] = host.memory()
-        say(args, f"  after restart: {fmt_point(report['after_restart'])}, "
-                  f"host {fmt_mem(report['after_restart_queries'])}")
+        say(args, f"  after restart: {fmt_point(report['after_restart'])}")
         await asyncio.to_thread(host.stop)
     finally:
         host.kill()
@@ -726,6 +769,10 @@ def fmt_mem(m: dict[str, float]) -> str:
     return f"RSS {m['rss_mb']:.0f} MB (peak {m['hwm_mb']:.0f})"
 
 
+def fmt_stall(m: dict[str, Any]) -> str:
+    return f"longest loop stall {m['stall_ms']:.0f} ms"
+
+
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
@@ -741,6 +788,8 @@ def fmt_point(p: dict[str, Any]) -> str:
     parts.append(f"keyword p50 {_ms(k['p50_ms'])} p99 {_ms(k['p99_ms'])} ms "
                  f"({k['queries']} q, {k['mean_hits']:.1f} hits)" if k["queries"] else
                  "keyword -")
+    if "phase" in p:
+        parts.append(f"{fmt_stall(p['phase'])}, host {fmt_mem(p['phase'])}")
     return "; ".join(parts)
 
 
@@ -775,6 +824,18 @@ def goals(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[dict[str
             goal(f"tag-filtered exact top 10, share ({tag})", p["tagged"]["exact_share"], 1.0,
                  at_most=False)
         goal(f"keyword p50, ms ({tag})", p["keyword"]["p50_ms"], 20)
+        phases = r.get("phases", [])
+        if phases:  # the host's loop and memory through the whole run, building included
+            goal(f"longest loop stall of every phase, ms ({tag})",
+                 max(ph["stall_ms"] for ph in phases), 50)
+            if r["namespaces"] == 1:
+                goal(f"VmHWM of the whole run, MB ({tag})", max(ph["hwm_mb"] for ph in phases),
+                     1024)
+        for x in r["points"]:  # queries while the index is built: p99 within twice the p50
+            v = x.get("at_once", {}).get("vector")
+            if v and v["p50_ms"]:
+                goal(f"vector p99 / p50 at once at {x['size']:,} ({tag})",
+                     v["p99_ms"] / v["p50_ms"], 2)
         curve = [x for x in r["points"] if x.get("vector", {}).get("p50_ms")]
         if len(curve) > 1:  # sub-linear: the p50 grows less than the rows do
             grew = curve[-1]["size"] / curve[0]["size"]
@@ -788,23 +849,33 @@ def print_tables(args: argparse.Namespace, report: dict[str, Any]) -> None:
           f"{args.seed}, backend {args.backend}; client encodes {report['client_per_s']['vectors']:,.0f}"
           f" entries/s with vectors, {report['client_per_s']['plain']:,.0f} without (its ceiling)")
     print("\n| namespaces | mode | size | load entries/s | vector p50 / p99 ms | recall@10 | "
-          "tagged exact | numpy scan p50 ms (baseline) | keyword p50 / p99 ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "tagged exact | numpy scan p50 ms (baseline) | keyword p50 / p99 ms "
+          "| longest loop stall ms | VmHWM MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in report["runs"]:
         rates = {x["size"]: x["entries_per_s"] for x in r["load"]}
-        points = [(str(p["size"]), p) for p in r["points"]]
+        points = []
+        for p in r["points"]:
+            if "at_once" in p:
+                points.append((f"{p['size']} at once", p["at_once"]))
+            points.append((f"{p['size']}{' settled' if 'settle_s' in p else ''}", p))
         if "after_restart" in r:
             points.append((f"{r['points'][-1]['size']} restarted", r["after_restart"]))
+        shown: set[int] = set()
         for label, p in points:
             v, t, k = p.get("vector"), p.get("tagged"), p["keyword"]
             size = int(label.split()[0])
-            rate = f"{rates[size]:,.0f}" if label.isdigit() and size in rates else ""
+            rate = f"{rates[size]:,.0f}" if size in rates and size not in shown \
+                and "restarted" not in label else ""
+            shown.add(size)
             vec = f"{_ms(v['p50_ms'])} / {_ms(v['p99_ms'])}" if v else "-"
             rec = f"{v['recall10']:.3f}" if v and v["recall10"] is not None else "-"
             tag = f"{t['exact_share']:.2f}" if t and t["exact_share"] is not None else "-"
             base = _ms(p["numpy"]["p50_ms"]) if "numpy" in p else "-"
+            ph = p.get("phase", {})
+            stall, hwm = _ms(ph.get("stall_ms")), _ms(ph.get("hwm_mb"))
             print(f"| {r['namespaces']} | {r['mode']} | {label} | {rate} | {vec} | {rec} | {tag} "
-                  f"| {base} | {_ms(k['p50_ms'])} / {_ms(k['p99_ms'])} |")
+                  f"| {base} | {_ms(k['p50_ms'])} / {_ms(k['p99_ms'])} | {stall} | {hwm} |")
     print("\n| namespaces | mode | RSS after load MB (peak) | after queries | restart: stop s "
           "| ready s | RSS at ready | first query ms | RSS after restart's queries |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -820,6 +891,12 @@ def print_tables(args: argparse.Namespace, report: dict[str, Any]) -> None:
               f"{mb(r['after_queries'])} | {rs['stop_s']:.1f} | {rs['ready_s']:.2f} | "
               f"{mb(rs['at_ready'])} | {rs['first_query_ms']:.1f} | "
               f"{mb(r['after_restart_queries'])} |")
+    print("\n| namespaces | mode | phase | longest loop stall ms | RSS MB at its end | VmHWM MB |")
+    print("|---|---|---|---|---|---|")
+    for r in report["runs"]:
+        for ph in r.get("phases", []):
+            print(f"| {r['namespaces']} | {r['mode']} | {ph['phase']} | {ph['stall_ms']:.0f} "
+                  f"| {ph['rss_mb']:.0f} | {ph['hwm_mb']:.0f} |")
     pg_runs = [r for r in report["runs"] if "pg_after_queries" in r]
     if pg_runs:
         print("\n| namespaces | mode | PostgreSQL RSS summed MB after load | PSS after load "
@@ -904,6 +981,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--settle-seconds", type=float, default=0.0,
                     help="before each measure, one query (it loads the index) and at most this"
                          " long waiting for the host to finish building it (0: measure at once)")
+    ap.add_argument("--at-once", action="store_true",
+                    help="with --settle-seconds: also measure right after the first query, "
+                         "while the index is built, before settling")
     ap.add_argument("--timeout", type=float, default=6 * 3600.0, help="most seconds in all")
     ap.add_argument("--work-dir", type=Path, default=None,
                     help="databases and the host's config and log (default: a temp dir)")

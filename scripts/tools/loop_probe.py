@@ -12,6 +12,9 @@ within the interval) and `/metrics` every second (it also reads the store). Ever
 past `--dump-after` seconds, `py-spy dump` of the host is printed (about once a second: where
 the loop is held; py-spy must be installed). When a host ends or is replaced (a restart), the
 longest wait of each kind it had is printed. Runs until interrupted.
+
+`Stalls` is the same `/healthz` poll for a script that runs the host itself (one port, the
+longest wait since it last asked: `scripts/bench/bench_scale.py` prints it beside each phase).
 """
 
 from __future__ import annotations
@@ -44,6 +47,63 @@ def find(pattern: str) -> tuple[int, int] | None:
     return None
 
 
+def wait_of(port: int, path: str, timeout: float = 120.0) -> tuple[float, bool]:
+    """Seconds a GET of `path` on the host at `port` took, and whether it answered."""
+    t = time.monotonic()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            r.read()
+        ok = True
+    except OSError:
+        ok = False
+    return time.monotonic() - t, ok
+
+
+class Stalls:
+    """The host on `port`'s `/healthz` polled every `interval` seconds in a daemon thread
+    (`start` to `stop`); `take()` is the longest wait since the last `take` (or the start), in
+    ms: how long the host's loop was held at most meanwhile, within the interval. A wait still
+    outstanding counts as far as it has gone (and whole in the next `take`)."""
+
+    def __init__(self, port: int, interval: float = 0.05) -> None:
+        self.port, self.interval = port, interval
+        self.lock = threading.Lock()
+        self.worst = 0.0
+        self.since: float | None = None  # when the outstanding /healthz was sent
+        self.failed = 0
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> Stalls:
+        self.thread = threading.Thread(target=self._run, name="loop-stalls", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout=130)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self.since = time.monotonic()
+            dt, ok = wait_of(self.port, "/healthz")
+            with self.lock:
+                self.since = None
+                if ok:
+                    self.worst = max(self.worst, dt)
+                else:
+                    self.failed += 1
+            self.stopping.wait(self.interval)
+
+    def take(self) -> float:
+        with self.lock:
+            since = self.since
+            worst = max(self.worst, 0.0 if since is None else time.monotonic() - since)
+            self.worst = 0.0
+        return worst * 1000
+
+
 class Probe:
     def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
         self.args = args
@@ -60,14 +120,7 @@ class Probe:
             self.out.flush()
 
     def get(self, port: int, path: str) -> tuple[float, bool]:
-        t = time.monotonic()
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=120) as r:
-                r.read()
-            ok = True
-        except OSError:
-            ok = False
-        return time.monotonic() - t, ok
+        return wait_of(port, path)
 
     def dumps(self) -> None:
         last = 0.0
