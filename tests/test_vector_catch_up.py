@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
+from support.turns import turns_while
 
 from host.config import Config
 from host.search.index import VectorIndexes
@@ -63,19 +64,8 @@ async def test_catching_up_on_another_process_vectors_lets_the_loop_run(tmp_path
     """A worker reading 30 vectors another store wrote (writes of 5), 10 a chunk, adds all 30
     to its index and lets the other tasks of its event loop run between the chunks."""
     async with reader_after_writes(tmp_path, 10) as reader:
-        turns = 0
-        done = False
-
-        async def tick() -> None:
-            nonlocal turns
-            while not done:
-                turns += 1
-                await asyncio.sleep(0)
-
-        ticker = asyncio.create_task(tick())
-        await reader.embed_pending()  # nothing queued: it reads what the other store wrote
-        done = True
-        await ticker
+        # nothing queued: it reads what the other store wrote
+        _, turns = await turns_while(reader.embed_pending())
         index = reader.index.get("ns")
         assert index is not None and len(index) == 30
         assert turns >= 3  # the ticker ran between the chunks, not only at the end

@@ -375,3 +375,86 @@ def test_a_big_index_with_no_graph_is_scanned_by_faiss_and_answers_as_numpy_does
     assert build.cap > ix.slots and ix.building is build
     check()
     build._abandon()
+
+
+def _old_scan(ix: AnnIndex, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The scan as it was before it ran in steps: faiss's search of the whole storage in one
+    call, the allowed slots as a bitmap (ids, similarities best first, ties by slot)."""
+    import faiss
+
+    mask = np.zeros(ix.slots, dtype=bool)
+    mask[slots] = True
+    bitmap = np.packbits(mask, bitorder="little")
+    params = faiss.SearchParameters()
+    params.sel = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
+    dist, found = ix.storage.search(q[None, :].astype(np.float32), min(k, slots.size),
+                                    params=params)
+    keep = found[0] >= 0
+    picked, sims = found[0][keep], dist[0][keep]
+    order = np.lexsort((picked, -sims))
+    return ix.slots_meta(ix.slots)["ids"][picked[order]].tolist(), sims[order]
+
+
+def test_a_scan_in_steps_answers_as_the_scan_in_one_call_did() -> None:
+    """An index of codes with no graph (12,000 rows), scanned 1,024 rows a step
+    (`scan_step_bytes`), whole, by groups, with holes and under an `only` filter, through
+    `search`, `search_steps` run at once and `search_stepped` on a loop: the same ids and
+    similarities as faiss's scan of the whole storage in one call (the scan before steps);
+    and a scan interrupted by writes between its steps (rows added, the codes moved by their
+    growth, a row removed) returns what the slots of its start held."""
+    from host.search.index.ann import SCAN_ROWS, run_steps, search_stepped
+
+    exact = ExactIndex(DIM)
+    exact.add(IDS.tolist(), VECS, GROUPS, [None] * N)
+    ix = AnnIndex.coded_of(exact, **OPTS)
+    ix.remove(IDS[::7].tolist())
+    ix.scan_step_bytes = 1024 * DIM  # 1,024 rows a step: 12 steps
+    live = np.flatnonzero(ix.slots_meta(ix.slots)["live"])
+    meta = ix.slots_meta(ix.slots)
+    groups_of = np.array(GROUPS)
+    only = IDS[:11_000]  # past SCAN_ROWS allowed: every case is a scan
+    cases: list[tuple[list[str] | None, np.ndarray | None, np.ndarray]] = [
+        (None, None, live),
+        ([BOB, SHARED], None, live[np.isin(groups_of[live], [BOB, SHARED])]),
+        (None, only, live[np.isin(meta["ids"][live], only)]),
+    ]
+    for q in QUERIES[:8]:
+        for groups, ids, slots in cases:
+            want_ids, want_sims = _old_scan(ix, q, 42, slots)
+            for got in (ix.search(q, 42, groups, only=ids),
+                        run_steps(ix.search_steps(q, 42, groups, only=ids)),
+                        asyncio.run(search_stepped(ix, q, 42, groups, only=ids))):
+                assert got.ids.tolist() == want_ids and got.allowed == slots.size > SCAN_ROWS
+                assert np.array_equal(got.similarities, want_sims.astype(np.float32))
+    q = QUERIES[0]
+    want_ids, want_sims = _old_scan(ix, q, 10, live)
+    steps = ix.search_steps(q, 10)
+    next(steps)
+    next(steps)
+    before = ix.codes().__array_interface__["data"][0]
+    more = clustered(20_000, 9)
+    ix.add(list(range(10**6, 10**6 + 20_000)), more, [SHARED] * 20_000, [None] * 20_000)
+    assert ix.codes().__array_interface__["data"][0] != before  # the codes moved
+    ix.remove([want_ids[5]])  # in the steps already taken: still found
+    got = run_steps(steps)
+    assert got.ids.tolist() == want_ids and np.array_equal(got.similarities, want_sims)
+
+
+def test_a_stepped_search_lets_the_loop_run_between_its_steps() -> None:
+    """`search_stepped` of a 12-step scan: a task counting turns of the loop runs between
+    the steps (at least 11 turns before the search returns); an index with a graph, or an
+    exact one, answers in one turn (no turn between)."""
+    from support.turns import turns_while
+
+    from host.search.index.ann import search_stepped
+
+    exact = ExactIndex(DIM)
+    exact.add(IDS.tolist(), VECS, GROUPS, [None] * N)
+    ix = AnnIndex.coded_of(exact, **OPTS)
+    ix.scan_step_bytes = 1024 * DIM
+
+    def turns(index: object) -> int:
+        return asyncio.run(turns_while(search_stepped(index, QUERIES[0], 10)))[1]  # type: ignore[arg-type]
+
+    assert turns(ix) >= 11
+    assert turns(exact) == 0

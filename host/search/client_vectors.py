@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from host.search.index import VectorIndexes, approximate, group_of
+from host.search.index.ann import search_stepped
 from host.search.index.loading import Index
 from host.search.index.rows import Chunk
 from host.store.interface import EntryStore
@@ -317,7 +318,7 @@ class ClientSpaces:
         page: list[tuple[float, StoredEntry]] = []
         total = 0
         for _ in range(_ROUNDS):
-            hits = index.search(query, ask, groups, None, only)
+            hits = await search_stepped(index, query, ask, groups, None, only)
             seen = len(hits.ids)
             every = seen >= hits.allowed or seen < ask  # every allowed row was ranked
             ranked: dict[int, float] = {}  # entry -> best similarity, best first

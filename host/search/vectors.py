@@ -28,6 +28,7 @@ import numpy as np
 
 from host.search.client_vectors import rescore_count
 from host.search.index import VectorIndexes, approximate, group_of
+from host.search.index.ann import search_stepped
 from host.store.interface import EntryStore, VectorSearch, VectorStore
 from host.store.records import Hits, Query, Scope, StoredEntry, owner_for
 
@@ -159,9 +160,10 @@ class _LocalLookup:
         only = (await self.vectors.store.allowed_ids(scope, q, now)) if q.narrowed else None
         pool = self.vectors.pool
         if not self.rescore:
-            return self.index.search(qv, pool, groups, now, only)
-        # the best `pool` + margin scored again on float32, cut
-        hits = self.index.search(qv, rescore_count(pool), groups, now, only)
+            return await search_stepped(self.index, qv, pool, groups, now, only)
+        # the best `pool` + margin scored again on float32, cut (a big key's scan while its
+        # graph is built runs in steps: the loop runs between two)
+        hits = await search_stepped(self.index, qv, rescore_count(pool), groups, now, only)
         sims = await self.vectors.exact_similarity(qv, hits.ids.tolist(),
                                                    hits.similarities.astype(np.float64))
         order = np.lexsort((-hits.ids, -sims))[:pool]  # best first, ties: the newer

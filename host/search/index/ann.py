@@ -38,11 +38,12 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+import asyncio
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import faiss as _faiss
 import numpy as np
@@ -65,6 +66,10 @@ TAIL = BUILD_STEP  # rows past a build's room where faiss writes its copy of a s
 SMALL_ADD = 256
 # past this many allowed rows, an index with no graph yet is searched by faiss's scan (`_scan`)
 SCAN_ROWS = 8192
+# the codes one step of that scan reads (`_scan_steps`): between two steps the loop runs
+# (`search_stepped`); 32 MiB is ~87,000 rows of 384 dimensions, ~3 ms on one core (a million
+# rows' scan in one call held the loop ~25 ms alone, and more beside a build)
+SCAN_STEP_BYTES = 32 << 20
 
 
 @contextmanager
@@ -83,6 +88,42 @@ def omp_threads(threads: int) -> Iterator[None]:
 def _add_to_graph(index: Any, vecs: np.ndarray) -> None:
     with omp_threads(1 if len(vecs) <= SMALL_ADD else 0):
         index.add(vecs)
+
+
+T = TypeVar("T")
+
+
+def run_steps(steps: Generator[None, None, T]) -> T:
+    """What a generator of steps returns, every step taken at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+class Searched(Protocol):
+    def search(self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+               now: float | None = None, only: np.ndarray | None = None) -> Hits: ...
+
+
+async def search_stepped(index: Searched, query: np.ndarray, k: int,
+                         groups: Collection[str] | None = None, now: float | None = None,
+                         only: np.ndarray | None = None) -> Hits:
+    """(On the loop.) `index.search(...)`, in the steps of its `search_steps` where it has
+    them (an `AnnIndex`), the loop running between two: a big key's exact scan while its
+    graph is built (a million rows of 384 dimensions: ~25 ms in one call) holds the loop a
+    step at a time (`SCAN_STEP_BYTES`)."""
+    steps = getattr(index, "search_steps", None)
+    if steps is None:
+        return index.search(query, k, groups, now, only)
+    gen = steps(query, k, groups, now, only)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            return cast(Hits, done.value)
+        await asyncio.sleep(0)
 
 
 class AnnOptions(TypedDict, total=False):
@@ -141,6 +182,7 @@ class AnnIndex(Rows):
                         "sample_rows": sample_rows}
         self.ef_search, self.exact_rows, self.exact_share = ef_search, exact_rows, exact_share
         self.max_ef, self.sample_rows = max_ef, sample_rows
+        self.scan_step_bytes = SCAN_STEP_BYTES  # codes a step of a scan reads (`_scan_steps`)
         self._index, self._storage = self._faiss_index()
         self._vmin = self._vstep = np.zeros(dim, dtype=np.float32)
         self._dead = 0
@@ -421,7 +463,7 @@ class AnnIndex(Rows):
         if allowed == 0:
             return no_hits()
         if not self._built or allowed <= max(self.exact_rows, k, self.exact_share * live):
-            return self._exact(q, k, slots)
+            return self._exact(q, k, slots)  # (with no graph: as `search_steps` at once)
         share = allowed / live
         ef = int(min(self.max_ef, max(self.ef_search, 2 * k, self.ef_search / share)))
         params = faiss.SearchParametersHNSW(efSearch=ef)
@@ -451,29 +493,86 @@ class AnnIndex(Rows):
                     mean=float(bg.mean()), std=float(bg.std()), allowed=allowed)
 
     def _scan(self, q: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
+        """`_scan_steps` at once."""
+        return run_steps(self._scan_steps(q, k, slots))
+
+    def _scan_steps(self, q: np.ndarray, k: int, slots: np.ndarray | None
+                    ) -> Generator[None, None, Hits]:
         """The exact top `k` of the allowed rows of an index with no graph, scored over the
-        codes by faiss in one call (the GIL let go once; numpy's chunks let it go twice
-        each, and it comes back a switch interval late each time another thread runs Python:
-        a scan of 100,000 codes took 330 ms instead of 9 beside such a thread). `mean`/`std`
-        over the fixed sample, as a search through the graph has them. A build's room and
-        tail, past the slots, are never scored (the selector's bytes end at the slots')."""
-        mask = np.zeros(self._n, dtype=bool)
+        codes by faiss's scanner of the 8-bit codes (the code faiss's own scan of the storage
+        runs), `scan_step_bytes` of codes a call, yielding between two calls; the best of each
+        step kept, the `k` best of them (ties: the lower slot) returned. In C each call (the
+        GIL let go once; numpy's chunks let it go twice each, and it comes back a switch
+        interval late each time another thread runs Python: a scan of 100,000 codes took
+        330 ms instead of 9 beside such a thread). `mean`/`std` over the fixed sample, as a
+        search through the graph has them. Only the slots there were at the start are
+        scored (a build's room and tail past them never), each step reading the codes where
+        they are then (a write between two steps may move them: `own_codes`); a row removed
+        meanwhile may be returned (the caller reads every hit back through the store)."""
+        n = self._n
+        mask = np.zeros(n, dtype=bool)
         mask[slice(None) if slots is None else slots] = True
         bitmap = np.packbits(mask, bitorder="little")
         sel = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
-        params = faiss.SearchParameters()
-        params.sel = sel
-        allowed = self._n if slots is None else int(slots.size)
-        dist, found = self._storage.search(q[None, :], min(k, allowed), params=params)
-        keep = found[0] >= 0
-        return self._sampled(q, found[0][keep], dist[0][keep], slots, allowed)
+        allowed = n if slots is None else int(slots.size)
+        k = min(k, allowed)
+        cs = self._storage.code_size
+        step = max(1024, self.scan_step_bytes // cs)
+        lowest = np.finfo(np.float32).min
+        found, dist = [], []
+        for a in range(0, n, step):
+            if a:
+                yield
+            b = min(n, a + step)
+            if not mask[a:b].any():
+                continue
+            scanner = self._storage.sq.select_InvertedListScanner(
+                faiss.METRIC_INNER_PRODUCT, None, False, sel, False)
+            scanner.set_query(faiss.swig_ptr(q))
+            scanner.set_list(0, 0.0)
+            d = np.full(k, lowest, dtype=np.float32)
+            i = np.full(k, -1, dtype=np.int64)
+            ids = np.arange(a, b, dtype=np.int64)
+            codes = self.codes(b)[a:]  # where they are now (a write may have moved them)
+            scanner.scan_codes(b - a, faiss.swig_ptr(codes), faiss.swig_ptr(ids),
+                               faiss.swig_ptr(d), faiss.swig_ptr(i), k)
+            keep = i >= 0
+            found.append(i[keep])
+            dist.append(d[keep])
+        picked = np.concatenate(found) if found else np.zeros(0, np.int64)
+        sims = np.concatenate(dist) if dist else np.zeros(0, np.float32)
+        best = np.lexsort((picked, -sims))[:k]
+        return self._sampled(q, picked[best], sims[best], slots, allowed)
 
     def _exact(self, q: np.ndarray, k: int, slots: np.ndarray | None) -> Hits:
+        return run_steps(self._exact_steps(q, k, slots))
+
+    def _exact_steps(self, q: np.ndarray, k: int, slots: np.ndarray | None
+                     ) -> Generator[None, None, Hits]:
         if slots is None and self.holes:
             slots = np.flatnonzero(self._live[: self._n])
         if not self._built and (self._n if slots is None else slots.size) > SCAN_ROWS:
-            return self._scan(q, k, slots)
+            return (yield from self._scan_steps(q, k, slots))
         return self._top(self._scores(slots, q), k, slots)
+
+    def search_steps(
+        self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+        now: float | None = None, only: np.ndarray | None = None,
+    ) -> Generator[None, None, Hits]:
+        """`search` in steps: an index with no graph yet (a big key read, its graph being
+        built) scans its allowed codes a step at a time, yielding between two
+        (`_scan_steps`); through a graph, or over few rows, it is `search` at once. Driven by
+        `search_stepped` on the loop (which lets it run between two steps), or `run_steps`."""
+        if self._built:
+            return self.search(query, k, groups, now, only)
+        live = len(self._row)
+        if live == 0 or k <= 0:
+            return no_hits()
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        slots, _mask = self.allowed_mask(groups, now, only)
+        if slots is not None and slots.size == 0:
+            return no_hits()
+        return (yield from self._exact_steps(q, k, slots))
 
     def vectors(self, ids: Iterable[int]) -> np.ndarray:
         """The stored (decoded) vectors of `ids` as float32 rows (every id must have a row)."""
