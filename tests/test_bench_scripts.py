@@ -218,6 +218,7 @@ def test_bench_scale_measures_every_figure_on_a_tiny_run() -> None:
         assert "restarted: queries" in names and any(n.startswith("settle at") for n in names)
         assert all(ph["stall_ms"] >= 0 and ph["hwm_mb"] >= ph["rss_mb"] > 0 for ph in r["phases"])
         assert max(ph["stall_ms"] for ph in r["phases"]) > 0  # the probe answered
+        assert r["after_restart"]["keyword"]["stall_ms"] >= 0  # each kind of query's own
     assert report["failures"] == 0 and len(report["cost_curve"]) == 2
     assert any(g["goal"].startswith("longest loop stall") for g in report["goals"])
 

@@ -61,14 +61,15 @@ def wait_of(port: int, path: str, timeout: float = 120.0) -> tuple[float, bool]:
 
 class Stalls:
     """The host on `port`'s `/healthz` polled every `interval` seconds in a daemon thread
-    (`start` to `stop`); `take()` is the longest wait since the last `take` (or the start), in
-    ms: how long the host's loop was held at most meanwhile, within the interval. A wait still
-    outstanding counts as far as it has gone (and whole in the next `take`)."""
+    (`start` to `stop`); `take(who)` is the longest wait since `who`'s last `take` (or the
+    start), in ms: how long the host's loop was held at most meanwhile, within the interval
+    (each `who` has its own span: a phase's, and its parts'). A wait still outstanding counts
+    as far as it has gone (and whole in the next `take`)."""
 
     def __init__(self, port: int, interval: float = 0.05) -> None:
         self.port, self.interval = port, interval
         self.lock = threading.Lock()
-        self.worst = 0.0
+        self.worst: dict[str, float] = {"": 0.0}
         self.since: float | None = None  # when the outstanding /healthz was sent
         self.failed = 0
         self.stopping = threading.Event()
@@ -91,16 +92,18 @@ class Stalls:
             with self.lock:
                 self.since = None
                 if ok:
-                    self.worst = max(self.worst, dt)
+                    for who, w in self.worst.items():
+                        self.worst[who] = max(w, dt)
                 else:
                     self.failed += 1
             self.stopping.wait(self.interval)
 
-    def take(self) -> float:
+    def take(self, who: str = "") -> float:
         with self.lock:
             since = self.since
-            worst = max(self.worst, 0.0 if since is None else time.monotonic() - since)
-            self.worst = 0.0
+            worst = max(self.worst.get(who, 0.0),
+                        0.0 if since is None else time.monotonic() - since)
+            self.worst[who] = 0.0
         return worst * 1000
 
 
