@@ -12,6 +12,8 @@ from support.hosts import run_cli
 from support.store import T0, entry, key
 
 from host.client import MemoryClient
+from host.store.postgres.schema import BASELINE
+from host.store.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
@@ -31,7 +33,7 @@ def test_a_schema_fifteen_database_migrates_with_open_windows(tmp_path: Path) ->
         " score, ttl, created_at, updated_at, expires_at, size)"
         " VALUES (1, 'ns', 'semantic', '', '{\"k\":1}', 'a', '\"old\"', '[]', '', 1.0, 0,"
         " 1.0, 1.0, NULL, 12)")
-    assert migrate(conn) == len(MIGRATIONS) == 16
+    assert migrate(conn) == len(MIGRATIONS)
     scope = Scope("ns", "a")
     found, total = reads.find_entries(conn, scope, Query(tiers=("semantic",)), now=10.0)
     assert total == 1 and found[0].valid_from is None and found[0].valid_until is None
@@ -88,10 +90,12 @@ async def test_a_postgres_database_at_migration_21_migrates_with_open_windows(pg
     async with PostgresEntryStore(pg_url, pool_max=1) as store:
         await store.put(s, [entry("old")], T0)
     conn = await asyncpg.connect(pg_url)
-    try:  # back to 21: the columns, the ledger's row, the functions' version
+    try:  # back to 21: the columns (the history's of 23 too), the ledger's rows, the functions'
         await conn.execute("ALTER TABLE a2e_entries DROP COLUMN valid_from,"
                            " DROP COLUMN valid_until")
-        await conn.execute("DELETE FROM a2e_migrations WHERE version = 22")
+        await conn.execute("ALTER TABLE a2e_entry_history DROP COLUMN valid_from,"
+                           " DROP COLUMN valid_until")
+        await conn.execute("DELETE FROM a2e_migrations WHERE version >= 22")
         await conn.execute("UPDATE a2e_functions SET version = 11, digest = 'older'")
         await conn.execute(
             "CREATE FUNCTION a2e_put_group(p_quotas bigint[], p_put integer[]) RETURNS text[]"
@@ -109,7 +113,8 @@ async def test_a_postgres_database_at_migration_21_migrates_with_open_windows(pg
             q = Query(tiers=("episodic",), keys=(key("new"),))
             (got,), _ = await store.find(s, q, T0)
             assert (got.valid_from, got.valid_until) == (100.0, 200.0)
-        assert await conn.fetchval("SELECT max(version) FROM a2e_migrations") == 22
+        assert await conn.fetchval("SELECT max(version) FROM a2e_migrations") == (
+            BASELINE + len(PG_MIGRATIONS) - 1)
         assert await conn.fetchval(
             "SELECT to_regprocedure('a2e_put_group(bigint[], integer[])')") is None
     finally:

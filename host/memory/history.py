@@ -31,7 +31,8 @@ class VersionOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One version in a `memory/history` reply: the entry's fields as a retrieve returns them,
     `reason` ("current", "updated": a store replaced its content, "superseded": consolidation
     retired it), and for an earlier version when it was replaced (`replaced_at`); for a
-    superseded one the key that superseded it (`by`) and the similarity that decided."""
+    superseded one the key that superseded it (`by`) and the similarity that decided; the
+    version's `valid_from` / `valid_until` (the time extension) only when it had them."""
 
     key: msgspec.Raw
     content: msgspec.Raw
@@ -45,6 +46,8 @@ class VersionOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     replaced_at: float | UnsetType = UNSET
     by: msgspec.Raw | UnsetType = UNSET
     similarity: float | UnsetType = UNSET
+    valid_from: float | UnsetType = UNSET
+    valid_until: float | UnsetType = UNSET
 
 
 def version_out(v: HistoryVersion) -> VersionOut:
@@ -58,6 +61,10 @@ def version_out(v: HistoryVersion) -> VersionOut:
         out.by = msgspec.Raw(v.by)
     if v.similarity is not None:
         out.similarity = v.similarity
+    if v.valid_from is not None:
+        out.valid_from = v.valid_from
+    if v.valid_until is not None:
+        out.valid_until = v.valid_until
     return out
 
 

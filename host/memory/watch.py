@@ -475,5 +475,5 @@ def _working_wire(op: str, e: StoredEntry) -> msgspec.Raw:
     """The wire form of a working-tier entry in an event of `op`."""
     if op == "stored":
         return stored_record("working", "", e.key, e.content, e.tags, e.source, e.score, e.ttl,
-                             e.created_at, e.updated_at)[4]
+                             e.created_at, e.updated_at, e.valid_from, e.valid_until)[4]
     return removed_record("working", "", e.key, e.tags)[4]

@@ -10,8 +10,8 @@ lock. A watcher's cursor is such a number.
 A change's entries travel as one JSON array, written once by the writer and read back as is:
 each element `[tier, owner, key, tags, entry]`, where `owner` decides visibility (the episodic
 owner, "" for semantic; never sent), `key` is the canonical key and `entry` the JSON object an
-event carries (for `stored` the entry as a retrieve returns it; for `forgotten` and `expired`
-its key, tier and tags).
+event carries (for `stored` the entry as a retrieve returns it, its `valid_from` / `valid_until`
+only when it has them; for `forgotten` and `expired` its key, tier and tags).
 
 A forget forgets: when an entry is deleted (forgotten, expired, collected), the records of the
 `stored` changes that carry its content are removed from them in the same transaction
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 __all__ = [
     "PAGE",
@@ -52,8 +53,9 @@ _records_decoder = msgspec.json.Decoder(list[tuple[str, str, msgspec.Raw, list[s
 _encode = msgspec.json.Encoder().encode
 
 
-class _Stored(msgspec.Struct):
-    """The wire form of a stored entry in an event (the fields of a retrieve's entry)."""
+class _Stored(msgspec.Struct, omit_defaults=True):
+    """The wire form of a stored entry in an event (the fields of a retrieve's entry; the
+    time extension's bounds only when the entry has them)."""
 
     key: msgspec.Raw
     content: msgspec.Raw
@@ -64,6 +66,8 @@ class _Stored(msgspec.Struct):
     ttl: int
     created_at: float
     updated_at: float
+    valid_from: float | UnsetType = UNSET
+    valid_until: float | UnsetType = UNSET
 
 
 class _Removed(msgspec.Struct):
@@ -77,11 +81,14 @@ class _Removed(msgspec.Struct):
 def stored_record(
     tier: str, owner: str, key: bytes, content: bytes, tags: list[str], source: str,
     score: float, ttl: int, created_at: float, updated_at: float,
+    valid_from: float | None = None, valid_until: float | None = None,
 ) -> _Record:
-    """The log record of an entry as stored (`key` canonical JSON, `content` raw JSON)."""
+    """The log record of an entry as stored (`key` canonical JSON, `content` raw JSON; the
+    bounds, when set, as the time extension's `valid_from` / `valid_until`)."""
     k = msgspec.Raw(key)
     wire = _Stored(k, msgspec.Raw(content), tier, tags, source, score, ttl, created_at,
-                   updated_at)
+                   updated_at, UNSET if valid_from is None else valid_from,
+                   UNSET if valid_until is None else valid_until)
     return (tier, owner, k, tags, msgspec.Raw(_encode(wire)))
 
 

@@ -36,7 +36,8 @@ class Retention:
 class HistoryVersion:
     """One version of an entry: the current one (`reason` "current", `replaced_at` None) or
     an earlier one, with when and why it was replaced (`by`: the key that superseded it, and
-    the `similarity` that decided, for `superseded`)."""
+    the `similarity` that decided, for `superseded`); `valid_from` / `valid_until`: when the
+    version's fact held (the time extension), None open on that side."""
 
     tier: str
     key: bytes  # canonical key JSON
@@ -50,6 +51,8 @@ class HistoryVersion:
     reason: str
     by: bytes | None
     similarity: float | None
+    valid_from: float | None = None
+    valid_until: float | None = None
 
 
 class _Merge(msgspec.Struct):

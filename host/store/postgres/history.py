@@ -6,7 +6,8 @@ of content keeps the version it replaces (reason `updated`) within the retention
 key's history with it, but for the rows consolidation retires (`retire`: held in
 `a2e_history_hold` while deleted, copied first as `superseded`, with the new key and the
 similarity). A retire runs under the namespace's lock, as a forget, and logs one
-`consolidated` change through `a2e_log_change`.
+`consolidated` change through `a2e_log_change`. A version keeps the bounds its entry had (the
+time extension, migration 23; a version kept before it has none).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from host.store.records import PERSISTENT_TIERS, Scope, owner_for
 
 __all__ = ["PostgresHistory"]
 
-_COLUMNS = "tier, key, content, tags, source, score, created_at, updated_at"
+_COLUMNS = "tier, key, content, tags, source, score, created_at, updated_at, valid_from, valid_until"
 _ADDRESS = ("namespace = $1 AND tier = $2 AND owner = $3 AND a2e_key_hash(key) = a2e_key_hash($4)"
             " AND key = $4")
 
@@ -35,7 +36,8 @@ _ADDRESS = ("namespace = $1 AND tier = $2 AND owner = $3 AND a2e_key_hash(key) =
 def _version(r: Any, replaced: float | None = None, reason: str = "current",
              by: str | None = None, sim: float | None = None) -> HistoryVersion:
     return HistoryVersion(r[0], r[1].encode(), r[2].encode(), list(r[3]), r[4], r[5], r[6],
-                          r[7], replaced, reason, by.encode() if by is not None else None, sim)
+                          r[7], replaced, reason, by.encode() if by is not None else None, sim,
+                          r[8], r[9])
 
 
 def _records_json(records: Sequence[tuple]) -> str:
@@ -77,7 +79,7 @@ class PostgresHistory(StoreState):
                 " AND replaced_at >= $3 - (SELECT seconds FROM a2e_history_retention)"
                 f" AND ({which}) ORDER BY replaced_at DESC, id DESC LIMIT ${n}",
                 scope.namespace, k, now, *params, max(0, limit - len(out)))
-        out += [_version(r, r[8], r[9], r[10], r[11]) for r in rows]
+        out += [_version(r, r[10], r[11], r[12], r[13]) for r in rows]
         return out[:limit]
 
     async def retire(self, scope: Scope, merges: Merges, now: float) -> int:
@@ -102,8 +104,9 @@ class PostgresHistory(StoreState):
                     "WITH hold AS (INSERT INTO a2e_history_hold (entry_id) VALUES ($1)),"
                     " kept AS (INSERT INTO a2e_entry_history (namespace, tier, owner, key, agent,"
                     " content, tags, source, score, created_at, updated_at, replaced_at, reason,"
-                    " by_key, similarity) SELECT namespace, tier, owner, key, agent, content,"
-                    " tags, source, score, created_at, updated_at, $2, 'superseded', $3, $4"
+                    " by_key, similarity, valid_from, valid_until) SELECT namespace, tier, owner,"
+                    " key, agent, content, tags, source, score, created_at, updated_at, $2,"
+                    " 'superseded', $3, $4, valid_from, valid_until"
                     " FROM a2e_entries WHERE id = $1)"
                     " SELECT 1", row[0], now, new.decode(), sim)
                 await conn.execute("DELETE FROM a2e_entries WHERE id = $1", row[0])

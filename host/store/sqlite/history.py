@@ -18,6 +18,9 @@ write path carries no call of its own:
 
 A namespace so holds at most `keep` versions a live key, and of its retired keys at most
 `max_retired` (the oldest go first), each for `seconds` at most (`host.store.history.Retention`).
+
+A version keeps the bounds its entry had (the time extension's `valid_from` / `valid_until`,
+columns of migration 17, `MIGRATION_VALIDITY`; a version kept before it has none).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from host.store.history import (
 from host.store.records import PERSISTENT_TIERS, Scope, owner_for
 from host.store.sqlite.changes import log_change
 
-__all__ = ["MIGRATION", "SQLiteHistory", "log_skips", "read_history", "retire", "set_retention"]
+__all__ = ["MIGRATION", "MIGRATION_VALIDITY", "SQLiteHistory", "log_skips", "read_history",
+           "retire", "set_retention"]
 
 _tags = msgspec.json.Decoder(list[str])
 
@@ -94,7 +98,30 @@ WHEN NOT EXISTS (SELECT 1 FROM history_hold WHERE entry_id = old.id) BEGIN
 END;
 """
 
-_COLUMNS = "tier, key, content, tags, source, score, created_at, updated_at"
+# 17: a version keeps its entry's bounds (the time extension): the columns, and the update
+# trigger of 15 again, copying them
+MIGRATION_VALIDITY = """
+ALTER TABLE entry_history ADD COLUMN valid_from REAL;
+ALTER TABLE entry_history ADD COLUMN valid_until REAL;
+DROP TRIGGER entries_history_au;
+CREATE TRIGGER entries_history_au AFTER UPDATE OF content ON entries
+WHEN old.content IS NOT new.content BEGIN
+    INSERT INTO entry_history (namespace, tier, owner, key, agent, content, tags, source, score,
+        created_at, updated_at, replaced_at, reason, valid_from, valid_until)
+    VALUES (old.namespace, old.tier, old.owner, old.key, old.agent, old.content, old.tags,
+        old.source, old.score, old.created_at, old.updated_at, new.updated_at, 'updated',
+        old.valid_from, old.valid_until);
+    DELETE FROM entry_history WHERE namespace = old.namespace AND tier = old.tier
+        AND owner = old.owner AND key = old.key AND id <= (SELECT h.id FROM entry_history h
+            WHERE h.namespace = old.namespace AND h.tier = old.tier AND h.owner = old.owner
+            AND h.key = old.key ORDER BY h.id DESC LIMIT 1
+            OFFSET (SELECT keep FROM history_retention));
+    DELETE FROM entry_history WHERE namespace = old.namespace
+        AND replaced_at < new.updated_at - (SELECT seconds FROM history_retention);
+END;
+"""
+
+_COLUMNS = "tier, key, content, tags, source, score, created_at, updated_at, valid_from, valid_until"
 _PRUNE_KEY = (
     "DELETE FROM entry_history WHERE namespace = ?1 AND tier = ?2 AND owner = ?3 AND key = ?4"
     " AND id <= (SELECT h.id FROM entry_history h WHERE h.namespace = ?1 AND h.tier = ?2"
@@ -121,7 +148,7 @@ def _version(r: Sequence[Any], replaced: float | None = None, reason: str = "cur
              by: str | None = None, sim: float | None = None) -> HistoryVersion:
     return HistoryVersion(r[0], r[1].encode(), r[2].encode(), _tags.decode(r[3]), r[4], r[5],
                           r[6], r[7], replaced, reason, by.encode() if by is not None else None,
-                          sim)
+                          sim, r[8], r[9])
 
 
 def read_history(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], key: bytes,
@@ -140,7 +167,7 @@ def read_history(conn: sqlite3.Connection, scope: Scope, tiers: Sequence[str], k
         f" WHERE namespace = ? AND key = ? AND ({which}) AND replaced_at >= ?"
         " ORDER BY replaced_at DESC, id DESC LIMIT ?",
         [scope.namespace, k, *params, now - seconds, max(0, limit - len(out))])
-    out += [_version(r, r[8], r[9], r[10], r[11]) for r in rows]
+    out += [_version(r, r[10], r[11], r[12], r[13]) for r in rows]
     return out[:limit]
 
 
@@ -178,9 +205,11 @@ def retire(conn: sqlite3.Connection, scope: Scope, merges: Merges, now: float) -
         conn.execute("INSERT INTO history_hold (entry_id) VALUES (?)", (row[0],))
         conn.execute(
             "INSERT INTO entry_history (namespace, tier, owner, key, agent, content, tags,"
-            " source, score, created_at, updated_at, replaced_at, reason, by_key, similarity)"
+            " source, score, created_at, updated_at, replaced_at, reason, by_key, similarity,"
+            " valid_from, valid_until)"
             " SELECT namespace, tier, owner, key, agent, content, tags, source, score,"
-            " created_at, updated_at, ?, 'superseded', ?, ? FROM entries WHERE id = ?",
+            " created_at, updated_at, ?, 'superseded', ?, ?, valid_from, valid_until"
+            " FROM entries WHERE id = ?",
             (now, new.decode(), sim, row[0]))
         conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
         conn.execute("DELETE FROM history_hold WHERE entry_id = ?", (row[0],))

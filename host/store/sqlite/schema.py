@@ -347,6 +347,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE entries ADD COLUMN valid_from REAL;
     ALTER TABLE entries ADD COLUMN valid_until REAL;
     """,
+    # 17: a history version keeps its entry's bounds (host/store/sqlite/history.py)
+    history.MIGRATION_VALIDITY,
 )
 
 

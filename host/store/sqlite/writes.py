@@ -289,7 +289,7 @@ def put_entries(
         deferred.index(entry_id, token, text)
         outcomes.append(None)
         changed.append(stored_record(e.tier, owner, e.key, e.content, tags, e.source, e.score,
-                                     e.ttl, created, updated))
+                                     e.ttl, created, updated, e.valid_from, e.valid_until))
         changed_ids.append(entry_id)
         if not replaced:
             inserted.add(entry_id)

@@ -57,12 +57,19 @@ BEGIN
     RETURN v;
 END $$;
 
--- The record of an entry row as an event shows it.
+-- The record of an entry row as an event shows it: its bounds (the time extension) only when
+-- it has them, appended as host.store.changes.stored_record appends them (functions version 14).
 CREATE OR REPLACE FUNCTION a2e_stored_record(e a2e_entries) RETURNS json LANGUAGE sql STABLE AS $$
-    SELECT json_build_array(e.tier, e.owner, e.key::json, to_json(e.tags), json_build_object(
+    SELECT json_build_array(e.tier, e.owner, e.key::json, to_json(e.tags), CASE
+        WHEN e.valid_from IS NULL AND e.valid_until IS NULL THEN o
+        ELSE (left(o::text, -1)
+              || coalesce(', "valid_from" : ' || to_json(e.valid_from)::text, '')
+              || coalesce(', "valid_until" : ' || to_json(e.valid_until)::text, '') || '}')::json
+        END)
+      FROM (SELECT json_build_object(
         'key', e.key::json, 'content', e.content::json, 'tier', e.tier, 'tags', to_json(e.tags),
         'source', e.source, 'score', e.score, 'ttl', e.ttl, 'created_at', e.created_at,
-        'updated_at', e.updated_at))
+        'updated_at', e.updated_at) AS o) x
 $$;
 
 -- Delete changes older than p_before or past p_rows a namespace (raising its floor); the

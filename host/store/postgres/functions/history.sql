@@ -2,17 +2,18 @@
 -- (A change raises FUNCTIONS_VERSION: the rules are host/store/postgres/schema.py's.)
 
 -- A store that changes an entry's content keeps the version it replaces ('updated', replaced
--- at the new version's updated_at), then the key's newest `keep` versions, and drops the
--- namespace's versions older than the retention.
+-- at the new version's updated_at, with its bounds: migration 23, functions version 14), then
+-- the key's newest `keep` versions, and drops the namespace's versions older than the retention.
 CREATE OR REPLACE FUNCTION a2e_history_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r a2e_history_retention;
 BEGIN
     SELECT * INTO r FROM a2e_history_retention;
     INSERT INTO a2e_entry_history (namespace, tier, owner, key, agent, content, tags, source,
-        score, created_at, updated_at, replaced_at, reason)
+        score, created_at, updated_at, replaced_at, reason, valid_from, valid_until)
     VALUES (OLD.namespace, OLD.tier, OLD.owner, OLD.key, OLD.agent, OLD.content, OLD.tags,
-        OLD.source, OLD.score, OLD.created_at, OLD.updated_at, NEW.updated_at, 'updated');
+        OLD.source, OLD.score, OLD.created_at, OLD.updated_at, NEW.updated_at, 'updated',
+        OLD.valid_from, OLD.valid_until);
     PERFORM a2e_history_prune_key(OLD.namespace, OLD.tier, OLD.owner, OLD.key, r.keep);
     DELETE FROM a2e_entry_history WHERE namespace = OLD.namespace
        AND replaced_at < NEW.updated_at - r.seconds;
