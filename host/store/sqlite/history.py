@@ -47,6 +47,17 @@ __all__ = ["MIGRATION", "MIGRATION_VALIDITY", "SQLiteHistory", "log_skips", "rea
 
 _tags = msgspec.json.Decoder(list[str])
 
+# the update trigger's retention, after it copies the replaced version (15, and 17 again)
+_TRIM = """
+    DELETE FROM entry_history WHERE namespace = old.namespace AND tier = old.tier
+        AND owner = old.owner AND key = old.key AND id <= (SELECT h.id FROM entry_history h
+            WHERE h.namespace = old.namespace AND h.tier = old.tier AND h.owner = old.owner
+            AND h.key = old.key ORDER BY h.id DESC LIMIT 1
+            OFFSET (SELECT keep FROM history_retention));
+    DELETE FROM entry_history WHERE namespace = old.namespace
+        AND replaced_at < new.updated_at - (SELECT seconds FROM history_retention);
+"""
+
 MIGRATION = """
 CREATE TABLE entry_history (
     id INTEGER PRIMARY KEY,
@@ -82,15 +93,7 @@ WHEN old.content IS NOT new.content BEGIN
     INSERT INTO entry_history (namespace, tier, owner, key, agent, content, tags, source, score,
         created_at, updated_at, replaced_at, reason)
     VALUES (old.namespace, old.tier, old.owner, old.key, old.agent, old.content, old.tags,
-        old.source, old.score, old.created_at, old.updated_at, new.updated_at, 'updated');
-    DELETE FROM entry_history WHERE namespace = old.namespace AND tier = old.tier
-        AND owner = old.owner AND key = old.key AND id <= (SELECT h.id FROM entry_history h
-            WHERE h.namespace = old.namespace AND h.tier = old.tier AND h.owner = old.owner
-            AND h.key = old.key ORDER BY h.id DESC LIMIT 1
-            OFFSET (SELECT keep FROM history_retention));
-    DELETE FROM entry_history WHERE namespace = old.namespace
-        AND replaced_at < new.updated_at - (SELECT seconds FROM history_retention);
-END;
+        old.source, old.score, old.created_at, old.updated_at, new.updated_at, 'updated');""" + _TRIM + """END;
 CREATE TRIGGER entries_history_ad AFTER DELETE ON entries
 WHEN NOT EXISTS (SELECT 1 FROM history_hold WHERE entry_id = old.id) BEGIN
     DELETE FROM entry_history WHERE namespace = old.namespace AND tier = old.tier
@@ -110,16 +113,7 @@ WHEN old.content IS NOT new.content BEGIN
         created_at, updated_at, replaced_at, reason, valid_from, valid_until)
     VALUES (old.namespace, old.tier, old.owner, old.key, old.agent, old.content, old.tags,
         old.source, old.score, old.created_at, old.updated_at, new.updated_at, 'updated',
-        old.valid_from, old.valid_until);
-    DELETE FROM entry_history WHERE namespace = old.namespace AND tier = old.tier
-        AND owner = old.owner AND key = old.key AND id <= (SELECT h.id FROM entry_history h
-            WHERE h.namespace = old.namespace AND h.tier = old.tier AND h.owner = old.owner
-            AND h.key = old.key ORDER BY h.id DESC LIMIT 1
-            OFFSET (SELECT keep FROM history_retention));
-    DELETE FROM entry_history WHERE namespace = old.namespace
-        AND replaced_at < new.updated_at - (SELECT seconds FROM history_retention);
-END;
-"""
+        old.valid_from, old.valid_until);""" + _TRIM + "END;\n"
 
 _COLUMNS = "tier, key, content, tags, source, score, created_at, updated_at, valid_from, valid_until"
 _PRUNE_KEY = (
