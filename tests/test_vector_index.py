@@ -241,3 +241,16 @@ def test_a_load_written_past_its_journal_is_read_again() -> None:
 
     gate = store.gate
     asyncio.run(run())
+
+
+def test_the_row_map_built_in_steps_is_the_map_built_at_once() -> None:
+    """`row_map` (a saved index's ids -> slots, built a step at a time so that a load's thread
+    lets the GIL go) over live slots with holes, in steps of 7 and of one call: the dict that
+    `dict(zip(...))` of every live slot makes, slot for slot."""
+    from host.search.index.rows import row_map
+
+    ids = np.arange(1000, dtype=np.int64) * -64 - 1
+    slots = np.flatnonzero(np.arange(1000) % 3 != 0)
+    want = dict(zip(ids[slots].tolist(), slots.tolist(), strict=True))
+    assert row_map(ids, slots, step=7) == want == row_map(ids, slots)
+    assert row_map(ids, slots[:0]) == {}

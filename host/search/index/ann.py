@@ -50,7 +50,15 @@ import numpy as np
 
 from host.search.index import files
 from host.search.index.exact import CHUNK, CodedIndex, ExactIndex, code_ranges, dots
-from host.search.index.rows import ROW_DICT_BYTES, Chunk, Rows, checked, chunk_of, no_hits
+from host.search.index.rows import (
+    ROW_DICT_BYTES,
+    Chunk,
+    Rows,
+    checked,
+    chunk_of,
+    no_hits,
+    row_map,
+)
 from host.store.records import Hits
 
 faiss: Any = _faiss  # its bundled type stubs miss much of the API used here
@@ -621,7 +629,7 @@ class AnnIndex(Rows):
         index._ids[:n], index._groups[:n], index._expires[:n] = ids, gcodes, exps
         index._live[:n] = live
         slots = np.flatnonzero(live)
-        index._row = dict(zip(ids[slots].tolist(), slots.tolist(), strict=True))
+        index._row = row_map(ids, slots)  # in steps: a load runs in a thread beside the loop
         if len(index._row) != slots.size:
             raise ValueError("saved rows repeat an id")
         index._group_rows = np.bincount(gcodes[slots], minlength=len(names)).tolist()
