@@ -212,6 +212,7 @@ class ClientSpaces:
                 # Only the entries with vectors in the space count: the namespace's other
                 # stores (plain puts, other spaces) are read through, a page at a time.
                 self._drop(key)
+                del index, rows_of  # the old rows let go before the space is read again
                 index = await self.indexes.open(key)
                 dims, span = self._state.get(key, (0, dims, 1))[1:]
                 return index, dims, span

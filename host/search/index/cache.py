@@ -126,8 +126,9 @@ class VectorIndexes:
         self._loading: dict[str, asyncio.Future[Index | None]] = {}
         self._journals: dict[str, Journal] = {}  # key -> writes during its load
         self._tasks: set[asyncio.Task[None]] = set()
-        # bytes evicted or loaded (a load's chunks are freed) since the allocator was last
-        # trimmed; the first load trims (what the host freed before, a bulk load's requests)
+        # bytes evicted, dropped or loaded (a load's chunks are freed) since the allocator was
+        # last trimmed; the first load trims before it reads (what the host freed before, a
+        # bulk load's requests)
         self._freed = TRIM_BYTES
         self.loads = self.evictions = 0
         self.let_go = 0  # keys evicted as they were opened or written: their namespace's share
@@ -160,7 +161,10 @@ class VectorIndexes:
                 await asyncio.shield(saving)
             for _ in range(LOAD_ATTEMPTS):
                 self._journals[key] = Journal(self.journal_max_bytes)
-                index = await in_daemon(self._load, key, name="a2e-vector-index")
+                trim_first = self._freed >= TRIM_BYTES
+                if trim_first:
+                    self._freed = 0
+                index = await in_daemon(self._load, key, trim_first, name="a2e-vector-index")
                 journal = self._journals.pop(key)  # no await till the next: no write unseen
                 if not journal.overflowed:
                     break
@@ -219,6 +223,7 @@ class VectorIndexes:
         if index is None:
             return False
         self._held -= index.nbytes
+        self._freed += index.nbytes
         return True
 
     def stats(self) -> dict[str, int]:
@@ -331,8 +336,13 @@ class VectorIndexes:
 
     # --- loading (in a thread) ---
 
-    def _load(self, key: str) -> Index | None:
+    def _load(self, key: str, trim_first: bool = False) -> Index | None:
+        """(In a thread.) The rows of `key` read (`trim_first`: the allocator's free pages
+        returned first, here off the loop: what the host freed since, a bulk load's requests
+        or an index dropped, is not in its RSS beside the rows read)."""
         assert self._loader is not None
+        if trim_first:
+            trim()
         saved = self.saves.read(key) if self.saves is not None else None
         if saved is not None:
             assert self.saves is not None
