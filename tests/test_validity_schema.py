@@ -1,6 +1,7 @@
 """The time extension's schema: a SQLite database of schema 15 and a PostgreSQL one at migration
 21 (before validity) keep their entries, which hold at every time, and take windows once
-migrated; export and import keep an entry's window and check it."""
+migrated; a SQLite history of schema 16 keeps bounds from 17 on; export and import keep an
+entry's window and check it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
 from host.store.sqlite.bm25 import row_length
+from host.store.sqlite.history import read_history
 from host.store.sqlite.schema import MIGRATIONS, connect, migrate
 
 
@@ -58,6 +60,27 @@ def test_a_schema_fifteen_database_migrates_with_open_windows(tmp_path: Path) ->
     conn.close()
 
 
+def test_a_schema_sixteen_history_migrates_and_keeps_bounds_from_then_on(tmp_path: Path
+                                                                         ) -> None:
+    """A version kept under schema 16 reads back after migrating with no bounds; a content
+    change from then on keeps the replaced version's bounds (the trigger of 17)."""
+    conn = connect(str(tmp_path / "old.db"))
+    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
+    conn.executescript("\n".join(MIGRATIONS[:16]) + "\nPRAGMA user_version = 16;")
+    scope, q = Scope("ns", "a"), Quotas()
+    for n, (content, window) in enumerate([(b'"one"', {}), (b'"two"', {"valid_until": 200.0}),
+                                           (b'"three"', {})]):
+        if n == 2:
+            assert migrate(conn) == len(MIGRATIONS)
+        conn.execute("BEGIN")
+        writes.put_entries(conn, scope, [entry("h", content, **window)], T0 + n, q)
+        conn.execute("COMMIT")
+    got = read_history(conn, scope, ("episodic",), key("h"), T0 + 3, 10)
+    assert [(v.content, v.valid_from, v.valid_until) for v in got] == [
+        (b'"three"', None, None), (b'"two"', None, 200.0), (b'"one"', None, None)]
+    conn.close()
+
+
 async def test_export_and_import_keep_a_window(client: MemoryClient, db_path: Path,
                                                tmp_path: Path) -> None:
     """An exported entry carries its bounds (an entry without them, neither field), an import
@@ -73,8 +96,9 @@ async def test_export_and_import_keep_a_window(client: MemoryClient, db_path: Pa
     assert "valid_from" not in lines[2] and "valid_until" not in lines[2]
     target = tmp_path / "copy.db"
     assert run_cli("import", str(dump), "--db", str(target)).returncode == 0
-    again = run_cli("export", "--db", str(target)).stdout
-    assert {json.loads(x)["key"]["k"]: json.loads(x) for x in again.splitlines()} == lines
+    again = run_cli("export", "--db", str(target))
+    assert again.returncode == 0, again.stderr
+    assert {json.loads(x)["key"]["k"]: json.loads(x) for x in again.stdout.splitlines()} == lines
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**lines[1], "valid_until": 50.0}) + "\n")
     proc = run_cli("import", str(bad), "--db", str(tmp_path / "other.db"))
