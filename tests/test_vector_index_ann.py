@@ -458,3 +458,35 @@ def test_a_stepped_search_lets_the_loop_run_between_its_steps() -> None:
 
     assert turns(ix) >= 11
     assert turns(exact) == 0
+
+
+def test_a_read_told_how_many_rows_come_sizes_their_codes_once() -> None:
+    """`read_rows` told that 12,000 rows come (`expected`) reserves their codes and a build's
+    room as soon as it turns coded (`reserve_codes`: the room is exactly what it asked, not a
+    doubling's), answers as the same read without the count (same ids and similarities), and
+    `VectorIndexes.expect` hands the count to a key's next load; a row added later lands in
+    the room without moving the codes."""
+    from host.search.index.loading import build_room, read_rows
+
+    told = read_rows(chunks(IDS, VECS, GROUPS), "float32", 3000, 0, OPTS, expected=N)
+    plain = read_rows(chunks(IDS, VECS, GROUPS), "float32", 3000, 0, OPTS)
+    assert isinstance(told, AnnIndex) and isinstance(plain, AnnIndex)
+    assert told.code_room == N + build_room(N) != plain.code_room
+    for q in QUERIES[:5]:
+        for groups in (None, [ALICE]):
+            a, b = told.search(q, 10, groups), plain.search(q, 10, groups)
+            assert a.ids.tolist() == b.ids.tolist()
+            assert np.array_equal(a.similarities, b.similarities)
+    where = told.codes().__array_interface__["data"][0]
+    told.add([1], VECS[:1], [SHARED], [None])
+    assert told.codes().__array_interface__["data"][0] == where
+
+    async def opened() -> int:
+        indexes = VectorIndexes(loader=lambda key: chunks(IDS, VECS, GROUPS), ann_min_rows=3000,
+                                ann_options=OPTS)
+        indexes.expect("k", N)
+        ix = await indexes.open("k")
+        assert isinstance(ix, AnnIndex) and not ix.built
+        return ix.code_room
+
+    assert asyncio.run(opened()) == N + build_room(N)

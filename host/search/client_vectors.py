@@ -179,15 +179,29 @@ class ClientSpaces:
             groups = [group_of(t, o) for (t, o), c in zip(places, counts) for _ in range(c)]
             yield row_ids(ids, counts).tolist(), vecs, groups, [None] * len(groups)
 
+    async def _open(self, namespace: str, key: str) -> Index | None:
+        """The space's index (`VectorIndexes.open`), read if it is not loaded; a big one's rows
+        counted first where the store keeps the count (`usage_of`: the namespace's entries,
+        at least its rows when each has one vector), so that its codes are sized once
+        (`VectorIndexes.expect`: a million rows' codes grown by doubling were copied,
+        ~370 MB beside them)."""
+        usage_of = getattr(self.store, "usage_of", None)
+        due = self.indexes.ann_min_rows
+        if usage_of is not None and due and self.indexes.get(key) is None:
+            (entries, _bytes), _agent = await usage_of(namespace, "")
+            if entries >= due:
+                self.indexes.expect(key, entries)
+        return await self.indexes.open(key)
+
     async def _current(self, namespace: str, space: str) -> tuple[Index | None, int, int]:
         """The space's index (loaded and caught up; None when it has no vector), its dimension
         and the most vectors an entry of it has."""
         key = space_key(namespace, space)
-        index = self.indexes.get(key) or await self.indexes.open(key)
+        index = self.indexes.get(key) or await self._open(namespace, key)
         state = self._state.get(key)
         if state is None:  # loaded before by another holder of the indexes: read it again
             self._drop(key)
-            index = await self.indexes.open(key)
+            index = await self._open(namespace, key)
             state = self._state.get(key, (0, 0, 1))
         head, dims, span = state
         if index is None:
@@ -213,7 +227,7 @@ class ClientSpaces:
                 # stores (plain puts, other spaces) are read through, a page at a time.
                 self._drop(key)
                 del index, rows_of  # the old rows let go before the space is read again
-                index = await self.indexes.open(key)
+                index = await self._open(namespace, key)
                 dims, span = self._state.get(key, (0, dims, 1))[1:]
                 return index, dims, span
             if stored and rows_of is not None:
@@ -246,7 +260,7 @@ class ClientSpaces:
                     self._state.pop(k, None)
         index = self.indexes.get(key)
         if index is None:  # evicted while it caught up (others loaded): read it again
-            index = await self.indexes.open(key)
+            index = await self._open(namespace, key)
             dims, span = self._state.get(key, (0, dims, span))[1:]
         return index, dims, span
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import ctypes
 import heapq
 import itertools
 import logging
@@ -36,6 +35,7 @@ from typing import Protocol, TypeVar, Unpack
 
 import numpy as np
 
+from host.search.index.allocator import trim
 from host.search.index.ann import (
     BUILD_STEP,
     TRAIN_ROWS,
@@ -91,22 +91,6 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., T], *args: object
         except TimeoutError:
             if EXITING.is_set() or loop.is_closed():
                 raise BuildAbandoned from None
-
-
-_LIBC: ctypes.CDLL | None | bool = None
-
-
-def trim() -> None:
-    """Ask the C allocator to return its free pages to the system (glibc's `malloc_trim`):
-    numpy arrays freed by evictions and builds otherwise stay in its arenas, counted in RSS."""
-    global _LIBC
-    try:
-        if _LIBC is None:
-            _LIBC = ctypes.CDLL("libc.so.6")
-        if isinstance(_LIBC, ctypes.CDLL):
-            _LIBC.malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        _LIBC = False
 
 
 class Ticket:

@@ -125,6 +125,7 @@ class VectorIndexes:
         self._indexes: OrderedDict[str, Index] = OrderedDict()  # least recently used first
         self._loading: dict[str, asyncio.Future[Index | None]] = {}
         self._journals: dict[str, Journal] = {}  # key -> writes during its load
+        self._expected: dict[str, int] = {}  # key -> about how many rows its next load reads
         self._tasks: set[asyncio.Task[None]] = set()
         # bytes evicted, dropped or loaded (a load's chunks are freed) since the allocator was
         # last trimmed; the first load trims before it reads (what the host freed before, a
@@ -191,6 +192,14 @@ class VectorIndexes:
         finally:
             self._loading.pop(key, None)
         return index
+
+    def expect(self, key: str, rows: int) -> None:
+        """The next load of `key` reads about `rows` rows (its caller counted them, e.g. the
+        namespace's entries for one of its spaces): its codes are sized once (`read_rows`)."""
+        if rows > 0 and key not in self._indexes:
+            self._expected[key] = rows
+            if len(self._expected) > 1024:  # keys asked for and never loaded: forgotten
+                self._expected.clear()
 
     def keys(self) -> list[str]:
         """The loaded keys, least recently used first."""
@@ -356,8 +365,9 @@ class VectorIndexes:
             except (ValueError, KeyError, RuntimeError) as e:  # another dimension, ...
                 log.warning("saved vector index of a key does not fit its rows (%s): rebuilt", e)
             del saved
+        # past ann_min_rows: promoted by `open` afterwards
         return read_rows(self._loader(key), self.dtype, self.ann_min_rows, self.budget_bytes,
-                         self.ann_options)  # past ann_min_rows: promoted by `open` afterwards
+                         self.ann_options, self._expected.pop(key, 0))
 
     # --- promotion, eviction, saving (on the loop) ---
 

@@ -36,7 +36,7 @@ from host.search.index import files
 from host.search.index.ann import BUILD_STEP, TAIL, AnnIndex, BuildAbandoned, faiss, omp_threads
 from host.search.index.builds import BUILDERS, EXITING, Turn, on_loop, trim
 from host.search.index.daemon import in_daemon
-from host.search.index.loading import Op
+from host.search.index.loading import Op, build_room
 
 if TYPE_CHECKING:
     from host.search.index.builds import Builds
@@ -88,7 +88,7 @@ class GraphBuild:
         done = started = False
         try:
             before = ann.nbytes
-            self._begin(max(2 * BUILD_STEP, len(ann) // 16))
+            self._begin(build_room(len(ann)) - TAIL)
             builds.reserve(key, estimate_graph_nbytes(
                 self.room, int(site.ann_options.get("connectivity", 16))))
             site.count(ann.nbytes - before)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from host.search.index.ann import AnnIndex, AnnOptions
+from host.search.index.ann import BUILD_STEP, TAIL, AnnIndex, AnnOptions
 from host.search.index.exact import CodedIndex, ExactIndex
 from host.search.index.rows import Chunk
 
@@ -127,11 +127,19 @@ def replay(index: Index | None, ops: list[Op], dtype: str) -> Index | None:
     return index
 
 
+def build_room(rows: int) -> int:
+    """Rows of codes past `rows` a graph built in place over them takes: room for the rows
+    added meanwhile (`GraphBuild`'s slack) and faiss's tail."""
+    return max(2 * BUILD_STEP, rows // 16) + TAIL
+
+
 def read_rows(rows: Iterable[Chunk], dtype: str, ann_min_rows: int, budget_bytes: int,
-              options: AnnOptions) -> Index | None:
+              options: AnnOptions, expected: int = 0) -> Index | None:
     """(In a thread.) An index of `rows`: exact below `ann_min_rows`, the rest coded once the
     graph is due (an `AnnIndex` with no graph yet: its graph is built over those codes) or
-    once it would pass `budget_bytes` as `dtype` (a `CodedIndex`); the float rows go."""
+    once it would pass `budget_bytes` as `dtype` (a `CodedIndex`); the float rows go.
+    `expected`: about how many rows come (0: unknown); the codes are then sized once for them
+    and the room a build in place takes (`reserve_codes`), not grown by doubling."""
     index: Index | None = None
     for ids, vecs, groups, expires in rows:
         if not len(ids):
@@ -142,6 +150,8 @@ def read_rows(rows: Iterable[Chunk], dtype: str, ann_min_rows: int, budget_bytes
         if isinstance(index, ExactIndex):
             if ann_min_rows and len(index) >= ann_min_rows:
                 index = AnnIndex.coded_of(index, **options)
+                if expected > len(index):
+                    index.reserve_codes(expected + build_room(expected))
             elif not isinstance(index, CodedIndex) and budget_bytes \
                     and index.nbytes > budget_bytes:
                 index = CodedIndex.of(index)
