@@ -38,7 +38,6 @@ from pydantic import (
     Field,
     JsonValue,
     field_validator,
-    model_validator,
 )
 
 from protocol.validity import instant, window
@@ -154,10 +153,15 @@ class Memory(BaseModel):
             return datetime.fromisoformat(value) if isinstance(value, str) else value
         return datetime.fromtimestamp(seconds, UTC)
 
-    @model_validator(mode="after")
-    def _window(self) -> Memory:
-        self.window()
-        return self
+    @field_validator("valid_until")
+    @classmethod
+    def _window(cls, value: datetime | None, info: Any) -> datetime | None:
+        # after valid_from (declared before it); run only when valid_until is given, so a
+        # memory without bounds costs nothing here
+        start = info.data.get("valid_from")
+        if value is not None and start is not None:
+            window(start.timestamp(), value.timestamp())
+        return value
 
     @field_validator("created_at", "last_accessed", mode="before")
     @classmethod
@@ -184,6 +188,8 @@ class Memory(BaseModel):
         wire's rule (`protocol.validity.window`) whatever was assigned since: ValueError when a
         bound is malformed or `valid_until` is not after `valid_from`. Every store calls it
         before it writes, so a bad window stores nothing."""
+        if self.valid_from is None and self.valid_until is None:
+            return None, None  # most memories: nothing to read
         start = None if self.valid_from is None else seconds_of(self.valid_from, "valid_from")
         end = None if self.valid_until is None else seconds_of(self.valid_until, "valid_until")
         return window(start, end)
