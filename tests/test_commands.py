@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from support.dumps import jsonl, sorted_rows
 from support.hosts import make_config, run_cli, running_host, url_of
 from support.procs import HostProcess
 
@@ -28,15 +29,6 @@ async def _fill(client: MemoryClient) -> None:
     ])
 
 
-def _jsonl(data: bytes) -> list[dict]:
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
-
-
-def _sorted(rows: list[dict]) -> list[dict]:
-    return sorted(rows, key=lambda r: (r["namespace"], r["tier"], r["owner"],
-                                       json.dumps(r["key"], sort_keys=True)))
-
-
 async def test_export_import_round_trip(client: MemoryClient, db_path: Path, tmp_path: Path) -> None:
     """Export, import into an empty database, export again: the same entries, timestamps kept;
     importing twice changes nothing; the imported entries are searchable."""
@@ -44,7 +36,7 @@ async def test_export_import_round_trip(client: MemoryClient, db_path: Path, tmp
     dump = tmp_path / "dump.jsonl"
     proc = run_cli("export", "--db", str(db_path), "--output", str(dump))
     assert proc.returncode == 0, proc.stderr.decode()
-    first = _jsonl(dump.read_bytes())
+    first = jsonl(dump.read_bytes())
     assert len(first) == 32
     assert all("embedding" not in r for r in first)
     assert {"namespace", "tier", "owner", "key", "content", "tags", "source", "score", "ttl",
@@ -57,7 +49,7 @@ async def test_export_import_round_trip(client: MemoryClient, db_path: Path, tmp
         assert b"imported 32 entries" in proc.stderr
         again = run_cli("export", "--db", str(target))
         assert again.returncode == 0, again.stderr.decode()
-        assert _sorted(_jsonl(again.stdout)) == _sorted(first)
+        assert sorted_rows(jsonl(again.stdout)) == sorted_rows(first)
 
     async with running_host(make_config(target)) as h:
         c = await MemoryClient.connect(url_of(h))
@@ -76,7 +68,7 @@ async def test_export_one_namespace_to_stdout(connect, db_path: Path) -> None:
     await b.init("beta", {"agent": "x"})
     await b.store([{"key": {"k": 2}, "content": 2, "tier": "semantic"}])
     proc = run_cli("export", "--db", str(db_path), "--namespace", "beta")
-    rows = _jsonl(proc.stdout)
+    rows = jsonl(proc.stdout)
     assert [(r["namespace"], r["key"]) for r in rows] == [("beta", {"k": 2})]
     assert b"\r" not in proc.stderr  # no progress bar when stderr is not a terminal
 
@@ -88,7 +80,7 @@ def test_import_from_stdin_and_bad_line(tmp_path: Path) -> None:
                        "created_at": 1000.0, "updated_at": 2000.0})
     proc = run_cli("import", "-", "--db", str(db), input=(good + "\n").encode())
     assert proc.returncode == 0, proc.stderr.decode()
-    rows = _jsonl(run_cli("export", "--db", str(db)).stdout)
+    rows = jsonl(run_cli("export", "--db", str(db)).stdout)
     assert [(r["created_at"], r["updated_at"], r["agent"]) for r in rows] == [
         (1000.0, 2000.0, "a2e-host-import")]
     bad = good + "\n" + json.dumps({"namespace": "n", "tier": "working", "key": {"a": 2},
@@ -171,7 +163,7 @@ async def test_backup_while_writing(host_process, tmp_path: Path) -> None:
     await client.close()
     assert proc.returncode == 0, err.decode()
     assert not Path(str(dest) + ".partial").exists()
-    rows = _jsonl(run_cli("export", "--db", str(dest)).stdout)
+    rows = jsonl(run_cli("export", "--db", str(dest)).stdout)
     held = {r["key"]["i"] for r in rows}
     assert before <= held
     assert held <= set(acked) | {max(acked) + 1}  # nothing that was never written

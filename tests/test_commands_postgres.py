@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import asyncpg
+from support.dumps import jsonl, sorted_rows
 from support.hosts import make_config, run_cli, running_host, url_of
-from test_commands import _jsonl, _sorted
 
 from host.client import MemoryClient
 from host.store.postgres.schema import LOCK_CLASS, LOCK_GC
@@ -36,7 +36,7 @@ async def test_sqlite_to_postgres_and_back_through_a_pipe(tmp_path: Path, pg_url
     await _fill(sqlite_db)
     exported = run_cli("export", "--db", sqlite_db)
     assert exported.returncode == 0, exported.stderr.decode()
-    first = _jsonl(exported.stdout)
+    first = jsonl(exported.stdout)
     assert len(first) == 18
     for _ in range(2):  # importing twice changes nothing
         imported = run_cli("import", "-", "--db", pg_url, input=exported.stdout)
@@ -44,11 +44,11 @@ async def test_sqlite_to_postgres_and_back_through_a_pipe(tmp_path: Path, pg_url
         assert b"imported 18 entries" in imported.stderr
     from_pg = run_cli("export", "--db", pg_url)
     assert from_pg.returncode == 0, from_pg.stderr.decode()
-    assert _sorted(_jsonl(from_pg.stdout)) == _sorted(first)
+    assert sorted_rows(jsonl(from_pg.stdout)) == sorted_rows(first)
 
     back = str(tmp_path / "back.db")
     assert run_cli("import", "-", "--db", back, input=from_pg.stdout).returncode == 0
-    assert _sorted(_jsonl(run_cli("export", "--db", back).stdout)) == _sorted(first)
+    assert sorted_rows(jsonl(run_cli("export", "--db", back).stdout)) == sorted_rows(first)
 
     async with running_host(make_config(pg_url)) as h:
         c = await MemoryClient.connect(url_of(h))
@@ -64,7 +64,7 @@ async def test_export_one_namespace_to_a_file(tmp_path: Path, pg_url: str) -> No
     out = tmp_path / "beta.jsonl"
     proc = run_cli("export", "--db", pg_url, "--namespace", "beta", "--output", str(out))
     assert proc.returncode == 0, proc.stderr.decode()
-    rows = _jsonl(out.read_bytes())
+    rows = jsonl(out.read_bytes())
     assert len(rows) == 6 and {r["namespace"] for r in rows} == {"beta"}
 
 

@@ -8,37 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_history import history
+from support.consolidate import BANJO, CONCISE, CONCISE_AGAIN, UKULELE, fact, store
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
-from protocol.codec import new_id, now
-from protocol.messages import VERSION, MemoryChangedEvent, MemoryStoreRequest
+from protocol.messages import MemoryChangedEvent
 
 pytestmark = pytest.mark.all_backends
 
-CONCISE = "The user prefers concise Python answers."
-CONCISE_AGAIN = "User likes short, concise answers in Python."
-UKULELE = "I'm learning to play the ukulele."
-BANJO = "I stopped the ukulele and I'm learning the banjo instead."
 # pairs alike in words but not in what they say: none may ever merge with the other
 DIFFERENT = [
     ("I'm allergic to peanuts.", "I'm allergic to penicillin."),
     ("My daughter Mia starts school in September.", "My partner Sam starts work in September."),
     ("Project Atlas is due on 3 March.", "Project Borealis is due on 21 April."),
 ]
-
-
-async def store(client: MemoryClient, entries: list[dict[str, Any]], consolidate: str = ""
-                ) -> Any:
-    """A `memory/store` of `entries` with the given policy ("" = the namespace's)."""
-    return await client.request(MemoryStoreRequest(
-        id=new_id(), version=VERSION, ts=now(), memory_id=client._mid(None),
-        entries=entries, consolidate=consolidate))  # type: ignore[arg-type]
-
-
-def fact(key: str, text: str, tier: str = "semantic") -> dict[str, Any]:
-    return {"key": {"id": key}, "content": text, "tier": tier}
 
 
 async def keys_stored(client: MemoryClient) -> list[str]:
@@ -72,7 +55,7 @@ async def test_supersede_retires_the_older_entry_into_history(client: MemoryClie
     assert (merge["key"], merge["action"], merge["existing"]) == ({"id": "new"}, "superseded",
                                                          {"id": "old"})
     assert await keys_stored(client) == ["new", "other"]
-    [was] = await history(client, {"id": "old"})
+    [was] = await client.history({"id": "old"})
     assert (was["content"], was["reason"], was["by"]) == (UKULELE, "superseded", {"id": "new"})
     assert was["similarity"] == merge["similarity"]
     # undo: the version stored again under its key
@@ -162,5 +145,5 @@ async def test_a_supersede_and_its_history_over_every_transport(client: MemoryCl
     await host.search.drain()
     reply = await store(client, [fact("new", BANJO)], "supersede")
     assert [m["existing"] for m in reply.consolidated] == [{"id": "old"}]
-    [was] = await history(client, {"id": "old"})
+    [was] = await client.history({"id": "old"})
     assert (was["content"], was["reason"], was["by"]) == (UKULELE, "superseded", {"id": "new"})

@@ -7,16 +7,13 @@ default) answers `memory_full` as before."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from msgspec import UNSET
+from support.growth import growing
 from support.hosts import make_config, running_host, url_of
 
-from host.app import Host
 from host.client import MemoryClient, RemoteError
 from host.store.records import Scope
 from protocol.clock import ShiftedClock
@@ -28,31 +25,6 @@ pytestmark = pytest.mark.all_backends  # tests taking `store_db` run on SQLite a
 def entry(k: int, content: Any = "x", tier: str = "episodic", **kw: Any) -> dict[str, Any]:
     """A store entry with key {"k": k}."""
     return {"key": {"k": k}, "content": content, "tier": tier, **kw}
-
-
-@asynccontextmanager
-async def growing(db: Path | str, ranking: dict[str, Any] | None = None, **limits: Any
-                  ) -> AsyncIterator[tuple[Host, ShiftedClock, Callable[..., Any]]]:
-    """A host with `limits` (on_full "evict" unless given) and `ranking` settings on a clock
-    the test moves, and a factory of clients with a session open on it:
-    `await session(agent, namespace)`."""
-    limits.setdefault("on_full", "evict")
-    clock = ShiftedClock()
-    config = make_config(db, limits=limits, ranking=ranking or {}, search={"embedder": "none"})
-    clients: list[MemoryClient] = []
-    async with running_host(config, clock=clock) as host:
-
-        async def session(agent: str = "a1", ns: str = "ns") -> MemoryClient:
-            c = await MemoryClient.connect(url_of(host))
-            await c.init(ns, {"agent": agent})
-            clients.append(c)
-            return c
-
-        try:
-            yield host, clock, session
-        finally:
-            for c in clients:
-                await c.close()
 
 
 async def keys(c: MemoryClient, tier: str = "") -> list[int]:

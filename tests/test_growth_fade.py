@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_growth import growing
+from support.growth import growing
 
 from host.app import Host
 from host.client import MemoryClient

@@ -10,46 +10,16 @@ The matrix runs with authentication on (identity from tokens) and off (identity 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from authkit import connect, issue, running
+from support.isolation import LAYOUT, TIERS, Session, key, visible
 
 from host.client import MemoryClient, RemoteError
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
-
-TIERS = ("working", "episodic", "semantic")
-LAYOUT = (("s1", "a1", "n1"), ("s2", "a1", "n1"), ("s3", "a2", "n1"), ("s4", "a1", "n2"),
-          ("s5", "a2", "n2"))
-
-
-@dataclass
-class Session:
-    """One memory session of the matrix and the client it lives on."""
-
-    name: str
-    agent: str
-    ns: str
-    client: MemoryClient
-    memory_id: str = ""
-
-
-def key(s: Session, tier: str) -> dict[str, str]:
-    """The key of the entry session `s` writes into `tier`."""
-    return {"by": s.name, "tier": tier}
-
-
-def visible(o: Session, w: Session, tier: str) -> bool:
-    """The tier rule: may observer `o` see what `w` wrote into `tier`?"""
-    if tier == "working":
-        return o.name == w.name
-    if tier == "episodic":
-        return o.agent == w.agent and o.ns == w.ns
-    return o.ns == w.ns
-
 
 @pytest.fixture(params=["tokens", "open"])
 async def world(request: pytest.FixtureRequest, store_db: str) -> AsyncIterator[list[Session]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config
+from support.pipeline import Recorder
 
 from host.app import Host
 from host.core.context import ConnectionContext
@@ -19,23 +20,6 @@ from host.core.router import Router
 from host.net.pipeline import TURN_BUDGET, Pipeline
 from protocol.codec import new_id, now
 from protocol.messages import VERSION, Ping, Pong
-
-
-class Recorder:
-    """A transport adapter that records what the pipeline sends and asks."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-        self.reading: list[bool] = []
-
-    def send(self, data: bytes) -> None:
-        self.sent.append(json.loads(data))
-
-    def set_reading(self, reading: bool) -> None:
-        self.reading.append(reading)
-
-    def ids(self) -> list[str]:
-        return [m.get("req_id") or m["type"] for m in self.sent]
 
 
 def ping(req_id: str, pad: int = 0) -> str:

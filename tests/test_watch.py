@@ -11,31 +11,14 @@ from typing import Any
 import pytest
 from support.hosts import make_config, running_host, stalled_watcher, url_of
 from support.http import get, metric_value
+from support.watch import changed, entry, session
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError
 from protocol.clock import ShiftedClock
-from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
+from protocol.messages import MemoryWatchEndedEvent
 
 pytestmark = [pytest.mark.all_backends, pytest.mark.all_transports("websocket")]
-
-
-def entry(key: Any, content: Any = "x", tier: str = "semantic", **kw: Any) -> dict[str, Any]:
-    return {"key": key, "content": content, "tier": tier, **kw}
-
-
-async def session(connect: Callable[..., Any], agent: str = "a1", ns: str = "ns") -> MemoryClient:
-    """A client with a session in `ns` as `agent`."""
-    c: MemoryClient = await connect()
-    await c.init(ns, {"agent": agent})
-    return c
-
-
-async def changed(c: MemoryClient) -> MemoryChangedEvent:
-    """The client's next event, which must be a change."""
-    ev = await c.next_event()
-    assert isinstance(ev, MemoryChangedEvent), ev
-    return ev
 
 
 async def test_a_store_is_one_event_with_the_entries_as_retrieved(

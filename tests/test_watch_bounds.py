@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from support.hosts import make_config, running_host, stalled_watcher, url_of
-from test_pipeline import Recorder
-from test_watch import changed, entry, session
+from support.pipeline import Recorder
+from support.watch import changed, entry, session
 
 from host.app import Host
 from host.client import MemoryClient, RemoteError

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from authkit import connect, issue, running, write_config
-from test_isolation import LAYOUT, TIERS, Session, key, visible
+from support.isolation import LAYOUT, TIERS, Session, key, visible
 
 from host.client import MemoryClient, RemoteError
 from protocol.messages import MemoryChangedEvent, MemoryWatchEndedEvent
