@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.schema import schema_at
+
 from host.store.records import NewEntry, Query, Quotas, Scope, scope_token
 from host.store.sqlite import reads, writes
-from host.store.sqlite.schema import MIGRATIONS, connect, migrate
+from host.store.sqlite.schema import MIGRATIONS, migrate
 
 
 def test_version_one_database_keeps_tags_after_migration(tmp_path: Path) -> None:
     """Entries and tags written under schema 1 are found by tag after migrating to the latest."""
-    conn = connect(str(tmp_path / "old.db"))
-    conn.executescript(MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
+    conn = schema_at(tmp_path / "old.db", 1)
     for i, (owner, tags) in enumerate([("a1", ["x", "y"]), ("a2", ["x"]), ("a1", ["y"])], 1):
         conn.execute(
             "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
@@ -39,8 +40,7 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
     """Counts kept by the row triggers of schema 3 carry on exactly once `put_entries` counts
     inserts and overwrites itself (migration 4): new entries, another writer's overwrite and
     a forget leave usage equal to what the entries add up to."""
-    conn = connect(str(tmp_path / "old.db"))
-    conn.executescript("\n".join(MIGRATIONS[:3]) + "\nPRAGMA user_version = 3;")
+    conn = schema_at(tmp_path / "old.db", 3)
     for i in range(3):  # written under schema 3: the insert trigger counts them
         conn.execute(
             "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
@@ -68,8 +68,7 @@ def test_version_three_database_keeps_exact_usage_after_migration(tmp_path: Path
 def test_version_four_database_gets_exact_keyword_statistics(tmp_path: Path) -> None:
     """Migration 6 fills each namespace's keyword statistics (rows, tokens) from the keyword
     index as it is, and later writes, overwrites and forgets keep them equal to a recount."""
-    conn = connect(str(tmp_path / "old.db"))
-    conn.executescript("\n".join(MIGRATIONS[:4]) + "\nPRAGMA user_version = 4;")
+    conn = schema_at(tmp_path / "old.db", 4)
     for i, (ns, text) in enumerate([("a", "one two three"), ("a", "four"), ("b", "five six")]):
         conn.execute(
             "INSERT INTO entries (namespace, tier, owner, key, agent, content, tags, source,"
@@ -112,11 +111,8 @@ def test_version_eight_change_log_keeps_its_cursors_and_forgets_what_is_gone(
     it when it is forgotten."""
     from host.store.changes import encode_records, stored_record
     from host.store.sqlite import changes
-    from host.store.sqlite.bm25 import row_length
 
-    conn = connect(str(tmp_path / "old.db"))
-    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
-    conn.executescript("\n".join(MIGRATIONS[:8]) + "\nPRAGMA user_version = 8;")
+    conn = schema_at(tmp_path / "old.db", 8)
     conn.execute(
         "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
         " score, ttl, created_at, updated_at, expires_at, size)"
@@ -148,11 +144,8 @@ def test_a_schema_ten_change_log_keeps_one_link_an_entry_after_migrating(tmp_pat
     numbers do not move, and the other entry of an earlier store keeps its record."""
     from host.store.changes import encode_records, stored_record
     from host.store.sqlite import changes
-    from host.store.sqlite.bm25 import row_length
 
-    conn = connect(str(tmp_path / "old.db"))
-    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
-    conn.executescript("\n".join(MIGRATIONS[:10]) + "\nPRAGMA user_version = 10;")
+    conn = schema_at(tmp_path / "old.db", 10)
     for i, key in [(7, '{"k":"same"}'), (8, '{"k":"other"}')]:
         conn.execute(
             "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 from support.hosts import run_cli
+from support.schema import schema_at
 from support.store import T0, entry, key
 
 from host.client import MemoryClient
@@ -18,18 +19,15 @@ from host.store.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Query, Quotas, Scope
 from host.store.sqlite import reads, writes
-from host.store.sqlite.bm25 import row_length
 from host.store.sqlite.history import read_history
-from host.store.sqlite.schema import MIGRATIONS, connect, migrate
+from host.store.sqlite.schema import MIGRATIONS, migrate
 
 
 def test_a_schema_fifteen_database_migrates_with_open_windows(tmp_path: Path) -> None:
     """Entries written under schema 15 read back after migrating with no validity, and an
     `as_of` read keeps them at any time; an entry written then with a window is kept only
     inside it, and overwriting it without one opens it again."""
-    conn = connect(str(tmp_path / "old.db"))
-    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
-    conn.executescript("\n".join(MIGRATIONS[:15]) + "\nPRAGMA user_version = 15;")
+    conn = schema_at(tmp_path / "old.db", 15)
     conn.execute(
         "INSERT INTO entries (id, namespace, tier, owner, key, agent, content, tags, source,"
         " score, ttl, created_at, updated_at, expires_at, size)"
@@ -64,9 +62,7 @@ def test_a_schema_sixteen_history_migrates_and_keeps_bounds_from_then_on(tmp_pat
                                                                          ) -> None:
     """A version kept under schema 16 reads back after migrating with no bounds; a content
     change from then on keeps the replaced version's bounds (the trigger of 17)."""
-    conn = connect(str(tmp_path / "old.db"))
-    conn.create_function("a2e_row_length", 1, row_length, deterministic=True)
-    conn.executescript("\n".join(MIGRATIONS[:16]) + "\nPRAGMA user_version = 16;")
+    conn = schema_at(tmp_path / "old.db", 16)
     scope, q = Scope("ns", "a"), Quotas()
     for n, (content, window) in enumerate([(b'"one"', {}), (b'"two"', {"valid_until": 200.0}),
                                            (b'"three"', {})]):
