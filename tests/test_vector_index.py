@@ -254,3 +254,25 @@ def test_the_row_map_built_in_steps_is_the_map_built_at_once() -> None:
     want = dict(zip(ids[slots].tolist(), slots.tolist(), strict=True))
     assert row_map(ids, slots, step=7) == want == row_map(ids, slots)
     assert row_map(ids, slots[:0]) == {}
+
+
+def test_release_gives_back_whole_pages_only_and_trim_soon_runs_one_at_a_time() -> None:
+    """`allocator.release` over bytes of an array: the whole pages inside read back as zeros
+    (given back: written again only when used), the bytes of the partial pages at either end
+    kept; `trim_soon` twice at once starts one trimming thread, which lets its turn go."""
+    from host.search.index import allocator
+
+    a = np.ones(1 << 20, dtype=np.uint8)
+    base = a.ctypes.data
+    start, end = base + 100, base + 300_000
+    allocator.release(start, end)
+    first = -(-start // allocator.PAGE) * allocator.PAGE - base
+    last = end // allocator.PAGE * allocator.PAGE - base
+    assert a[:first].all() and a[last:].all() and not a[first:last].any()
+    allocator.trim_soon()
+    allocator.trim_soon()
+    trims = [t for t in threading.enumerate() if t.name == "a2e-trim"]
+    assert len(trims) <= 1
+    for t in trims:
+        t.join(30)
+    assert not allocator._TRIMMING.locked()

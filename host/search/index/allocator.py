@@ -5,8 +5,9 @@ where they are missing."""
 from __future__ import annotations
 
 import ctypes
+import threading
 
-__all__ = ["release", "trim"]
+__all__ = ["release", "trim", "trim_soon"]
 
 _LIBC: ctypes.CDLL | None | bool = None
 PAGE = 4096
@@ -29,6 +30,24 @@ def trim() -> None:
     """Ask the C allocator to return its free pages to the system (glibc's `malloc_trim`):
     numpy arrays freed by evictions and builds otherwise stay in its arenas, counted in RSS."""
     _call("malloc_trim", 0)
+
+
+_TRIMMING = threading.Lock()
+
+
+def trim_soon() -> None:
+    """`trim` in a daemon thread of its own (none when one runs): from the event loop, where
+    a trim after a million rows were read and freed held the loop tens of ms."""
+    if not _TRIMMING.acquire(blocking=False):
+        return
+
+    def run() -> None:
+        try:
+            trim()
+        finally:
+            _TRIMMING.release()
+
+    threading.Thread(target=run, name="a2e-trim", daemon=True).start()
 
 
 def release(start: int, end: int) -> None:

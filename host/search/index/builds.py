@@ -35,7 +35,7 @@ from typing import Protocol, TypeVar, Unpack
 
 import numpy as np
 
-from host.search.index.allocator import trim
+from host.search.index.allocator import trim_soon
 from host.search.index.ann import (
     BUILD_STEP,
     TRAIN_ROWS,
@@ -362,7 +362,7 @@ class Builds:
         site.replace(key, ann)
         self.promotions += 1
         del old
-        trim()  # the rows it served from meanwhile are freed
+        trim_soon()  # the rows it served from meanwhile are freed
         site.evict(key)
 
     def _pulled(self, key: str, source: Index, journal: Journal, ids: np.ndarray,

@@ -39,8 +39,9 @@ from typing import cast
 
 import numpy as np
 
+from host.search.index.allocator import trim, trim_soon
 from host.search.index.ann import AnnIndex, AnnOptions
-from host.search.index.builds import EXITING, Builds, Turn, build_ann, trim
+from host.search.index.builds import EXITING, Builds, Turn, build_ann
 from host.search.index.daemon import in_daemon
 from host.search.index.exact import ExactIndex
 from host.search.index.graph import GraphBuild
@@ -486,7 +487,7 @@ class VectorIndexes:
     def _maybe_trim(self) -> None:
         if self._freed >= TRIM_BYTES:
             self._freed = 0
-            trim()
+            trim_soon()  # off the loop
 
     async def save_all(self) -> int:
         """Save every loaded `AnnIndex` changed since it was saved (call at shutdown, with

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from host.search.index import files
+from host.search.index.allocator import trim_soon
 from host.search.index.ann import BUILD_STEP, TAIL, AnnIndex, BuildAbandoned, faiss, omp_threads
-from host.search.index.builds import BUILDERS, EXITING, Turn, on_loop, trim
+from host.search.index.builds import BUILDERS, EXITING, Turn, on_loop
 from host.search.index.daemon import in_daemon
 from host.search.index.loading import Op, build_room
 
@@ -120,7 +121,7 @@ class GraphBuild:
                 turn.release()
         if done and site.current(key) is ann:
             builds.promotions += 1
-            trim()
+            trim_soon()
             site.evict(key)
 
     def _turn(self, saved: bool) -> Step | Frozen | None:
