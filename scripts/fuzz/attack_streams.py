@@ -22,7 +22,10 @@ each attack and prints its figure:
    cursor "0" and `/ui/live.json?after=0`: does their content appear?
 4. a watch of 70,000 keys: the answer, and the RSS growth.
 5. stdio: a last line with no newline before the end of input, and a line that is not UTF-8:
-   the answers of `a2e-host stdio`.
+   the answers of `a2e-host stdio` and its exit codes (with the end of its stderr when it is
+   not held).
+
+An attack not held prints the end of the host's stderr too.
 
 The load average is printed with the figures (a timing taken above 2 is not a result). Exit 0
 when every attack is held (bounded, refused, forgotten, answered), 1 otherwise. `run_all(argv)`
@@ -308,21 +311,32 @@ async def attack_keys(url: str, pid: int, watches: int) -> dict[str, Any]:
             "held": set(answers) == {"invalid_message"}}
 
 
+def _tail(data: bytes, lines: int = 12) -> str:
+    """The last `lines` lines of a process's output, as text."""
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+
 def attack_stdio(db: str) -> dict[str, Any]:
-    """Attack 5: the stdio transport's last line and invalid UTF-8."""
+    """Attack 5: the stdio transport's last line and invalid UTF-8. Each process must exit 0:
+    one that did not (it could not start, say) is not a held attack, and its exit code and the
+    end of its stderr are in the result."""
     cmd = [sys.executable, "-m", "host.cli", "stdio", "--db", db]
-    out = subprocess.run(cmd, input=_frame("ping", id="p1").encode() + b"\n"
-                         + _frame("ping", id="last").encode(), capture_output=True,
-                         timeout=60).stdout
-    last = [json.loads(line).get("req_id") for line in out.splitlines()]
-    out = subprocess.run(cmd, input=b'{"type":"ping","id":"\xff\xfe","version":"1.0"}\n'
-                         + _frame("ping", id="after").encode() + b"\n", capture_output=True,
-                         timeout=60).stdout
-    bad = [json.loads(line) for line in out.splitlines()]
+    first = subprocess.run(cmd, input=_frame("ping", id="p1").encode() + b"\n"
+                           + _frame("ping", id="last").encode(), capture_output=True, timeout=60)
+    last = [json.loads(line).get("req_id") for line in first.stdout.splitlines()]
+    second = subprocess.run(cmd, input=b'{"type":"ping","id":"\xff\xfe","version":"1.0"}\n'
+                            + _frame("ping", id="after").encode() + b"\n", capture_output=True,
+                            timeout=60)
+    bad = [json.loads(line) for line in second.stdout.splitlines()]
     answers = [m.get("code") or f"{m['type']} {m.get('req_id', '')!r}" for m in bad]
-    held = last == ["p1", "last"] and answers[:1] == ["parse_error"] and len(answers) == 2
-    return {"attack": "stdio", "replies_to_two_pings_the_last_unterminated": last,
-            "answers_to_non_utf8_then_ping": answers, "held": held}
+    codes = [first.returncode, second.returncode]
+    held = (last == ["p1", "last"] and answers[:1] == ["parse_error"] and len(answers) == 2
+            and codes == [0, 0])
+    out = {"attack": "stdio", "replies_to_two_pings_the_last_unterminated": last,
+           "answers_to_non_utf8_then_ping": answers, "exit_codes": codes, "held": held}
+    if not held:
+        out["stderr"] = [_tail(first.stderr), _tail(second.stderr)]
+    return out
 
 
 async def _run(args: argparse.Namespace, db: str, url: str, port: int, pid: int,
@@ -360,17 +374,26 @@ def run_all(argv: list[str]) -> int:
         limits = load_config(str(cfg)).limits
         unsent = limits.max_unsent_bytes
         args.replay_bytes = getattr(limits, "max_replay_bytes", 0)
-        host = HostProcess(db, "--config", str(cfg), transport=args.transport,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = Path(tmp) / "host.log"  # the host's stderr, whose end a failure shows
+        try:
+            with open(log, "wb") as err:
+                host = HostProcess(db, "--config", str(cfg), transport=args.transport,
+                                   stdout=subprocess.DEVNULL, stderr=err)
+        except RuntimeError as failed:  # it could not start
+            raise RuntimeError(f"{failed}; its stderr ends:\n{_tail(log.read_bytes())}") from None
         try:
             results = asyncio.run(_run(args, db, host.url, host.port, host.pid, unsent))
         finally:
             host.terminate()
         results.append(attack_stdio(str(Path(tmp) / "stdio.db")))
-    load = _load()
+        held = all(r["held"] for r in results)
+        report: dict[str, Any] = {"load_average": _load(), "results": results}
+        if not held:  # what the host said, for the attack that was not held
+            report["host_stderr"] = _tail(log.read_bytes())
     if args.json:
-        print(json.dumps({"load_average": load, "results": results}, ensure_ascii=False))
+        print(json.dumps(report, ensure_ascii=False))
     else:
+        load = report["load_average"]
         print(f"load average {load:.2f}" + ("  (above 2: timings are not a result)"
                                             if load > 2 else ""))
         for r in results:
@@ -378,7 +401,9 @@ def run_all(argv: list[str]) -> int:
             for k, v in r.items():
                 if k not in ("attack", "held"):
                     print(f"    {k}: {v}")
-    return 0 if all(r["held"] for r in results) else 1
+        if not held:
+            print(f"the host's stderr ends:\n{report['host_stderr']}")
+    return 0 if held else 1
 
 
 if __name__ == "__main__":
