@@ -1,6 +1,12 @@
-"""`EmbedCalls`: how the background embedding worker (`host.search.worker`) embeds the stored
-texts it read: sorted by length, in short calls on its two threads, the vectors handed on a
-batch at a time, the texts the embedder fails on set aside.
+"""`EmbedCalls`: how the background embedding workers (`host.search.worker`, on SQLite and on
+PostgreSQL alike) embed the stored texts they read: a window of them at a time, sorted by
+length, in short calls on two threads, the vectors handed on a batch at a time, the texts the
+embedder fails on set aside.
+
+- **A window.** A worker reads (SQLite) or claims (PostgreSQL) up to `window()` queued entries
+  at a time (`WINDOW` batches): sorted by length, 512 short texts pad about as little as a
+  whole backlog sorted, and the two threads go from call to call without waiting at each
+  batch's end.
 
 - **Sorted, short calls.** The texts are sorted by length and cut into calls of at most
   `embed_call_chars` (texts x the longest), so a call pads little and holds a core briefly.
@@ -32,7 +38,7 @@ from host.search.lanes import Lane
 if TYPE_CHECKING:
     from host.config import SearchConfig
 
-__all__ = ["EmbedCalls", "Write"]
+__all__ = ["WINDOW", "EmbedCalls", "Write"]
 
 log = logging.getLogger("a2e_host.search")
 
@@ -44,6 +50,9 @@ _ASIDE_MAX = 3600.0
 _ASIDE_KEPT = 256
 # what the worker embeds to tell a failing embedder from a text it fails on
 _PROBE = "a"
+# A worker reads (or claims) up to this many batches (`batch_size`) of queued entries at a time
+# (`EmbedCalls.window`)
+WINDOW = 16
 
 # `write(positions, their vectors)`: what `EmbedCalls._embed` hands the vectors it computed to
 Write = Callable[[list[int], np.ndarray], Awaitable[None]]
@@ -78,6 +87,10 @@ class EmbedCalls:
         self._aside: dict[int, tuple[float, int]] = {}
         # niceness 10: on a busy machine the requests' threads get the CPU before the backlog
         self._lanes = (Lane("a2e-embed", nice=10), Lane("a2e-embed-2", nice=10))
+
+    def window(self) -> int:
+        """The most queued entries a worker reads (or claims) at a time: `WINDOW` batches."""
+        return self.cfg.batch_size * WINDOW
 
     def _calls(self, texts: list[str], todo: Sequence[int]) -> list[list[int]]:
         """The positions `todo` of `texts` sorted by length and cut into calls of at most
@@ -183,12 +196,13 @@ class EmbedCalls:
         return aside is None or aside[0] <= time.monotonic()
 
     async def _embed_apart(self, ids: Sequence[int], texts: list[str], write: Write,
-                           until: Callable[[], bool] | None = None) -> tuple[int, list[int]]:
+                           until: Callable[[], bool] | None = None
+                           ) -> tuple[list[int], list[int]]:
         """Embed `texts` (of entries `ids`) through `_embed`, handing their vectors to `write`;
-        (the number written, the positions of those the embedder fails on alone, set aside in
-        `_aside`). When a call fails, a probe tells a failing embedder (raised, the step retried
-        later) from texts it fails on; then each text of that call is embedded alone, and the
-        other calls go on. An entry embedded leaves `_aside`. Stops early when `until()` is
+        (the positions written, those the embedder fails on alone, set aside in `_aside`).
+        When a call fails, a probe tells a failing embedder (raised, the step retried later)
+        from texts it fails on; then each text of that call is embedded alone, and the other
+        calls go on. An entry embedded leaves `_aside`. Stops early when `until()` is
         true: the positions not written nor failed stay queued."""
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
         finished: list[int] = []
@@ -217,7 +231,7 @@ class EmbedCalls:
                 todo = [j for j in todo if j not in gone]
         for j in finished:
             self._aside.pop(ids[j], None)
-        return len(finished), failed
+        return finished, failed
 
     def _forget_aside(self) -> None:
         """Forget the entries set aside whose time came `_ASIDE_MAX` ago (embedded by another

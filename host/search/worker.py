@@ -4,11 +4,12 @@ Stores are acknowledged after their commit; the store's triggers queue each new 
 entry (`embed_queue`), and the worker embeds the queue in batches and writes the vectors. So an
 entry is findable by keywords at once and by meaning as soon as its vector is written.
 
-- **Newest first, a window at a time.** The worker reads up to `_WINDOW` batches (512 entries
-  by default) of the most recently queued entries: what an agent just wrote is what it is about
-  to ask for; a bulk import behind it waits. `EmbedCalls` (`host.search.embed_calls`) embeds
-  them sorted by length in short calls, on both cores while the host has nothing else to do,
-  and the vectors are written a batch (`batch_size`) at a time as they come.
+- **Newest first, a window at a time.** The worker reads up to `window()` entries (16 batches,
+  512 by default: `host.search.embed_calls.WINDOW`) of the most recently queued entries: what
+  an agent just wrote is what it is about to ask for; a bulk import behind it waits.
+  `EmbedCalls` (`host.search.embed_calls`) embeds them sorted by length in short calls, on
+  both cores while the host has nothing else to do, and the vectors are written a batch
+  (`batch_size`) at a time as they come.
 - **Read-your-writes for queries.** Every committed write takes a ticket (`wrote()`, a counter);
   a similarity query waits (`caught_up`, bounded by `search.vector_wait`) until the worker has
   embedded everything its namespace had queued when the query's connection last wrote: the
@@ -22,14 +23,17 @@ entry is findable by keywords at once and by meaning as soon as its vector is wr
 Two kinds: `LocalWorker` adds the vectors it writes to the process's `VectorIndexes` too
 (SQLite; to the namespaces loaded: the others read them when a query loads them);
 `SharedWorker` claims queued entries from a store that keeps and searches the vectors itself
-(`host.store.interface.VectorSearch`: PostgreSQL shared by several hosts) and writes them back
-through it; there, a waiting query is satisfied when the whole queue is empty.
+(`host.store.interface.VectorSearch`: PostgreSQL shared by several hosts), a window at a time
+(oldest first, leased: no other host embeds them meanwhile), embeds them as `LocalWorker` does
+and writes them back through the store; there, a waiting query is satisfied when the whole
+queue is empty.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +62,10 @@ _RETRY_MAX = 60.0
 # namespaces whose index refused vectors, remembered so each is logged once (bounded: past
 # it, the set starts again)
 _REFUSED_KEPT = 1024
-# The worker reads up to this many batches (`batch_size`) of queued entries at a time: sorted by
-# length, a window of 512 short texts pads about as little as a whole backlog sorted, and the
-# two threads go from call to call without waiting at each batch's end
-_WINDOW = 16
+# A `SharedWorker` starts no call of its window once this share of the claims' lease has
+# passed (the rest released for any host to take): no other host ever takes over an entry it
+# still embeds, however slow the embedder
+_LEASE_USED = 0.5
 
 
 def _resolve(fut: asyncio.Future[bool | None], value: bool | None) -> None:
@@ -334,7 +338,7 @@ class LocalWorker(EmbeddingWorker):
         if gone:
             self.index.remove(gone)
             await self.store.clear_vectors_gone(gone)
-        limit = self.cfg.batch_size * _WINDOW
+        limit = self.window()
         self._forget_aside()
         window = limit + len(self._aside)  # the entries set aside are skipped: read past them
         queued: list[tuple[Pending, bytes | None]] = (
@@ -363,10 +367,10 @@ class LocalWorker(EmbeddingWorker):
             written = [k for k, j in enumerate(js) if fresh[j].id in done]
             self._add([fresh[js[k]] for k in written], vecs[written])
 
-        n, failed = await self._embed_apart(
+        finished, failed = await self._embed_apart(
             [p.id for p in fresh], [self._bound(p.text) for p in fresh], write,
             lambda: self._stopping or any(ns != namespace for ns in self._waiters))
-        handled = len(batch) - len(fresh) + n + len(failed)
+        handled = len(batch) - len(fresh) + len(finished) + len(failed)
         if kept:  # nothing was embedded
             await write([], np.zeros((0, self.embedder.dim), dtype=np.float32))
         await self.count_backlog()
@@ -405,23 +409,33 @@ class SharedWorker(EmbeddingWorker):
     store: VectorSearch
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
-        """Claim and embed one batch (of any namespace: claims are global). A batch, not a
-        window: the hosts on one database share the queue a claim at a time."""
-        limit = self.cfg.batch_size
-        batch = await self.store.claim_vectors(limit, self.cfg.embed_lease)
-        if not batch:
+        """Claim and embed one window (of any namespace: claims are global): up to `window()`
+        queued entries, oldest first, leased for `embed_lease` seconds (the other hosts on the
+        database skip them meanwhile), embedded as `LocalWorker`'s window is (sorted by
+        length, short calls on both threads, the vectors written a batch at a time as they
+        come). No call starts once `_LEASE_USED` of the lease has passed (nor once stopping):
+        the claims of the calls not started are released then, for any host to take."""
+        self._forget_aside()
+        claimed = await self.store.claim_vectors(self.window(), self.cfg.embed_lease)
+        if not claimed:
             return 0, await self._drained()
+        deadline = time.monotonic() + self.cfg.embed_lease * _LEASE_USED
 
         async def write(js: list[int], vecs: np.ndarray) -> None:
             await self.store.put_vectors(
                 self.embedder.name,
-                [(batch[j][0].id, batch[j][1], vecs[k]) for k, j in enumerate(js)])
+                [(claimed[j][0].id, claimed[j][1], vecs[k]) for k, j in enumerate(js)])
 
         # an entry the embedder fails on stays claimed: its lease (`embed_lease`) passes
         # before any host claims it again
-        await self._embed_apart([p.id for p, _seq in batch],
-                                [self._bound(p.text) for p, _seq in batch], write)
-        return len(batch), await self._drained()
+        finished, failed = await self._embed_apart(
+            [p.id for p, _seq in claimed], [self._bound(p.text) for p, _seq in claimed], write,
+            lambda: self._stopping or time.monotonic() >= deadline)
+        handled = set(finished) | set(failed)
+        if len(handled) < len(claimed):
+            await self.store.release_vectors(
+                [(p.id, seq) for j, (p, seq) in enumerate(claimed) if j not in handled])
+        return len(handled), await self._drained()
 
     async def _drained(self) -> bool:
         """Nothing queued but, at most, the entries set aside (claimed till their lease ends:

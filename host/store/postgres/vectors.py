@@ -93,6 +93,15 @@ class Vectors(StoreState):
                          stored_text(r[7], list(r[8]), r[6])), r[1])
                 for r in rows]
 
+    async def release_vectors(self, rows: Sequence[tuple[int, int]]) -> None:
+        """Release the claims of `(entry id, queue sequence)` rows: claimable again at once (a
+        row whose entry changed since, its sequence moved, was released by the change)."""
+        if rows:
+            await self.pool.execute(
+                "UPDATE a2e_embed_queue q SET claimed_until = 0 FROM unnest($1::bigint[],"
+                " $2::bigint[]) AS r(id, seq) WHERE q.entry_id = r.id AND q.seq = r.seq",
+                [int(i) for i, _s in rows], [int(s) for _i, s in rows])
+
     async def put_vectors(
         self, model: str, rows: Sequence[tuple[int, int, np.ndarray]]
     ) -> list[int]:
@@ -119,10 +128,7 @@ class Vectors(StoreState):
         except asyncpg.LockNotAvailableError:
             # a put, forget or collection holds one of these rows: give way to it (it must
             # never wait on this background write) and release the claims to be taken again
-            await self.pool.execute(
-                "UPDATE a2e_embed_queue q SET claimed_until = 0 FROM unnest($1::bigint[],"
-                " $2::bigint[]) AS r(id, seq) WHERE q.entry_id = r.id AND q.seq = r.seq",
-                ids, seqs)
+            await self.release_vectors(list(zip(ids, seqs, strict=True)))
             return []
         return [int(r[0]) for r in got]
 
@@ -130,6 +136,10 @@ class Vectors(StoreState):
         self, model: str, rows: Sequence[tuple[int, int, np.ndarray]], ids: list[int],
         seqs: list[int],
     ) -> list[Any]:
+        # the vectors go as one float4 array in binary, each row its slice [lo:hi] (text
+        # would cost the host a repr and the server a parse of every number)
+        vecs = [np.asarray(v, dtype=np.float32).ravel() for _i, _s, v in rows]
+        hi = np.cumsum([len(v) for v in vecs])
         async with self.pool.acquire() as conn, conn.transaction():
             # never wait long on a row lock: a write of the hosts' requests is in the way, and
             # waiting could close a deadlock cycle that PostgreSQL would break by aborting it
@@ -138,17 +148,17 @@ class Vectors(StoreState):
             await conn.execute("SELECT 1 FROM a2e_entries WHERE id = ANY($1::bigint[])"
                                " ORDER BY id FOR KEY SHARE", ids)
             return await conn.fetch(  # type: ignore[no-any-return]
-                "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])"
-                "           AS r(id, seq, vec)),"
+                "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[],"
+                "           $4::int[]) AS r(id, seq, lo, hi)),"
                 " d AS (DELETE FROM a2e_embed_queue q USING r"
                 "       WHERE q.entry_id = r.id AND q.seq = r.seq RETURNING q.entry_id)"
                 " INSERT INTO a2e_vectors (entry_id, model, dim, embedding)"
-                " SELECT r.id, $4, cardinality(r.vec::real[]), r.vec::real[] FROM r"
+                " SELECT r.id, $6, r.hi - r.lo + 1, ($5::real[])[r.lo:r.hi] FROM r"
                 " JOIN d ON d.entry_id = r.id"
                 " ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model,"
                 " dim = excluded.dim, embedding = excluded.embedding RETURNING entry_id",
-                ids, seqs,
-                ["{" + ",".join(map(repr, map(float, v))) + "}" for _i, _s, v in rows], model)
+                ids, seqs, [int(h) - len(v) + 1 for h, v in zip(hi, vecs, strict=True)],
+                [int(h) for h in hi], np.concatenate(vecs).tolist(), model)
 
     async def nearest_vectors(
         self, scope: Scope, q: Query, model: str, vector: np.ndarray, now: float, k: int,
