@@ -56,15 +56,14 @@ async def test_keyword_order_and_scores_equal_sqlite(pg_url: str, tmp_path: Path
 
 
 async def test_scores_are_bm25_of_the_reported_statistics(pg_url: str) -> None:
-    """Each candidate's score is `host.text.bm25.bm25` of the statistics `keyword_stats`
-    reports for the query and of the entry's searchable text as `analyse` reads it; best first, equal
+    """Each candidate's score is `host.text.bm25.bm25` of the statistics `search_stats`
+    reports with it for the query and of the entry's searchable text as `analyse` reads it; best first, equal
     scores newest first (as on SQLite)."""
     async with PostgresEntryStore(pg_url) as store:
         await _load(store, keyword_texts(200, seed=3))
         alice, q = Scope("ns", "alice"), Query(tiers=BOTH)
         for text in QUERIES[:6]:
-            stats = await store.keyword_stats(alice, text, q, T0)
-            got = await store.search(alice, q, text, T0, 500)
+            got, stats = await store.search_stats(alice, q, text, T0, 500)
             assert got
             for e in got:
                 expected = bm25(stats, store.analyse(stored_text(e.content, e.tags, e.key)))

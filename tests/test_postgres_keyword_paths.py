@@ -82,7 +82,7 @@ async def test_prefetched_neighbours_are_the_stores_neighbours(pg_url: str) -> N
             for tags in ((), ("third",)):
                 q = Query(tiers=BOTH, tags=tags)
                 for text in QUERIES:
-                    kw, near = await store.search_near(alice, q, text, T0, 60, 8, 2)
+                    kw, near, _ = await store.search_near(alice, q, text, T0, 60, 8, 2)
                     assert [e.key for e in kw] == [
                         e.key for e in await store.search(alice, q, text, T0, 60)]
                     assert list(near) == [e.id for e in kw[:8]]

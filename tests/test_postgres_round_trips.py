@@ -123,3 +123,31 @@ async def test_a_keyword_retrieve_is_one_round_trip(pg_url: str) -> None:
                                         filter={"n": {"$gte": 0}})
             assert trips == 2
             await c.close()
+
+
+async def test_a_retrieve_over_working_entries_is_one_round_trip(pg_url: str) -> None:
+    """A keyword query that also reads the session's working tier scores its working entries
+    with the store's BM25 statistics, which come in the keyword statement (two round trips
+    when they were asked apart); the working entries are in the reply, ranked with the stored
+    ones. A query of the working tier alone asks for the statistics alone: one round trip."""
+    async with _proxied(pg_url) as (url, proxy):
+        config = make_config(url, search={"embedder": "none"})
+        async with running_host(config) as host:
+            c = await MemoryClient.connect(url_of(host))
+            await c.init("ns", {"agent": "a1"})
+            await c.store([{"key": {"n": i}, "content": f"apple river {_WORDS[i % 8]} note {i}",
+                            "tier": "semantic"} for i in range(100)])
+            await c.store([{"key": {"w": i}, "content": f"apple {_WORDS[i % 8]} scratch {i}",
+                            "tier": "working"} for i in range(20)])
+            await c.store([{"key": {"w": "best"}, "content": "apple river apple river",
+                            "tier": "working"}])
+            for _ in range(3):  # the pool's connections prepare their statements
+                await c.retrieve(query="apple river", limit=10)
+            trips, statements, keys = await _fewest(proxy, c, query="apple river", limit=10)
+            assert (trips, statements) == (1, 1)
+            assert {"w": "best"} in keys and any("n" in k for k in keys)  # type: ignore[operator]
+            trips, statements, keys = await _fewest(proxy, c, query="apple river", limit=10,
+                                                    tier="working")
+            assert (trips, statements) == (1, 1)
+            assert {"w": "best"} in keys
+            await c.close()

@@ -74,9 +74,8 @@ async def test_text_outside_the_index_scores_as_a_row(keyword_host: Host) -> Non
                              text=by_key[key]))
     await store.put(scope, rows, 1000.0)
     query = "who was running with a dog"
-    found = await store.search(scope, Query(tiers=("episodic",)), query, 1000.0, 50)
+    found, stats = await store.search_stats(scope, Query(tiers=("episodic",)), query, 1000.0, 50)
     assert len(found) >= 4
-    stats = await store.keyword_stats(scope, query)
     for e in found:
         assert bm25(stats, store.analyse(by_key[e.key])) == pytest.approx(e.keyword, rel=1e-9)
 

@@ -210,7 +210,7 @@ async def test_another_agents_private_entries_do_not_make_your_terms_common(
         q = Query(tiers=BOTH)
         got = await store.search(carol, q, "zebra giraffe", T0, 10)
         assert [e.key for e in got] == [key("c")]  # giraffe: 8 readable > 5, left out
-        stats = await store.keyword_stats(carol, "zebra giraffe", q, T0)
+        _, stats = await store.search_stats(carol, q, "zebra giraffe", T0, 10)
         assert (stats.terms, stats.hits) == (("zebra",), (6,))  # 30 in the namespace, capped
 
 

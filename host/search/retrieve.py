@@ -9,14 +9,16 @@ A query search (see docs/search.md):
 0. read-your-writes: when the query's connection wrote since the namespace's vectors were last
    complete, wait (at most `vector_wait` seconds) until the worker embedded them;
 1. keyword candidates from the store (BM25, visibility and filters in SQL), the best
-   `fusion_pool`;
+   `fusion_pool`, with, when the query reads working entries, the BM25 statistics of the terms
+   searched (`EntryStore.search_stats`: the same store call);
 2. the query's vector and the `fusion_pool` nearest rows among those the agent may read
    (tier/owner groups, TTL, and the ids allowed by key/tag filters, all applied before
    ranking); a vector-only hit counts when it stands `vector_min_z` standard deviations above
    the query's mean similarity to that memory (`host.search.ranking.standouts`);
 3. those hits read back through the store, which checks visibility again;
 4. the session's working entries (when the query reads that tier) scored with the BM25 they
-   would have in the store's index (`host.text.bm25`), joining the candidates;
+   would have in the store's index (`host.text.bm25`, those statistics), joining the
+   candidates;
 5. the entries written just before and after the best `neighbour_hits` candidates (same tier
    and owner, readable) join the candidates;
 6. every candidate scored by `host.search.ranking`: its `relevance` from the pair (query,
@@ -36,7 +38,7 @@ import numpy as np
 from host.search import ranking
 from host.store.interface import EntryStore, NearSearch
 from host.store.records import Query, Scope, StoredEntry
-from host.text.bm25 import Analysis, bm25
+from host.text.bm25 import Analysis, Bm25Stats, bm25
 from host.text.keyword import query_terms, term_weights
 
 if TYPE_CHECKING:
@@ -101,9 +103,11 @@ class Retrieval:
         words = self._keyword_text(text)
         lookup, qv_future = await self._vector_of(scope.namespace, q, text, ticket, conn)
         # the store returns its best candidates first: asking for the pool alone keeps the same
-        # ones and spares building (and scoring) the rest of `candidates` rows
-        kw, near = await self._keyword_candidates(scope, q, words, now,
-                                                  min(candidates, cfg.fusion_pool))
+        # ones and spares building (and scoring) the rest of `candidates` rows; with working
+        # entries to score, the store's statistics come in the same call
+        scores_working = working is not None and len(working) > 0
+        kw, near, stats = await self._keyword_candidates(
+            scope, q, words, now, min(candidates, cfg.fusion_pool), scores_working)
         if any(e.keyword is None for e in kw):
             # a store without BM25: its own relevance, the working tier's term share alike
             if qv_future is not None:
@@ -111,7 +115,7 @@ class Retrieval:
             own = (working.search(query_terms(words), q.keys, q.tags, now)
                    if working is not None and len(working) else [])
             return kw + own
-        own = await self._working(scope, q, words, now, working)
+        own = self._working(q, now, working, stats)
         if qv_future is None or lookup is None:
             return await self._fused(scope, q, now, words, kw, np.full(len(kw), np.nan), own,
                                      None, None, near=near)
@@ -152,19 +156,25 @@ class Retrieval:
         return lookup, qv_future
 
     async def _keyword_candidates(
-        self, scope: Scope, q: Query, words: str, now: float, pool: int,
-    ) -> tuple[list[StoredEntry], Near]:
+        self, scope: Scope, q: Query, words: str, now: float, pool: int, stats: bool,
+    ) -> tuple[list[StoredEntry], Near, Bm25Stats | None]:
         """The store's best `pool` keyword candidates (step 1), with the neighbours of the
-        first of them when the store brings them in the same round trip (`NearSearch`)."""
-        if not q.tiers:
-            return [], {}
+        first of them when the store brings them in the same round trip (`NearSearch`), and
+        with `stats` the statistics that score the working entries (step 4) from the same
+        call (None without)."""
+        if not q.tiers and not stats:
+            return [], {}, None
         if self.near is not None:
             cfg = self.cfg
             return await self.near.search_near(scope, q, words, now, pool,
                                                cfg.neighbour_hits * _NEAR_FACTOR,
-                                               cfg.neighbour_span)
+                                               cfg.neighbour_span, stats=stats)
         # `ranking.score` sets every candidate's relevance: the store's is not asked for
-        return await self.store.search(scope, q, words, now, pool, relevance=False), {}
+        if stats:
+            found, got = await self.store.search_stats(scope, q, words, now, pool,
+                                                       relevance=False)
+            return found, {}, got
+        return await self.store.search(scope, q, words, now, pool, relevance=False), {}, None
 
     async def _fused(
         self, scope: Scope, q: Query, now: float, text: str, stored: list[StoredEntry],
@@ -244,14 +254,12 @@ class Retrieval:
             sims = np.concatenate([sims, more])
         return stored, sims, links, len(added)
 
-    async def _working(
-        self, scope: Scope, q: Query, text: str, now: float, working: WorkingEntries | None
+    def _working(
+        self, q: Query, now: float, working: WorkingEntries | None, stats: Bm25Stats | None,
     ) -> list[StoredEntry]:
-        """The working entries matching `q` and the query, `keyword` set on the store's scale."""
-        if working is None or not len(working):
-            return []
-        stats = await self.store.keyword_stats(scope, text, q, now)
-        if not stats.terms:
+        """The working entries matching `q` and the query, `keyword` set on the store's scale
+        (`stats`: the store's statistics of the terms it searched, from the keyword search)."""
+        if working is None or not len(working) or stats is None or not stats.terms:
             return []
         return working.scored(q.keys, q.tags, now, self.store.analyse,
                               lambda a: bm25(stats, a))

@@ -195,10 +195,15 @@ class EntryStore(Opens, ABC):
         """
 
     @abstractmethod
-    async def keyword_stats(self, scope: Scope, text: str, q: Query | None = None,
-                            now: float | None = None) -> Bm25Stats:
-        """The BM25 statistics of `text`'s terms among the entries `q` lets `scope` read, so
-        a text outside the index is scored on the index's scale."""
+    async def search_stats(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
+    ) -> tuple[list[StoredEntry], Bm25Stats]:
+        """`search`'s candidates and, from the same read, the BM25 statistics of the terms it
+        searched (the terms kept for the entries `q` lets `scope` read, the namespace's rows
+        holding each, its rows and their average length): what scores a text outside the
+        index, a working-tier entry, on the index's scale (`host.text.bm25`). With no tier in
+        `q`, no candidates and the statistics alone. One round trip where the store has them."""
 
     @abstractmethod
     def analyse(self, text: str) -> Analysis:
@@ -407,6 +412,11 @@ class VectorSearch(EntryStore):
         queue sequence number (for `put_vectors`)."""
 
     @abstractmethod
+    async def release_vectors(self, rows: Sequence[tuple[int, int]]) -> None:
+        """Release the claims of `(entry id, sequence)` rows (from `claim_vectors`) not
+        embedded: any host may claim them again at once."""
+
+    @abstractmethod
     async def put_vectors(self, model: str, rows: Sequence[tuple[int, int, np.ndarray]]
                           ) -> list[int]:
         """Store `(entry id, sequence, unit vector)` rows under `model` and dequeue them; a row
@@ -438,9 +448,10 @@ class NearSearch(EntryStore):
     @abstractmethod
     async def search_near(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
-        span: int,
-    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
-        """As `EntryStore.search`, with the neighbours of the first `near` candidates."""
+        span: int, *, stats: bool = False,
+    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]], Bm25Stats | None]:
+        """As `EntryStore.search`, with the neighbours of the first `near` candidates, and with
+        `stats` the statistics `EntryStore.search_stats` gives (None without)."""
 
 
 class ChangeNotices(EntryStore):

@@ -1,6 +1,6 @@
 """The PostgreSQL store's keyword search: one `a2e_keyword_query` statement a query (term counts,
-the pool, BM25, visibility and rows, with the neighbours of its best candidates;
-functions/keyword.sql), its statistics, and a text's analysis as the index holds it."""
+the pool, BM25, visibility and rows, with the neighbours of its best candidates and, asked, the
+query's statistics; functions/keyword.sql), and a text's analysis as the index holds it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _VALID = 16  # the columns of an entry's validity in a row of `a2e_keyword_query
 
 
 class Keyword(StoreState):
-    """`EntryStore`'s keyword search, its statistics (`keyword_stats`) and `analyse`."""
+    """`EntryStore`'s keyword search (with its statistics: `search_stats`) and `analyse`."""
 
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
@@ -41,33 +41,52 @@ class Keyword(StoreState):
         rows; `relevance` comes with them whatever the caller asks (`EntryStore.search`)."""
         return (await self.search_near(scope, q, text, now, candidates, 0, 0))[0]
 
+    async def search_stats(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
+    ) -> tuple[list[StoredEntry], Bm25Stats]:
+        """`search`, and in the same statement the BM25 statistics of the terms it searched
+        (`EntryStore.search_stats`)."""
+        found, _, stats = await self.search_near(scope, q, text, now, candidates, 0, 0,
+                                                 stats=True)
+        assert stats is not None
+        return found, stats
+
     async def search_near(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int, near: int,
-        span: int,
-    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]]]:
+        span: int, *, stats: bool = False,
+    ) -> tuple[list[StoredEntry], dict[int, list[tuple[StoredEntry, int]]], Bm25Stats | None]:
         """`search`, and in the same statement the `neighbours` (`span` a side) of its first
         `near` candidates: {candidate id: [(neighbour, distance), ...]} for each of them (an
         empty list: none), in the order `neighbours` gives them. With the extensions' filters
-        (`where`, key prefixes: applied here, after the statement) nothing is prefetched."""
+        (`where`, key prefixes: applied here, after the statement) nothing is prefetched. With
+        `stats`, also the BM25 statistics of the terms searched (the statement's first row;
+        with no tier in `q`, its only one), else None."""
         terms = indexable(query_terms(text))
-        if not terms or not q.tiers:
-            return [], {}
+        if not terms or not q.tiers and not stats:
+            return [], {}, (Bm25Stats((), (), 1, 1.0) if stats else None)
         filtered = bool(q.where or q.key_prefix)
         if filtered or span <= 0:
             near = 0
         tiers, owners, keys, tags = visibility(scope, q)
         rows = await self.pool.fetch(
             "SELECT * FROM a2e_keyword_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-            " $13, $14)", scope.namespace, scope_lexeme(scope.namespace), terms,
+            " $13, $14, $15)", scope.namespace, scope_lexeme(scope.namespace), terms,
             self.max_term_docs, self.max_matches or None, candidates, tiers, owners, now, keys,
-            tags, near, max(span, 0), q.as_of)
+            tags, near, max(span, 0), q.as_of, stats)
         out = []
         by_id: dict[int, StoredEntry] = {}
         near_of: dict[int, list[tuple[StoredEntry, int]]] = {}
         searched: tuple[str, ...] = ()
         shares: dict[tuple[str, ...], float] = {}
         neighbours = []
+        found_stats: Bm25Stats | None = None
         for r in rows:
+            if r[10] is None:  # the statistics' row (`stats`), first
+                n = int(r[19])
+                found_stats = Bm25Stats(tuple(r[13] or ()), tuple(int(h) for h in r[18] or ()),
+                                        n, int(r[20]) / n)
+                continue
             if r[14] is not None:  # a neighbour of the candidate r[14]
                 neighbours.append(r)
                 continue
@@ -89,27 +108,7 @@ class Keyword(StoreState):
         for r in neighbours:  # a row among the candidates comes without key and content
             near_of[r[14]].append((by_id[r[10]] if r[3] is None else entry_of(r, r[10], None, _VALID),
                                   int(r[15])))
-        return out, near_of
-
-    async def keyword_stats(
-        self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
-    ) -> Bm25Stats:
-        """The namespace's keyword statistics for the query `text`, as `search` scores it
-        (see `host.search.bm25`): rows, average length, rows holding each term searched. With
-        the read's `q` and time `now`, a term is common (and left out) as `search` decides it,
-        among the entries the reader may read; without, among the namespace's."""
-        usable = indexable(query_terms(text))
-        vis = visibility(scope, q) if q is not None else (None, None, [], [])
-        row = await self.pool.fetchrow(
-            "SELECT u.entries, u.tokens, t.terms, t.hits FROM (SELECT array_agg(s.term ORDER BY"
-            " s.ord) AS terms, array_agg(s.hits ORDER BY s.ord) AS hits FROM"
-            " a2e_search_terms($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            " WITH ORDINALITY AS s(term, hits, ord)) t"
-            " LEFT JOIN a2e_usage u ON u.namespace = $1 AND u.agent = ''",
-            scope.namespace, scope_lexeme(scope.namespace), usable, self.max_term_docs, vis[0],
-            vis[1], now if now is not None else 0.0, vis[2], vis[3])
-        n, length = max(row[0] or 0, 1), max(row[1] or 0, 1)
-        return Bm25Stats(tuple(row[2] or ()), tuple(int(h) for h in row[3] or ()), n, length / n)
+        return out, near_of, found_stats
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index holds it (its distinct tokens with counts, capped at 256

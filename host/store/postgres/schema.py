@@ -141,7 +141,7 @@ FUNCTIONS_DIR = "functions"  # beside this module: <concern>.sql, package data i
 # left below it is refused; one at 19 is at the baseline.
 BASELINE = 19
 # The version of `functions/` (a2e_functions.version): raised by one with every change there.
-FUNCTIONS_VERSION = 14
+FUNCTIONS_VERSION = 15
 # The files of `functions/`, by concern, in the order they are applied (bodies are not checked
 # at creation, so the order is for the reader).
 FUNCTION_FILES = ("usage", "puts", "evict", "forgets", "touches", "keyword", "vectors", "changes",

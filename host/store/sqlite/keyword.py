@@ -33,6 +33,7 @@ __all__ = [
     "layout_of",
     "match_text",
     "search_entries",
+    "search_with_stats",
     "selective_terms",
 ]
 
@@ -81,20 +82,32 @@ def search_entries(
     index's way costs less up to ~16,000 matches (a word of ~6,000 rows: ~17 ms instead of
     ~27; of ~22,000 rows: ~26 instead of ~22, the newest 4,000 being close together).
     All of it reads one snapshot (`snapshot`)."""
+    return search_with_stats(conn, scope, q, terms, now, candidates, max_term_docs,
+                             max_matches, index_budget, relevance)[0]
+
+
+def search_with_stats(
+    conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
+    candidates: int, max_term_docs: int = 0, max_matches: int = 0,
+    index_budget: int = INDEX_BUDGET, relevance: bool = True,
+) -> tuple[list[StoredEntry], Bm25Stats]:
+    """`search_entries` (its arguments) and the BM25 statistics it scored its candidates with
+    (`keyword_stats`: what scores a text outside the index on its scale), of one snapshot.
+    With no tier in `q`, the statistics alone."""
     with snapshot(conn):
-        return _search_entries(conn, scope, q, terms, now, candidates, max_term_docs,
-                               max_matches, index_budget, relevance)
+        layout = layout_of(conn, scope_token(scope.namespace)) if terms else Layout(True)
+        kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs, layout)
+        if not kept or not q.tiers:
+            return [], stats
+        return _search_entries(conn, scope, q, kept, stats, layout, now, candidates,
+                               max_matches, index_budget, relevance), stats
 
 
 def _search_entries(
-    conn: sqlite3.Connection, scope: Scope, q: Query, terms: tuple[str, ...], now: float,
-    candidates: int, max_term_docs: int, max_matches: int, index_budget: int,
+    conn: sqlite3.Connection, scope: Scope, q: Query, kept: tuple[str, ...], stats: Bm25Stats,
+    layout: Layout, now: float, candidates: int, max_matches: int, index_budget: int,
     relevance: bool = True,
 ) -> list[StoredEntry]:
-    layout = layout_of(conn, scope_token(scope.namespace)) if terms else Layout(True)
-    kept, stats = keyword_stats(conn, scope, q, terms, now, max_term_docs, layout)
-    if not kept:
-        return []
     where, params = read_where(scope, q, now)
     if not layout.scoped and index_budget > 0:
         found = _scored_by_index(conn, kept, stats, where, params, candidates, max_matches,

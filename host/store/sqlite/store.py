@@ -22,7 +22,6 @@ import numpy as np
 from host.store.growth import UsageSummary
 from host.store.interface import EntryStore, NotReadyReason, VectorStore
 from host.store.records import (
-    PERSISTENT_TIERS,
     BrowsedEntry,
     BrowseFilter,
     Change,
@@ -190,16 +189,16 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
             self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
             self.max_matches, relevance=relevance)
 
-    async def keyword_stats(
-        self, scope: Scope, text: str, q: Query | None = None, now: float | None = None
-    ) -> Bm25Stats:
-        """The namespace's keyword statistics for the query `text`, with the terms `search`
-        uses for `q` (default: every persistent tier, no filter): what scores a text outside the
-        index on the index's scale (see `host.text.bm25`)."""
-        q = q if q is not None else Query(tiers=PERSISTENT_TIERS)
-        t = now if now is not None else time.time()
-        return keyword.keyword_stats(self._conn(), scope, q, query_terms(text), t,
-                                 self.max_term_docs)[1]
+    async def search_stats(
+        self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
+        relevance: bool = True,
+    ) -> tuple[list[StoredEntry], Bm25Stats]:
+        """`search`, and the statistics it scored its candidates with (the terms it kept for
+        `q`, the namespace's counts): what scores a text outside the index on the index's
+        scale (see `host.text.bm25`), of the same snapshot (`EntryStore.search_stats`)."""
+        return keyword.search_with_stats(
+            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
+            self.max_matches, relevance=relevance)
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index would hold it (stemmed terms and length)."""

@@ -172,18 +172,24 @@ END $$;
 -- candidate, older side first, nearest first. The extensions' filters (`where`, key
 -- prefixes) are not applied here. With p_as_of (functions version 12: the time extension),
 -- only the entries valid then ([valid_from, valid_until)) are candidates and neighbours; every
--- row ends with the entry's valid_from and valid_until.
+-- row ends with the entry's valid_from and valid_until. With p_stats (functions version 15),
+-- first a row of the query's BM25 statistics (every column NULL but `searched`, the terms
+-- kept, `stat_hits`, their statistics, and `stat_rows` and `stat_tokens`, the namespace's
+-- entries and tokens, each at least 1): what scores a text outside the index (the working
+-- tier's entries) on its scale, in the same round trip; with no group (p_tiers empty), that
+-- row alone.
 -- The pool and BM25 are one statement of ids and scores (below); the rows, the terms each holds and the neighbours are one static statement (a generic plan,
 -- cached for the session: index scans by id and from each candidate).
 CREATE OR REPLACE FUNCTION a2e_keyword_query(
     p_ns text, p_scope text, p_terms text[], p_cap integer, p_max integer, p_limit integer,
     p_tiers text[], p_owners text[], p_now double precision, p_keys text[], p_tags text[],
-    p_near integer, p_span integer, p_as_of double precision
+    p_near integer, p_span integer, p_as_of double precision, p_stats boolean
 ) RETURNS TABLE (tier text, owner text, key text, content text, tags text[], source text,
                 score double precision, ttl bigint, created_at double precision,
                 updated_at double precision, id bigint, bm25 double precision, terms text[],
                 searched text[], hit bigint, d bigint, valid_from double precision,
-                valid_until double precision)
+                valid_until double precision, stat_hits bigint[], stat_rows bigint,
+                stat_tokens bigint)
 LANGUAGE plpgsql VOLATILE  -- it PREPAREs (a session's statement); it writes nothing
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
@@ -213,20 +219,33 @@ DECLARE
     idxs text := current_setting('enable_indexscan');
     groups text[] := '{}';
     sparse boolean;
+    with_stats boolean := coalesce(p_stats, false);
 BEGIN
-    IF cardinality(p_tiers) = 0 THEN
+    IF cardinality(p_tiers) = 0 AND NOT with_stats THEN
         RETURN;
     END IF;
     SELECT array_agg(s.term ORDER BY s.ord), array_agg(s.hits ORDER BY s.ord) INTO kept, hits
       FROM a2e_search_terms(p_ns, p_scope, p_terms, p_cap, p_tiers, p_owners, p_now, p_keys,
                             p_tags) WITH ORDINALITY AS s(term, hits, ord);
-    IF kept IS NULL THEN
+    IF kept IS NULL AND NOT with_stats THEN
         RETURN;
     END IF;
-    SELECT greatest(u.entries, 1)::float8, greatest(u.tokens, 1)::float8 / greatest(u.entries, 1)
-      INTO n, avgdl FROM a2e_usage u WHERE u.namespace = p_ns AND u.agent = '';
+    SELECT greatest(u.entries, 1)::float8, greatest(u.tokens, 1)::float8 / greatest(u.entries, 1),
+           greatest(u.entries, 1), greatest(u.tokens, 1)
+      INTO n, avgdl, stat_rows, stat_tokens
+      FROM a2e_usage u WHERE u.namespace = p_ns AND u.agent = '';
     n := coalesce(n, 1);
     avgdl := coalesce(avgdl, 1);
+    IF with_stats THEN  -- the statistics' row, first
+        searched := kept;
+        stat_hits := hits;
+        stat_rows := coalesce(stat_rows, 1);
+        stat_tokens := coalesce(stat_tokens, 1);
+        RETURN NEXT;
+    END IF;
+    IF kept IS NULL OR cardinality(p_tiers) = 0 THEN
+        RETURN;
+    END IF;
     -- each term's idf (float8 throughout, as FTS5 computes it)
     idfs := ARRAY(SELECT greatest(ln((n - h + 0.5) / (h + 0.5)), 1e-6)
                     FROM unnest(hits) WITH ORDINALITY AS x(h, i) ORDER BY x.i);
@@ -344,14 +363,15 @@ BEGIN
                 ARRAY(SELECT x.t FROM unnest(kept, queries) WITH ORDINALITY AS x(t, q, i)
                        WHERE e.lexemes @@ x.q ORDER BY x.i),
                 CASE WHEN c.i = 1 THEN kept END, NULL::bigint, NULL::bigint, e.valid_from,
-                e.valid_until
+                e.valid_until, NULL::bigint[], NULL::bigint, NULL::bigint
            FROM unnest(ids, scores) WITH ORDINALITY AS c(id, bm25, i)
            JOIN a2e_entries e ON e.id = c.id ORDER BY c.i)
         UNION ALL
         (SELECT r.tier, r.owner, CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.key END,
                 CASE WHEN r.id = ANY(ids) THEN NULL ELSE r.content END, r.tags, r.source,
                 r.score, r.ttl, r.created_at, r.updated_at, r.id, NULL::float8, NULL::text[],
-                NULL::text[], h.id, r.d, r.valid_from, r.valid_until
+                NULL::text[], h.id, r.d, r.valid_from, r.valid_until, NULL::bigint[],
+                NULL::bigint, NULL::bigint
            FROM (SELECT c.id, c.i, e.tier, e.owner FROM unnest(ids[1:greatest(p_near, 0)])
                         WITH ORDINALITY AS c(id, i) JOIN a2e_entries e ON e.id = c.id
                   WHERE p_span > 0) h
