@@ -177,6 +177,8 @@ class Host:
                              self.memory.watches.ended),
             vectors=_index_stats(self.search),
             blas_threads=blas_threads,
+            reads_dropped=(lambda: self.memory.reads.dropped) if self.memory.reads.enabled
+            else None,
         ))
         self.ui: UiApp | None = None  # the memory browser at /ui (docs/ui.md)
         if config.ui.enabled:

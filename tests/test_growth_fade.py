@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support.growth import growing
+from support.http import get, metric_value
 
 from host.app import Host
 from host.client import MemoryClient
@@ -37,7 +38,7 @@ def entry(k: int, score: float, content: str = "the garden tomatoes") -> dict[st
 
 def fading(db: str, half_life: float = HALF_LIFE, **limits: Any
            ) -> AbstractAsyncContextManager[tuple[Host, ShiftedClock, Callable[..., Any]]]:
-    """`test_growth.growing` with importance fading at `half_life` (0: off): a host on a
+    """`support.growth.growing` with importance fading at `half_life` (0: off): a host on a
     clock the test moves, and a factory of clients with a session open on it."""
     limits.setdefault("on_full", "refuse")
     return growing(db, {"importance_half_life": half_life} if half_life else None, **limits)
@@ -224,6 +225,19 @@ async def test_the_read_log_holds_at_most_its_bytes_and_counts_what_it_drops(
             read = conn.execute("SELECT count(*) FROM entries WHERE read_at = 50.0").fetchone()[0]
         assert read == 3
         await log.close()
+
+
+async def test_metrics_count_the_reads_the_read_log_dropped(db_path: Path) -> None:
+    """The reads a host's read log drops at its bound are counted in /metrics
+    (`a2e_read_times_dropped_total`, 0 before): one note of 5 entries past `max_pending`."""
+    async with fading(str(db_path)) as (host, _clock, _session):
+        text = (await get(host.port, "/metrics"))[2]
+        assert "a2e_read_times_dropped_total 0.0" in text.splitlines()
+        log = host.memory.reads
+        log.note("ns", [StoredEntry("episodic", "a1", b'{"k":%d}' % i, b'"x"', [], "", 1.0, 0,
+                                    1.0, 1.0) for i in range(log.max_pending + 5)], 50.0)
+        text = (await get(host.port, "/metrics"))[2]
+        assert metric_value(text, "a2e_read_times_dropped_total") == 5
 
 
 async def test_reads_are_noted_only_while_a_setting_uses_them(store_db: str) -> None:

@@ -42,7 +42,9 @@ class HostGauges:
     the change streams (None: not shown); `embed_faults` the embedding worker's fault counters
     (`EmbeddingWorker.faults()`; None: no embedder); `vectors` the in-memory vector indexes' figures
     (`VectorIndexes.stats()`; None: no such indexes, e.g. PostgreSQL); `blas_threads` the
-    threads numpy's OpenBLAS uses (`host.ops.threads.blas_threads`; None: not shown).
+    threads numpy's OpenBLAS uses (`host.ops.threads.blas_threads`; None: not shown);
+    `reads_dropped` the read times the read log dropped at its bound (`ReadLog.dropped`; None:
+    the store keeps no read times).
     """
 
     connections_open: Callable[[], dict[str, int]]
@@ -55,6 +57,7 @@ class HostGauges:
     vectors: Callable[[], dict[str, int]] | None = None
     blas_threads: Callable[[], int | None] | None = None
     embed_faults: Callable[[], dict[str, int]] | None = None
+    reads_dropped: Callable[[], int] | None = None
 
 
 # `VectorIndexes.stats()` keys shown: (metric, help, counter?); a key the stats lack is skipped
@@ -147,6 +150,12 @@ class _ScrapeCollector(Collector):
                 if key in stats:
                     family = CounterMetricFamily if counter else GaugeMetricFamily
                     yield family(name, doc, value=stats[key])
+        if g.reads_dropped is not None:
+            yield CounterMetricFamily(
+                "a2e_read_times_dropped",
+                "Reads whose time was not kept, since start: the read log was at its bound"
+                " until a flush took it (fading importance and eviction do not see them).",
+                value=g.reads_dropped())
         threads = g.blas_threads() if g.blas_threads is not None else None
         if threads is not None:
             yield GaugeMetricFamily(
