@@ -137,13 +137,17 @@ async def stalled_watcher(host: Host, url: str, watches: int = 16
     """A WebSocket connection to `host` (its socket with a 4 KiB receive buffer, at most one
     frame buffered by the client) with a session (agent "s" of namespace "ns") and `watches`
     watches of it, which reads nothing more: what the host sends it waits, in the socket and
-    then in the request core. (connection, socket, memory_id)."""
+    then in the request core. Its `close()` sends the close frame and waits at most 0.5 s for
+    the host's (the library's default, 10 s, is waited in full while the host's close frame
+    waits behind what the connection did not read), then drops the connection.
+    (connection, socket, memory_id)."""
     from websockets.asyncio.client import connect as ws_connect
 
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", host.port))
-    stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None, compression=None)
+    stalled = await ws_connect(url, sock=sock, max_queue=1, max_size=None, compression=None,
+                               close_timeout=0.5)
     await stalled.send(json.dumps({"type": "memory/init/req", "id": "i", "version": "1.0",
                                    "namespace": "ns", "scope": {"agent": "s"}}))
     mid = json.loads(await stalled.recv())["memory_id"]
