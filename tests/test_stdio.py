@@ -196,7 +196,8 @@ async def test_lines_that_are_not_utf8_are_held_to_the_same_backpressure(tmp_pat
 
     from host.net.transport_stdio import serve_pipes
 
-    n = 65_536  # 128 KiB of two-byte lines
+    n = 16_384  # 32 KiB of two-byte lines, read at once: a host that answered each line of a read
+    # would hold 16 times `max_pipelined`
     config = make_config(tmp_path / "a.db")
     async with running_host(config) as host:
         in_r, in_w = os.pipe()
