@@ -23,9 +23,10 @@ Chunk = tuple[list[int], np.ndarray, list[str], list[float | None]]
 ROW_DICT_BYTES = 100
 
 
-# ids mapped to slots a call by `row_map` (~8 ms: a thread building a million rows' map in one
-# call held the GIL, and so the event loop, ~130 ms)
-ROW_MAP_STEP = 65536
+# ids mapped to slots a call by `row_map` (~1 ms: a thread building a million rows' map in one
+# call held the GIL, and so the event loop, ~130 ms; 65,536 rows a call, ~10 ms each, still
+# left the loop waiting 30-40 ms for it, a wait each time it asked for the GIL back)
+ROW_MAP_STEP = 8192
 
 
 def row_map(ids: np.ndarray, slots: np.ndarray, step: int = ROW_MAP_STEP) -> dict[int, int]:
