@@ -124,6 +124,16 @@ def test_bench_embedding_drains_the_backlog_beside_the_ceiling_on_a_tiny_run() -
     assert 0 <= counted <= 48 and secs > 0
 
 
+def test_bench_embedding_drains_a_postgresql_backlog_on_a_tiny_run() -> None:
+    """bench_embedding.py --db embedded: the backlog is a database of a throw-away PostgreSQL
+    server, and a host's SharedWorker embeds a copy of it to the end."""
+    figures = _load("bench_embedding").main(
+        ["--data", str(LOCOMO), "--conv", "tiny", "--db", "embedded"])
+    assert figures["stored"] == 48 and figures["ceilings"][0] > 0
+    [(_tree, _chars, counted, secs)] = figures["drains"]
+    assert 0 <= counted <= 48 and secs > 0
+
+
 def test_bench_host_drives_http_sessions_without_errors() -> None:
     """bench_host.py --transport http runs a short case over HTTP + SSE sessions (POSTs and
     the event stream of its own load client) and counts replies, none an error."""
