@@ -266,10 +266,15 @@ async def test_pipelined_requests_are_bounded_by_their_bytes(db_path: Path, tran
                   for j in range(40)]
         sender = asyncio.create_task(asyncio.to_thread(ws.send_raw, b"".join(frames)))
         (conn,) = host.server.connections
-        most = 0
-        for _ in range(100):  # while the client sends and does not read
-            await asyncio.sleep(0.02)
-            most = max(most, conn.pipeline.request_bytes - conn.pipeline._queued_bytes)
+        most, last, still = 0, -1, 0
+        for _ in range(500):  # while the client sends and does not read: until what is taken
+            await asyncio.sleep(0.01)  # up has not moved for 20 looks, reading held off
+            now = conn.pipeline.request_bytes - conn.pipeline._queued_bytes
+            most = max(most, now)
+            still = still + 1 if now == last and not conn.pipeline.reading else 0
+            last = now
+            if still == 20:
+                break
         assert most <= bound + len(body) + 100, f"{most} request bytes taken up"
         ids = [json.loads((await asyncio.to_thread(ws.recv))[1])["req_id"] for _ in range(40)]
         await sender
