@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_consolidate import BANJO, CONCISE, UKULELE, fact, store
-from test_history import history
-from test_watch import changed, session
+from support.consolidate import BANJO, CONCISE, UKULELE, fact, store
+from support.watch import changed, session
 
 from host.app import Host
 from host.client import MemoryClient
@@ -40,7 +39,7 @@ async def test_history_versions_carry_the_bounds_they_had(client: MemoryClient, 
                                      **window}])
         assert not reply.errors
         host.clock.advance(1.0)  # type: ignore[attr-defined]
-    got = await history(client, KEY)
+    got = await client.history(KEY)
     assert [v["content"] for v in got] == ["I live in Denver, downtown.", "I live in Denver.",
                                            "I live in Boston."]
     assert [bounds(v) for v in got] == [(None, None), (MAR, None), (None, MAR)]
@@ -54,9 +53,9 @@ async def test_a_superseded_version_keeps_its_bounds(client: MemoryClient, host:
     await host.search.drain()
     reply = await store(client, [{**fact("new", BANJO), "valid_from": MAR}], "supersede")
     assert [m["action"] for m in reply.consolidated] == ["superseded"]
-    [was] = await history(client, {"id": "old"})
+    [was] = await client.history({"id": "old"})
     assert (was["reason"], bounds(was)) == ("superseded", (None, MAR))
-    [now] = await history(client, {"id": "new"})
+    [now] = await client.history({"id": "new"})
     assert (now["reason"], bounds(now)) == ("current", (MAR, None))
 
 
