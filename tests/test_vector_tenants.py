@@ -175,7 +175,7 @@ async def test_a_key_past_its_namespace_share_is_served_and_let_go_not_another_n
     """A key bigger than its namespace's share of the budget, opened while another namespace's
     key is loaded and the budget is passed, answers its caller and leaves memory itself; the
     other namespace's key stays. Alone on the indexes, the same key stays loaded."""
-    from test_vector_index import SHARED, Store, unit
+    from support.index_rows import SHARED, Store, unit
 
     store = Store()
     store.put("victim", list(range(100)), unit(100), [SHARED] * 100)
