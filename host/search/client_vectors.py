@@ -18,6 +18,7 @@ from host.search.index import VectorIndexes, approximate, group_of
 from host.search.index.ann import search_stepped
 from host.search.index.loading import Index
 from host.search.index.rows import Chunk
+from host.store.growth import UsageOf
 from host.store.interface import EntryStore
 from host.store.records import Query, Scope, StoredEntry, owner_for
 
@@ -181,14 +182,13 @@ class ClientSpaces:
 
     async def _open(self, namespace: str, key: str) -> Index | None:
         """The space's index (`VectorIndexes.open`), read if it is not loaded; a big one's rows
-        counted first where the store keeps the count (`usage_of`: the namespace's entries,
+        counted first where the store keeps the count (`UsageOf`: the namespace's entries,
         at least its rows when each has one vector), so that its codes are sized once
         (`VectorIndexes.expect`: a million rows' codes grown by doubling were copied,
         ~370 MB beside them)."""
-        usage_of = getattr(self.store, "usage_of", None)
         due = self.indexes.ann_min_rows
-        if usage_of is not None and due and self.indexes.get(key) is None:
-            (entries, _bytes), _agent = await usage_of(namespace, "")
+        if isinstance(self.store, UsageOf) and due and self.indexes.get(key) is None:
+            (entries, _bytes), _agent = await self.store.usage_of(namespace, "")
             if entries >= due:
                 self.indexes.expect(key, entries)
         return await self.indexes.open(key)
