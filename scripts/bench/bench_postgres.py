@@ -479,9 +479,9 @@ def _run(args: argparse.Namespace, workdir: Path) -> tuple[list[dict[str, Any]],
                             finally:
                                 delay.off()
         finally:
-            for h in (host, remote, *stops, delay):  # the hosts before their delay line
-                if h is not None:
-                    h.stop()
+            for stoppable in (host, remote, *stops, delay):  # the hosts before their delay line
+                if stoppable is not None:
+                    stoppable.stop()
     return rows, line_rtt
 
 
