@@ -68,6 +68,11 @@ from protocol.validity import instant, valid_at, window
 __all__ = ["MemoryPlugin", "DEFAULT_AGENT"]
 
 _decode = msgspec.json.decode
+# a store request's entries are checked `STEP_BYTES` of them at a time, the loop turning
+# between (the handler runs alone: this connection's next request waits its turn). A request
+# of 500 entries with 384-number vectors (~2 MB) was one step of the loop of 98-145 ms beside
+# the SQLite writer's thread at a million rows (docs/benchmarks.md, "Scale: a million memories")
+STEP_BYTES = 128 * 1024
 # Why one entry of a `memory/store` was not stored: its error code and what to say after it.
 Failure = tuple[ErrorCode, str]
 
@@ -219,7 +224,12 @@ class MemoryPlugin:
         where: list[int] = []
         watched = self.watches.watching_working(ctx, session)
         working: list[StoredEntry] = []  # for the session's watches
+        step = 0  # bytes of entries checked since the loop last turned
         for i, raw in enumerate(req.entries):
+            if step >= STEP_BYTES:
+                step = 0
+                await asyncio.sleep(0)
+            step += len(raw)
             try:
                 e = decode_entry(raw)
                 key = canonical_key(e.key)
