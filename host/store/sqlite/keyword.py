@@ -28,10 +28,12 @@ __all__ = [
     "FEW_ROWS",
     "INDEX_BUDGET",
     "INSTANCES_A_ROW",
+    "KEYWORD_ON_LOOP",
     "Layout",
     "keyword_stats",
     "layout_of",
     "match_text",
+    "postings",
     "search_entries",
     "search_with_stats",
     "selective_terms",
@@ -46,6 +48,22 @@ def _encode_ids(ids: list[int]) -> str:
 
 
 INDEX_BUDGET = 16000  # index rows `_scored_by_index` reads at most (see `search_entries`)
+
+# keyword rows (postings of a query's terms) up to which a search runs on the event loop (see
+# `postings`): a match costs a docsize read or a highlight() of a row, 5-40 us apiece at a
+# million rows (the pages spread), so a few milliseconds at most; more run on a scan thread
+KEYWORD_ON_LOOP = 250
+
+
+def postings(conn: sqlite3.Connection, terms: tuple[str, ...], most: int) -> int:
+    """The rows of the whole keyword index holding any of `terms`, counted up to `most` + 1
+    through the index alone (every namespace's: at least the namespace's own): what a search
+    of `terms` may read, whatever the size of the namespace (~1 us a row)."""
+    if not terms:
+        return 0
+    return int(conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
+        (f"body : ({fts_match_expression(terms)})", most + 1)).fetchone()[0])
 
 
 def search_entries(

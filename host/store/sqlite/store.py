@@ -4,7 +4,8 @@ Writes go through one `Writer` thread that commits in groups (WAL, `synchronous=
 write's coroutine returns only after its group committed. Reads run on the event-loop thread
 with their own connection (a WAL snapshot; point reads cost ~20 us here, less than a thread hop),
 except those that may walk a large namespace (filters, key prefixes, key paths, the total of a
-large namespace): they run on the `ScanReader`'s threads (`host/store/sqlite/scans.py`).
+large namespace, a keyword search of terms in many rows): they run on the `ScanReader`'s threads
+(`host/store/sqlite/scans.py`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
         self._read: sqlite3.Connection | None = None
         # reads that may scan a namespace of more entries than this run off the loop
         self.scan_on_loop = SCAN_ON_LOOP
+        # keyword searches whose terms are in more rows than this run off the loop
+        self.keyword_on_loop = keyword.KEYWORD_ON_LOOP
         self._scans = ScanReader(lambda: connect(self.path))
 
     async def open(self) -> None:
@@ -179,15 +182,27 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
                 scope.namespace, reads.find_entries, scope, q, now)
         return reads.find_entries(self._conn(), scope, q, now)
 
+    def _keyword_scans_many(self, scope: Scope, terms: tuple[str, ...]) -> bool:
+        """True when a keyword search of `terms` may read more than `keyword_on_loop` rows:
+        the namespace holds more entries than that and the terms are in more rows of the index
+        (`keyword.postings`, counted up to the bound). At a million rows a cluster word's
+        ~1,000 matches held the loop 25-59 ms (their pages spread over the file)."""
+        if not terms:
+            return False
+        conn = self._conn()
+        most = self.keyword_on_loop
+        if reads.namespace_entries(conn, scope.namespace) <= most:
+            return False
+        return keyword.postings(conn, terms, most) > most
+
     async def search(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
         relevance: bool = True,
     ) -> list[StoredEntry]:
         """Keyword candidates for `text` with `relevance` set (see `host.text.keyword`; None
         with `relevance` False: `EntryStore.search`)."""
-        return keyword.search_entries(
-            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
-            self.max_matches, relevance=relevance)
+        found, _ = await self.search_stats(scope, q, text, now, candidates, relevance=relevance)
+        return found
 
     async def search_stats(
         self, scope: Scope, q: Query, text: str, now: float, candidates: int, *,
@@ -195,10 +210,16 @@ class SQLiteEntryStore(SQLiteHistory, VectorStore, NotReadyReason, EntryStore):
     ) -> tuple[list[StoredEntry], Bm25Stats]:
         """`search`, and the statistics it scored its candidates with (the terms it kept for
         `q`, the namespace's counts): what scores a text outside the index on the index's
-        scale (see `host.text.bm25`), of the same snapshot (`EntryStore.search_stats`)."""
-        return keyword.search_with_stats(
-            self._conn(), scope, q, query_terms(text), now, candidates, self.max_term_docs,
-            self.max_matches, relevance=relevance)
+        scale (see `host.text.bm25`), of the same snapshot (`EntryStore.search_stats`). On a
+        scan thread when its terms are in many rows (`_keyword_scans_many`): the same
+        function on a connection of its own, so the same answer."""
+        terms = query_terms(text)
+        args = (scope, q, terms, now, candidates, self.max_term_docs, self.max_matches,
+                keyword.INDEX_BUDGET, relevance)
+        if self._keyword_scans_many(scope, terms):
+            return await self._scans.submit(  # type: ignore[no-any-return]
+                scope.namespace, keyword.search_with_stats, *args)
+        return keyword.search_with_stats(self._conn(), *args)
 
     def analyse(self, text: str) -> Analysis:
         """`text` as the keyword index would hold it (stemmed terms and length)."""
