@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Generator, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
@@ -46,6 +46,10 @@ class Index(Protocol):
 
     def search(self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
                now: float | None = None, only: np.ndarray | None = None) -> Hits: ...
+
+    def search_steps(self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+                     now: float | None = None, only: np.ndarray | None = None
+                     ) -> Generator[None, None, Hits]: ...
 
     def similarity(self, query: np.ndarray, ids: Sequence[int]) -> np.ndarray: ...
 

@@ -112,21 +112,19 @@ def run_steps(steps: Generator[None, None, T]) -> T:
 
 
 class Searched(Protocol):
-    def search(self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
-               now: float | None = None, only: np.ndarray | None = None) -> Hits: ...
+    def search_steps(self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+                     now: float | None = None, only: np.ndarray | None = None
+                     ) -> Generator[None, None, Hits]: ...
 
 
 async def search_stepped(index: Searched, query: np.ndarray, k: int,
                          groups: Collection[str] | None = None, now: float | None = None,
                          only: np.ndarray | None = None) -> Hits:
-    """(On the loop.) `index.search(...)`, in the steps of its `search_steps` where it has
-    them (an `AnnIndex`), the loop running between two: a big key's exact scan while its
-    graph is built (a million rows of 384 dimensions: ~25 ms in one call) holds the loop a
-    step at a time (`SCAN_STEP_BYTES`)."""
-    steps = getattr(index, "search_steps", None)
-    if steps is None:
-        return index.search(query, k, groups, now, only)
-    gen = steps(query, k, groups, now, only)
+    """(On the loop.) `index.search(...)`, in the steps of its `search_steps` (an `AnnIndex`
+    has steps; an `ExactIndex` one), the loop running between two: a big key's exact scan
+    while its graph is built (a million rows of 384 dimensions: ~25 ms in one call) holds the
+    loop a step at a time (`SCAN_STEP_BYTES`)."""
+    gen = index.search_steps(query, k, groups, now, only)
     while True:
         try:
             next(gen)

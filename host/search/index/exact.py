@@ -18,7 +18,7 @@ Not thread-safe: the owner serialises writes and reads (the host calls it on the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Generator, Iterable, Iterator
 
 import numpy as np
 
@@ -134,6 +134,15 @@ class ExactIndex(Rows):
             self._n = last
             removed += 1
         return removed
+
+    def search_steps(
+        self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
+        now: float | None = None, only: np.ndarray | None = None,
+    ) -> Generator[None, None, Hits]:
+        """`search` in one step (`host.search.index.ann.search_stepped` drives the indexes'
+        steps; a float32 index's search is one)."""
+        yield from ()
+        return self.search(query, k, groups, now, only)
 
     def search(
         self, query: np.ndarray, k: int, groups: Collection[str] | None = None,
