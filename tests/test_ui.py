@@ -526,10 +526,11 @@ async def test_ui_disabled_builds_no_app(tmp_path: Path) -> None:
 
 
 _PARAMS = ("ns", "tier", "agent", "tags", "key", "page", "q", "limit", "min_score", "after",
-           "id", "back", "done")
+           "id", "back", "done", "as_of")
 _odd = st.one_of(st.text(max_size=40), st.sampled_from(
     ["", "0", "-1", "1e999", "nan", "9" * 30, "episodic", "working", "proj", "%", "_", "\\",
-     "a,b," * 40, "../", "//evil.example", "0:0", "1:x", "x" * 5000]))
+     "a,b," * 40, "../", "//evil.example", "0:0", "1:x", "x" * 5000, "2026-03-01T00:00:00Z",
+     "9999-12-31T23:59:59-01:00", "-62135596800", "2026-03-01"]))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -272,7 +272,8 @@ class NamespaceOverview:
 @dataclass(frozen=True, slots=True)
 class BrowseFilter:
     """Filters of a browse, ANDed: `tiers` (persistent ones), the writing `agent` ("" = any),
-    every one of `tags`, `key_text` within the key's JSON text ("" = any)."""
+    every one of `tags`, `key_text` within the key's JSON text ("" = any), the entries valid
+    at `as_of` (epoch seconds, the rule of a read's `Query.as_of`; None: any)."""
 
     tiers: tuple[str, ...] = PERSISTENT_TIERS
     agent: str = ""
@@ -280,6 +281,7 @@ class BrowseFilter:
     key_text: str = ""
     limit: int = 25
     offset: int = 0
+    as_of: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,3 +302,5 @@ class BrowsedEntry:
     created_at: float
     updated_at: float
     vector: str
+    valid_from: float | None = None  # when the fact holds (`NewEntry`), None: open
+    valid_until: float | None = None

@@ -50,6 +50,7 @@ from host.ui.html import layout
 from host.ui.params import (
     Refused,
     back_to,
+    instant_of,
     number,
     query_string,
     tags_of,
@@ -312,10 +313,15 @@ class UiApp:
             text_of(req, "key")
         size = self.deps.config.ui.page_size
         page = number(req.arg("page"), 1, 1, 1_000_000, "page")
+        as_of_text, error = req.arg("as_of"), ""
+        try:  # the rule of a retrieve's `as_of` (protocol.validity); a bad one reads nothing
+            as_of = instant_of(as_of_text, "as_of")
+        except ValueError as e:
+            as_of, error = None, _instant_error(e)
         f = BrowseFilter(tiers=self._tier_filter(viewer, tier), agent=agent, tags=tags_of(tags),
-                         key_text=key, limit=size, offset=(page - 1) * size)
+                         key_text=key, limit=size, offset=(page - 1) * size, as_of=as_of)
         now = self.deps.clock()
-        entries, total = await store.browse(ns, f, now)
+        entries, total = await store.browse(ns, f, now) if not error else ([], 0)
         notice = {"forgot": "The entry was forgotten.",
                   "gone": "That entry was already gone."}.get(req.arg("done"), "")
         if not total and not await self._known(ns, now):
@@ -323,8 +329,10 @@ class UiApp:
         back = back_to(f"/ui/entries?{query_string(req, drop=('done',))}", ns)
         body = views.entries_page(ns, entries, total, now, tier=tier, agent=agent, tags=tags,
                                   key=key, page=page, page_size=size,
-                                  may_forget=self._may_forget(viewer), notice=notice, back=back)
-        return self._page(f"Entries of {ns}", body, viewer, "entries", ns)
+                                  may_forget=self._may_forget(viewer), notice=notice, back=back,
+                                  as_of=as_of_text, as_of_at=as_of, error=error)
+        return self._page(f"Entries of {ns}", body, viewer, "entries", ns,
+                          status=HTTPStatus.BAD_REQUEST if error else HTTPStatus.OK)
 
     async def _search(self, req: Request, viewer: Viewer) -> Response:
         ns = self._namespace(req, viewer)
@@ -344,9 +352,15 @@ class UiApp:
         except (Refused, ValueError):
             error = "limit must be a whole number and min_score a number from 0 to 1"
             limit, min_score = 10, 0.0
+        as_of_text = req.arg("as_of")
+        try:  # the rule of a retrieve's `as_of` (protocol.validity); a bad one reads nothing
+            as_of = instant_of(as_of_text, "as_of")
+        except ValueError as e:
+            as_of, error = None, " ".join(filter(None, (error, _instant_error(e))))
         tiers = self._tier_filter(viewer, tier)
         if q and not error:
-            query = Query(tiers=tiers, tags=tags_of(tags), min_score=min_score, limit=limit)
+            query = Query(tiers=tiers, tags=tags_of(tags), min_score=min_score, limit=limit,
+                          as_of=as_of)
             ranked, note = await self._ranked(ns, agent, query, q, now)
             engine = self.deps.memory.search
             if engine.embedder is not None:  # judged as a retrieve's reply is
@@ -363,7 +377,8 @@ class UiApp:
         body = views.search_page(ns, q=q, tier=tier, tags=tags, limit=limit_text,
                                  min_score=min_text, agent=agent, hits=hits, total=total, now=now,
                                  error=error, may_forget=self._may_forget(viewer), back=back,
-                                 note=note, collapse=collapse, judged=notes)
+                                 note=note, collapse=collapse, judged=notes,
+                                 as_of=as_of_text, as_of_at=as_of)
         return self._page(f"Search {ns}", body, viewer, "search", ns)
 
     async def _ranked(self, ns: str, agent: str, query: Query, q: str, now: float
@@ -428,7 +443,7 @@ class UiApp:
                   for e in decode_entries(c.entries) if e.tier in viewer.tiers]
         newest = str(changes[-1].seq) if changes else str(after)
         body = json.dumps({"after": newest, "count": len(events),
-                           "html": views.change_cards(events)})
+                           "html": views.change_cards(events, self.deps.clock())})
         return typed(body.encode(), "application/json")
 
     async def _health(self, req: Request, viewer: Viewer) -> Response:
@@ -508,12 +523,24 @@ class UiApp:
                      [("Content-Disposition", f'attachment; filename="{name}.jsonl"')])
 
 
+def _instant_error(e: ValueError) -> str:
+    """The message of a bad `as_of`: the rule's own words, and what it takes."""
+    return (f"{e}. An instant is ISO-8601 text with a zone (2026-03-01T09:00:00Z,"
+            " 2026-03-01T10:00:00+01:00) or epoch seconds; nothing was read.")
+
+
 def export_line(namespace: str, e: BrowsedEntry) -> bytes:
     """One line of an export file (the format `a2e-host export` writes and `a2e-host import`
-    reads, `host.cli.transfer`; a test checks that it reads these back)."""
-    return _encode({
+    reads, `host.cli.transfer`, the bounds of the time of a fact included when the entry has
+    them; a test checks that it reads these back)."""
+    line: dict[str, object] = {
         "namespace": namespace, "tier": e.tier, "owner": e.owner, "agent": e.agent,
         "key": msgspec.Raw(e.key), "content": msgspec.Raw(e.content), "tags": e.tags,
         "source": e.source, "score": e.score, "ttl": e.ttl, "created_at": e.created_at,
         "updated_at": e.updated_at,
-    }) + b"\n"
+    }
+    if e.valid_from is not None:
+        line["valid_from"] = e.valid_from
+    if e.valid_until is not None:
+        line["valid_until"] = e.valid_until
+    return _encode(line) + b"\n"

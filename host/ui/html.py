@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from html import escape
 from importlib.metadata import PackageNotFoundError, version
@@ -21,6 +22,7 @@ __all__ = [
     "fmt_bytes",
     "fmt_clock",
     "fmt_duration",
+    "fmt_instant",
     "fmt_ms",
     "fmt_time",
     "host_version",
@@ -49,6 +51,25 @@ def fmt_time(ts: float) -> str:
     """Unix seconds as `2026-12-01 08:50:12 UTC`. Every time the browser shows is UTC, and
     says so (its script's too: host/ui/static/ui.js)."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def fmt_instant(ts: float) -> str:
+    """An instant of the time extension (epoch seconds, years 1 to 9999:
+    `protocol.validity`) as a `<time>` element: `2026-03-01 09:00:00 UTC` to read (a fraction
+    of a second when it has one), its ISO-8601 form (`2026-03-01T09:00:00Z`, what a Search's
+    `as of` takes) in `datetime` and `title`."""
+    try:
+        at = _EPOCH + timedelta(seconds=ts)
+    except (OverflowError, ValueError):  # not an instant (a row written by another tool)
+        return esc(ts)
+    frac = f".{at.microsecond:06d}".rstrip("0") if at.microsecond else ""
+    day = f"{at.year:04d}-{at.month:02d}-{at.day:02d}"
+    clock = f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}{frac}"
+    iso = f"{day}T{clock}Z"
+    return f'<time datetime="{iso}" title="{iso}">{day} {clock} UTC</time>'
 
 
 def fmt_clock(ts: float, zone: bool = True) -> str:

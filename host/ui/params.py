@@ -5,16 +5,19 @@ answers), and return addresses that stay inside the browser.
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 from urllib.parse import quote, urlencode
 
 from host.ui.web import PREFIX, Request, Response, refusal
+from protocol import validity
 
 __all__ = [
     "MAX_TAGS",
     "MAX_TEXT",
     "Refused",
     "back_to",
+    "instant_of",
     "number",
     "query_string",
     "quoted",
@@ -43,6 +46,23 @@ def number(text: str, default: int, lo: int, hi: int, name: str) -> int:
     except ValueError:
         raise Refused(refusal(HTTPStatus.BAD_REQUEST, f"{name} must be a whole number")) from None
     return min(max(value, lo), hi)
+
+
+_SECONDS = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")  # ASCII digits only (float() takes "١")
+
+
+def instant_of(text: str, name: str) -> float | None:
+    """The instant typed into a form's field `name` (a Search's `as_of`), as epoch seconds;
+    None when empty. Plain decimal digits are epoch seconds (the wire's number), anything else
+    ISO-8601 text with a zone (the wire's string), both by the rules of
+    `protocol.validity.instant`: ValueError, whose text names `name`, when it names no
+    instant of the years 1 to 9999."""
+    text = text.strip()
+    if not text:
+        return None
+    if len(text) <= validity.MAX_TEXT and _SECONDS.fullmatch(text):
+        return validity.instant(float(text), name)
+    return validity.instant(text, name)
 
 
 def tags_of(text: str) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from host.ui.html import (
     fmt_bytes,
     fmt_clock,
     fmt_duration,
+    fmt_instant,
     fmt_ms,
     fmt_time,
     pretty_json,
@@ -186,12 +187,40 @@ def _tags(tags: Sequence[str]) -> str:
     return "".join(f'<span class="tag">{esc(t)}</span>' for t in tags) or '<span class="muted">—</span>'
 
 
+def validity_facts(valid_from: float | None, valid_until: float | None, now: float
+                   ) -> tuple[list[tuple[str, str]], str]:
+    """An entry's time of a fact (`protocol.validity`: [valid_from, valid_until), each
+    bound only when set) as the facts of its card, each bound with how far it is from `now`,
+    and a mark for its head when the fact no longer holds or does not hold yet ("" while it
+    holds, and for an entry without bounds)."""
+    facts = []
+    if valid_from is not None:
+        when = (f"in {fmt_duration(valid_from - now)}" if valid_from > now
+                else f"{fmt_duration(now - valid_from)} ago")
+        facts.append(("valid from", f'{fmt_instant(valid_from)} <span class="muted">'
+                                    f"({when})</span>"))
+    if valid_until is not None:
+        when = (f"ended {fmt_duration(now - valid_until)} ago" if valid_until <= now
+                else f"in {fmt_duration(valid_until - now)}")
+        facts.append(("valid until", f'{fmt_instant(valid_until)} <span class="muted">'
+                                     f"({when})</span>"))
+    mark = ""
+    if valid_until is not None and valid_until <= now:
+        mark = ('<span class="validity ended" title="its valid_until has passed: a retrieve'
+                ' as of now leaves it out">no longer valid</span>')
+    elif valid_from is not None and valid_from > now:
+        mark = ('<span class="validity pending" title="its valid_from is still to come: a'
+                ' retrieve as of now leaves it out">not valid yet</span>')
+    return facts, mark
+
+
 def entry_card(
     e: BrowsedEntry | StoredEntry, ns: str, now: float, *, may_forget: bool, back: str,
     vector: str | None = None, extra: str = "", rank: int | None = None,
 ) -> str:
     """One entry: key, tier, writer, content (pretty JSON, folded when long), tags, score,
-    TTL left, created and updated, whether its vector is written, and a Forget link."""
+    TTL left, created and updated, its time of a fact (`validity_facts`, when it has one),
+    whether its vector is written, and a Forget link."""
     agent = e.agent if isinstance(e, BrowsedEntry) else (e.owner or "")
     state = e.vector if isinstance(e, BrowsedEntry) else vector
     actions = ""
@@ -207,6 +236,8 @@ def entry_card(
         ("created", fmt_time(e.created_at)),
         ("updated", fmt_time(e.updated_at)),
     ]
+    valid, mark = validity_facts(e.valid_from, e.valid_until, now)
+    facts += valid
     if state is not None:
         facts.append(("vector", _vector(state)))
     if e.source:
@@ -214,30 +245,54 @@ def entry_card(
     dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (f'<article class="entry" id="e{e.id}">'
             f'<div class="head">{num}<span class="key">{esc(compact_json(e.key))}</span>'
-            f'<span class="tier">{esc(e.tier)}</span>{who}{actions}</div>'
+            f'<span class="tier">{esc(e.tier)}</span>{mark}{who}{actions}</div>'
             f"{pretty_json(e.content)}<dl>{dl}</dl>{extra}</article>")
+
+
+def _as_of_input(text: str, now: float) -> str:
+    """The `as_of` field of a filter form: an instant, as a retrieve's `as_of` takes it."""
+    example = fmt_instant(now).split('"', 2)[1]  # now, in the ISO-8601 form it takes
+    return _input("as_of", text, "as of (ISO-8601 with a zone, or epoch seconds)",
+                  extra=f' placeholder="{esc(example)}" maxlength="64" spellcheck="false"')
+
+
+def as_of_line(as_of: float | None) -> str:
+    """What an `as_of` filter kept, said under the form ("" without one)."""
+    if as_of is None:
+        return ""
+    return (f'<p class="muted" id="as-of">Only the entries valid at {fmt_instant(as_of)}'
+            " (<code>as_of</code>: no <code>valid_from</code> after it, no"
+            " <code>valid_until</code> at or before it; an entry without bounds holds at every"
+            " time).</p>")
 
 
 def entries_page(
     ns: str, entries: Sequence[BrowsedEntry], total: int, now: float, *,
     tier: str, agent: str, tags: str, key: str, page: int, page_size: int,
-    may_forget: Mapping[str, bool], notice: str, back: str,
+    may_forget: Mapping[str, bool], notice: str, back: str, as_of: str = "",
+    as_of_at: float | None = None, error: str = "",
 ) -> str:
-    """The filter form and one page of a namespace's entries, newest first."""
+    """The filter form and one page of a namespace's entries, newest first; with `as_of`
+    (the text given, `as_of_at` the instant it names) only those valid then; `error` instead
+    of any entry when a filter named nothing."""
     form = (f'<form class="filters" method="get" action="/ui/entries">{_hidden(ns=ns)}'
             f'{_select("tier", tier, TIER_CHOICES, "tier")}'
             f'{_input("agent", agent, "agent (writer)")}'
             f'{_input("tags", tags, "tags (all of, comma-separated)")}'
             f'{_input("key", key, "key contains", kind="search")}'
+            f"{_as_of_input(as_of, now)}"
             '<button type="submit">Filter</button></form>')
+    if error:
+        return f'{form}<p class="error" role="alert">{esc(error)}</p>'
     note = f'<p class="notice" role="status">{esc(notice)}</p>' if notice else ""
+    note += as_of_line(as_of_at)
     first = (page - 1) * page_size
     if not entries:
         return f'{form}{note}<p class="notice">No entry matches.</p>'
     shown = f"{first + 1}–{first + len(entries)} of {total}"
     cards = "".join(entry_card(e, ns, now, may_forget=may_forget.get(e.tier, False), back=back)
                     for e in entries)
-    params = {"ns": ns, "tier": tier, "agent": agent, "tags": tags, "key": key}
+    params = {"ns": ns, "tier": tier, "agent": agent, "tags": tags, "key": key, "as_of": as_of}
     prev = (f'<a href="{url("/ui/entries", {**params, "page": page - 1})}">← newer</a>'
             if page > 1 else "")
     nxt = (f'<a href="{url("/ui/entries", {**params, "page": page + 1})}">older →</a>'
@@ -308,12 +363,13 @@ def search_page(
     ns: str, *, q: str, tier: str, tags: str, limit: str, min_score: str, agent: str,
     hits: Sequence[tuple[StoredEntry, ScoreParts]], total: int, now: float, error: str,
     may_forget: Mapping[str, bool], back: str, note: str = "", collapse: bool = False,
-    judged: Mapping[int, Judged] | None = None,
+    judged: Mapping[int, Judged] | None = None, as_of: str = "", as_of_at: float | None = None,
 ) -> str:
     """The search box (field `q`) with the retrieve's filters, then the hits in rank order,
     each with its score parts and what the judgement of the reply says it carries (`judged`,
     by `id()` of the entry: the keys it supersedes, the near-duplicates it stands for when
-    `collapse` was asked), and `note`, when the search left some agents out."""
+    `collapse` was asked), and `note`, when the search left some agents out. `as_of`: the
+    retrieve's `as_of` as typed, `as_of_at` the instant it names."""
     fields = [
         _input("q", q, "query", kind="search", wide=True),
         _select("tier", tier, TIER_CHOICES, "tier"),
@@ -322,6 +378,7 @@ def search_page(
         _input("min_score", min_score, "min_score (relevance, 0 to 1)", kind="number",
                extra=" min=0 max=1 step=any"),
         _input("agent", agent, "agent (empty: every agent)"),
+        _as_of_input(as_of, now),
         f'<label><input type="checkbox" name="collapse" value="1"'
         f'{" checked" if collapse else ""}> collapse near-duplicates</label>',
     ]
@@ -334,6 +391,7 @@ def search_page(
                 " query and these filters, and shows why each hit ranked where it did.</p>")
     if note:
         form += f'<p class="notice">{esc(note)}</p>'
+    form += as_of_line(as_of_at)
     if not hits:
         return f'{form}<p class="notice">No entry matches.</p>'
     top_kw = max((p.keyword or 0.0 for _, p in hits), default=0.0)
@@ -348,20 +406,28 @@ def search_page(
             f'<div class="entries" id="hits">{cards}</div>')
 
 
-def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
+def _bound(value: object) -> float | None:
+    """A bound of a change log's entry (a number when set, `protocol.validity`)."""
+    return float(value) if isinstance(value, int | float) else None
+
+
+def change_cards(events: Sequence[tuple[str, dict[str, Any]]], now: float) -> str:
     """One card an entry of the change log, in the order given: what happened (`stored`,
     `forgotten`, `expired`, `evicted`, `consolidated`), the key, tier, tags, for a store its
-    content and times, for a consolidation what was done to the entry (`superseded`: retired
-    into its history; `skipped`: the new one not stored), the new entry's key and the
-    similarity that decided."""
+    content, times and time of a fact (its bounds against `now`), for a consolidation what
+    was done to the entry (`superseded`: retired into its history; `skipped`: the new one not
+    stored), the new entry's key and the similarity that decided."""
     cards = []
     for op, e in events:
         facts = [("tags", _tags(e.get("tags", [])))]
-        content = ""
+        content = mark = ""
         if op == "stored":
             content = pretty_json(json.dumps(e.get("content")).encode())
             facts += [("score", f"{e.get('score', 0):g}"),
                       ("updated", fmt_time(float(e.get("updated_at", 0))))]
+            valid, mark = validity_facts(_bound(e.get("valid_from")),
+                                         _bound(e.get("valid_until")), now)
+            facts += valid
         elif op == "consolidated":
             with_key = compact_json(json.dumps(e.get("with")).encode())
             facts += [("action", esc(str(e.get("action", "")))),
@@ -372,8 +438,8 @@ def change_cards(events: Sequence[tuple[str, dict[str, Any]]]) -> str:
             f'<article class="entry change op-{esc(op)}"><div class="head">'
             f'<span class="op">{esc(op)}</span>'
             f'<span class="key">{esc(compact_json(json.dumps(e.get("key")).encode()))}</span>'
-            f'<span class="tier">{esc(e.get("tier", ""))}</span></div>{content}<dl>{dl}</dl>'
-            "</article>")
+            f'<span class="tier">{esc(e.get("tier", ""))}</span>{mark}</div>{content}'
+            f"<dl>{dl}</dl></article>")
     return "".join(cards)
 
 

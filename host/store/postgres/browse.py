@@ -20,7 +20,7 @@ _COLUMNS = (
     " e.created_at, e.updated_at,"
     " CASE WHEN EXISTS (SELECT 1 FROM a2e_embed_queue q WHERE q.entry_id = e.id) THEN 'queued'"
     " WHEN EXISTS (SELECT 1 FROM a2e_vectors v WHERE v.entry_id = e.id) THEN 'written'"
-    " ELSE 'none' END"
+    " ELSE 'none' END, e.valid_from, e.valid_until"
 )
 
 
@@ -28,7 +28,8 @@ def _entry(r: Any) -> BrowsedEntry:
     return BrowsedEntry(
         id=int(r[0]), tier=r[1], owner=r[2], agent=r[3], key=r[4].encode(),
         content=r[5].encode(), tags=list(r[6]), source=r[7], score=r[8], ttl=int(r[9]),
-        created_at=r[10], updated_at=r[11], vector=r[12],
+        created_at=r[10], updated_at=r[11], vector=r[12], valid_from=r[13],
+        valid_until=r[14],
     )
 
 
@@ -77,6 +78,11 @@ async def browse(pool: Any, namespace: str, f: BrowseFilter, now: float
     if f.tags:
         args.append(list(dict.fromkeys(f.tags)))
         where += f" AND e.tags @> ${len(args)}::text[]"
+    if f.as_of is not None:  # the entries valid then, by the rule of a read's `as_of`
+        args.append(f.as_of)
+        at = f"${len(args)}::float8"
+        where += (f" AND (e.valid_from IS NULL OR e.valid_from <= {at})"
+                  f" AND (e.valid_until IS NULL OR e.valid_until > {at})")
     total = await pool.fetchval(f"SELECT count(*) FROM a2e_entries e WHERE {where}", *args)
     rows = await pool.fetch(
         f"SELECT {_COLUMNS} FROM a2e_entries e WHERE {where}"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import msgspec
 
 from host.store.records import BrowsedEntry, BrowseFilter, NamespaceOverview
+from host.store.sqlite.reads import VALID_AT
 
 __all__ = ["browse", "browse_entry", "export_namespace", "overview"]
 
@@ -25,7 +26,7 @@ _COLUMNS = (
     " e.created_at, e.updated_at,"
     " CASE WHEN EXISTS (SELECT 1 FROM embed_queue q WHERE q.entry_id = e.id) THEN 'queued'"
     " WHEN EXISTS (SELECT 1 FROM vectors v WHERE v.entry_id = e.id) THEN 'written'"
-    " ELSE 'none' END"
+    " ELSE 'none' END, e.valid_from, e.valid_until"
 )
 
 
@@ -33,7 +34,7 @@ def _entry(r: tuple) -> BrowsedEntry:
     return BrowsedEntry(
         id=r[0], tier=r[1], owner=r[2], agent=r[3], key=r[4].encode(), content=r[5].encode(),
         tags=_tags.decode(r[6]), source=r[7], score=r[8], ttl=r[9], created_at=r[10],
-        updated_at=r[11], vector=r[12],
+        updated_at=r[11], vector=r[12], valid_from=r[13], valid_until=r[14],
     )
 
 
@@ -90,6 +91,9 @@ def browse(
         where += (" AND EXISTS (SELECT 1 FROM entry_tags t WHERE t.namespace = e.namespace"
                   " AND t.tier = e.tier AND t.owner = e.owner AND t.tag = ? AND t.entry_id = e.id)")
         args.append(tag)
+    if f.as_of is not None:  # the entries valid then, by the rule of a read's `as_of`
+        where += VALID_AT
+        args += [f.as_of, f.as_of]
     total = conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", args).fetchone()[0]
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM entries e WHERE {where}"
