@@ -25,8 +25,13 @@ Two kinds: `LocalWorker` adds the vectors it writes to the process's `VectorInde
 `SharedWorker` claims queued entries from a store that keeps and searches the vectors itself
 (`host.store.interface.VectorSearch`: PostgreSQL shared by several hosts), a window at a time
 (oldest first, leased: no other host embeds them meanwhile), embeds them as `LocalWorker` does
-and writes them back through the store; there, a waiting query is satisfied when the whole
-queue is empty.
+and writes them back through the store. Read-your-writes there as on SQLite: a query waits
+until its namespace has nothing queued that was queued at its connection's last write, and the
+worker serves the waiting namespaces first, a claim of the namespace's entries alone
+(`claim_namespace_vectors`, leased as any claim, its oldest first) at a time; a window of any
+namespace starts no other call once a query waits (its claims not started released). A
+namespace's entries another host holds are waited for: that host writes them, or its lease
+lapses and they are claimed again.
 """
 
 from __future__ import annotations
@@ -409,33 +414,45 @@ class SharedWorker(EmbeddingWorker):
     store: VectorSearch
 
     async def embed_pending(self, namespace: str | None = None) -> tuple[int, bool]:
-        """Claim and embed one window (of any namespace: claims are global): up to `window()`
-        queued entries, oldest first, leased for `embed_lease` seconds (the other hosts on the
-        database skip them meanwhile), embedded as `LocalWorker`'s window is (sorted by
-        length, short calls on both threads, the vectors written a batch at a time as they
-        come). No call starts once `_LEASE_USED` of the lease has passed (nor once stopping):
-        the claims of the calls not started are released then, for any host to take."""
+        """Claim and embed one window: up to `window()` queued entries (of `namespace`, when
+        a query waits for it; else of any), oldest first, leased for `embed_lease` seconds
+        (the other hosts on the database skip them meanwhile), embedded as `LocalWorker`'s
+        window is (sorted by length, short calls on both threads, the vectors written a batch
+        at a time as they come). No call starts once `_LEASE_USED` of the lease has passed,
+        nor once stopping, nor (a window of any namespace, or of another) once a query waits
+        for another namespace: the claims of the calls not started are released then, for
+        any host to take. Complete (of `namespace`) when every entry it had queued at the
+        claim was claimed by it and embedded (or set aside): none held by another host."""
         self._forget_aside()
-        claimed = await self.store.claim_vectors(self.window(), self.cfg.embed_lease)
+        if namespace is None:
+            claimed = await self.store.claim_vectors(self.window(), self.cfg.embed_lease)
+            left = 0
+        else:
+            claimed, left = await self.store.claim_namespace_vectors(
+                namespace, self.window(), self.cfg.embed_lease, list(self._aside))
         if not claimed:
-            return 0, await self._drained()
+            return 0, (await self._drained() if namespace is None else not left)
         deadline = time.monotonic() + self.cfg.embed_lease * _LEASE_USED
+        unwritten = 0  # vectors `put_vectors` did not store (the entry changed, or gave way)
 
         async def write(js: list[int], vecs: np.ndarray) -> None:
-            await self.store.put_vectors(
-                self.embedder.name,
-                [(claimed[j][0].id, claimed[j][1], vecs[k]) for k, j in enumerate(js)])
+            nonlocal unwritten
+            rows = [(claimed[j][0].id, claimed[j][1], vecs[k]) for k, j in enumerate(js)]
+            unwritten += len(rows) - len(await self.store.put_vectors(self.embedder.name, rows))
 
         # an entry the embedder fails on stays claimed: its lease (`embed_lease`) passes
         # before any host claims it again
         finished, failed = await self._embed_apart(
             [p.id for p, _seq in claimed], [self._bound(p.text) for p, _seq in claimed], write,
-            lambda: self._stopping or time.monotonic() >= deadline)
+            lambda: (self._stopping or time.monotonic() >= deadline
+                     or any(ns != namespace for ns in self._waiters)))
         handled = set(finished) | set(failed)
         if len(handled) < len(claimed):
             await self.store.release_vectors(
                 [(p.id, seq) for j, (p, seq) in enumerate(claimed) if j not in handled])
-        return len(handled), await self._drained()
+        if namespace is None:
+            return len(handled), await self._drained()
+        return len(handled), not left and not unwritten and len(handled) == len(claimed)
 
     async def _drained(self) -> bool:
         """Nothing queued but, at most, the entries set aside (claimed till their lease ends:

@@ -412,6 +412,15 @@ class VectorSearch(EntryStore):
         queue sequence number (for `put_vectors`)."""
 
     @abstractmethod
+    async def claim_namespace_vectors(
+        self, namespace: str, limit: int, lease: float, skip: Sequence[int] = (),
+    ) -> tuple[list[tuple[Pending, int]], int]:
+        """As `claim_vectors`, of the queued entries of `namespace` alone (those a query waits
+        for), and how many of them the claim left (held by another host, or past `limit`;
+        the ids `skip`, claims the caller keeps, not counted): 0 when it took all that the
+        namespace had queued."""
+
+    @abstractmethod
     async def release_vectors(self, rows: Sequence[tuple[int, int]]) -> None:
         """Release the claims of `(entry id, sequence)` rows (from `claim_vectors`) not
         embedded: any host may claim them again at once."""

@@ -93,6 +93,40 @@ class Vectors(StoreState):
                          stored_text(r[7], list(r[8]), r[6])), r[1])
                 for r in rows]
 
+    async def claim_namespace_vectors(
+        self, namespace: str, limit: int, lease: float, skip: Sequence[int] = (),
+    ) -> tuple[list[tuple[Pending, int]], int]:
+        """As `claim_vectors`, of the entries of `namespace` alone (oldest first, leased,
+        those another host holds or is claiming skipped), and how many of the namespace's
+        queued entries this claim left: held by other hosts, past `limit`, or changed while
+        it ran (the ids `skip` not counted: the caller's own claims it keeps). 0 means every
+        entry the namespace had queued when the statement began is now claimed by this call
+        (or in `skip`).
+
+        One statement, one snapshot for the claim and the count. The namespace's queued
+        entries are found through its entries (`a2e_entries_rank` leads with the namespace)
+        or through the queue, whichever the planner finds fewer: a backlog of another
+        namespace is not read row by row when this one's entries are fewer."""
+        rows = await self.pool.fetch(
+            "WITH t AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"
+            " n AS MATERIALIZED (SELECT q.entry_id, q.claimed_until FROM a2e_embed_queue q"
+            "       JOIN a2e_entries e ON e.id = q.entry_id WHERE e.namespace = $3),"
+            " c AS (SELECT q.entry_id FROM a2e_embed_queue q, t, n"
+            "       WHERE q.entry_id = n.entry_id AND q.claimed_until <= t.now"
+            "       ORDER BY q.entry_id LIMIT $1 FOR UPDATE OF q SKIP LOCKED),"
+            " u AS (UPDATE a2e_embed_queue q SET claimed_until = t.now + $2 FROM c, t"
+            "       WHERE q.entry_id = c.entry_id RETURNING q.entry_id, q.seq)"
+            " SELECT u.entry_id, u.seq, e.namespace, e.tier, e.owner, e.expires_at, e.key,"
+            " e.content, e.tags, NULL::bigint FROM u JOIN a2e_entries e ON e.id = u.entry_id"
+            " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+            " (SELECT count(*) FROM n WHERE n.entry_id <> ALL($4::bigint[]))"
+            " ORDER BY 1 NULLS LAST", limit, lease, namespace, [int(i) for i in skip])
+        claimed = [(Pending(r[0], r[2], r[3], r[4], r[5],
+                            stored_text(r[7], list(r[8]), r[6])), r[1])
+                   for r in rows if r[0] is not None]
+        kept = set(skip)
+        return claimed, max(0, int(rows[-1][9]) - sum(p.id not in kept for p, _s in claimed))
+
     async def release_vectors(self, rows: Sequence[tuple[int, int]]) -> None:
         """Release the claims of `(entry id, queue sequence)` rows: claimable again at once (a
         row whose entry changed since, its sequence moved, was released by the change)."""
