@@ -426,6 +426,29 @@ async def test_entries_other_clients_wrote_never_break_a_search_or_a_listing(
     assert await in_thread(store.list_namespaces) == [("m",)]
 
 
+async def test_no_time_of_a_fact_every_item_holds_at_every_time(
+    host: Host, open_store: Callable[..., A2EStore],
+) -> None:
+    """LangGraph's BaseStore has no time of a fact and the adapter invents none
+    (docs/langgraph.md): an item whose entry a wire client bounded in the past is still read
+    by get and search (no `as_of` is sent), and a put over it stores it without bounds, so a
+    wire read as of after the old bound finds it."""
+    store = await in_thread(open_store, namespace="facts")
+    key, ended = {"ns": ["m"], "k": "home"}, 1772323200  # 2026-03-01T00:00:00Z
+    async with await MemoryClient.connect(url_of(host)) as wire:
+        await wire.init("facts")
+        await wire.store([{"key": key, "content": {"text": "Boston"}, "tier": "episodic",
+                           "valid_until": ended}])
+        assert not (await wire.retrieve(keys=[key], as_of=ended)).entries
+        item = await in_thread(store.get, ("m",), "home")
+        assert item is not None and item.value == {"text": "Boston"}
+        assert [r.key for r in await in_thread(store.search, ("m",), query="Boston")] == ["home"]
+        await in_thread(store.put, ("m",), "home", {"text": "Denver"})
+        got = (await wire.retrieve(keys=[key], as_of=ended)).entries
+        assert [e["content"] for e in got] == [{"text": "Denver"}]
+        assert "valid_until" not in got[0] and "valid_from" not in got[0]
+
+
 async def test_limit_zero_returns_nothing_as_langgraphs_stores_do(
     open_store: Callable[..., A2EStore],
 ) -> None:
