@@ -92,6 +92,30 @@ def test_judgement_plan_decides_as_before() -> None:
                 got = plan(sims, texts, newness, th, relevance, supersede, collapse)
                 assert got == _plan_before(sims, texts, newness, th, relevance, supersede,
                                            collapse)
+                # bounds that hold for every match read as no bounds
+                assert plan(sims, texts, newness, th, relevance, supersede, collapse,
+                            [True] * len(texts)) == got
+
+
+def test_judgement_plan_with_bounds_puts_each_current_match_above_what_it_supersedes() -> None:
+    """With some matches not valid at the read (random), the plan is still an order of every
+    match once, each match that supersedes ranks above those it supersedes, no match not
+    valid now supersedes one that is, and a group never mixes the two."""
+    rng = random.Random(11)
+    for _ in range(400):
+        sims, texts, newness, relevance = _case(rng)
+        current = [rng.random() < 0.6 for _ in texts]
+        th = Thresholds(single=rng.random() < 0.3)
+        for collapse in (True, False):
+            got = plan(sims, texts, newness, th, relevance, True, collapse, current)
+            seen = sorted([k for k, _s, _c in got] + [j for _k, _s, c in got for j in c])
+            assert seen == list(range(len(texts)))
+            at = {k: n for n, (k, _s, _c) in enumerate(got)}
+            for k, sup, coll in got:
+                assert all(current[j] == current[k] for j in coll)
+                for j in sup:
+                    assert at[k] < at[j]
+                    assert current[k] or not current[j]
 
 
 def test_keyword_coverage_kept_per_text_answers_as_tokenised_anew() -> None:

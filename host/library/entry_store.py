@@ -174,4 +174,5 @@ class EntryStoreMemories:
         emb = self.engine.embedder
         return results(await judged(ranked(found, self.weights, now),
                                     self.store if emb is not None else None,
-                                    emb.dim if emb is not None else 0, supersede, collapse), k)
+                                    emb.dim if emb is not None else 0, supersede, collapse,
+                                    now if at is None else at), k)

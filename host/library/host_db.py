@@ -66,13 +66,16 @@ def ranked(found: Iterable[StoredEntry], weights: RankWeights, now: float,
 
 
 async def judged(matches: list[tuple[float, StoredEntry]], store: EntryStore | None,
-                 dim: int, supersede: bool = True, collapse: bool = False) -> Ranked:
+                 dim: int, supersede: bool = True, collapse: bool = False,
+                 now: float | None = None) -> Ranked:
     """`matches` judged as a `memory/retrieve` judges its reply (`judgement.judge`, over the
     vectors `store` keeps; no store, as on a keyword-only host, or neither asked: as they
-    were)."""
+    were). `now`: the search's instant (its `as_of`, else the time of the search), at which
+    the memories' bounds are read (a fact that ended ranks after the one that holds)."""
     if store is None or not (supersede or collapse):
         return matches, {}
-    return await judgement.judge(matches, store, dim, supersede=supersede, collapse=collapse)
+    return await judgement.judge(matches, store, dim, supersede=supersede, collapse=collapse,
+                                 now=now)
 
 
 def _id(key: bytes) -> str:

@@ -127,7 +127,7 @@ class InMemoryStore(Closing):
                     live.append((e, row))
         row_of = {id(e): row for e, row in live}
         judged = mirror.judge(rank_matches([e for e, _ in live], 0.0, now, self.weights),
-                              supersede, collapse)
+                              supersede, collapse, now if at is None else at)
         return results(judged, k, lambda e: row_of[id(e)].memory.copy_for_store())
 
     def _synced_mirror(self) -> EngineMirror:

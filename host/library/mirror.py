@@ -121,10 +121,10 @@ class EngineMirror:
         return [(key_to_id(json.loads(e.key)), e) for e in found]
 
     def judge(self, matches: list[tuple[float, StoredEntry]], supersede: bool = True,
-              collapse: bool = False) -> Ranked:
-        """`matches` of `search` (ranked) judged over the copy's vectors
-        (`EngineSearcher.judge`)."""
-        return self._searcher.judge(matches, supersede, collapse)
+              collapse: bool = False, now: float | None = None) -> Ranked:
+        """`matches` of `search` (ranked) judged over the copy's vectors, the bounds read at
+        `now` (`EngineSearcher.judge`)."""
+        return self._searcher.judge(matches, supersede, collapse, now)
 
     def embed_pending(self) -> int:
         """Embed everything the copy has queued now; the number embedded."""

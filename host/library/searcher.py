@@ -115,12 +115,13 @@ class EngineSearcher:
                                             f"library:{id(self):x}"))
 
     def judge(self, matches: list[tuple[float, StoredEntry]], supersede: bool = True,
-              collapse: bool = False) -> Ranked:
+              collapse: bool = False, now: float | None = None) -> Ranked:
         """`matches` (ranked) judged as a `memory/retrieve` judges its reply, over the vectors
-        of the file (`host.library.host_db.judged`; keyword-only: as they were)."""
+        of the file, the bounds read at `now` (`host.library.host_db.judged`; keyword-only:
+        as they were)."""
         emb = self.engine.embedder
         return self._run(judged(matches, self.store if emb is not None else None,
-                                emb.dim if emb is not None else 0, supersede, collapse))
+                                emb.dim if emb is not None else 0, supersede, collapse, now))
 
     def drain(self) -> int:
         """Embed everything queued now; the number of entries embedded."""

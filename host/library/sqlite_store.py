@@ -201,7 +201,7 @@ class SQLiteStore(Closing):
                                           self._ticket)
             touched = dict(self._touched)
         return results(self._searcher.judge(ranked(found, self.weights, now, touched),
-                                            supersede, collapse), k)
+                                            supersede, collapse, now if at is None else at), k)
 
     def embed_pending(self) -> int:
         """Embed now every memory of the file still waiting for its vector (say after a bulk

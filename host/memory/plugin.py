@@ -408,7 +408,8 @@ class MemoryPlugin:
             ranked, notes = await judgement.judge(  # the present first, no repeats
                 ranked, self.search.stored_vectors(session.scope.namespace),
                 self.search.embedder.dim,
-                supersede=supersede, collapse=collapse)
+                supersede=supersede, collapse=collapse,
+                now=t if q.as_of is None else q.as_of)  # when the facts' bounds are read
         page = ranked[q.offset:q.offset + q.limit]
         self.reads.note(session.scope.namespace, (e for _, e in page), t)
         return [judgement.mark(_out(e, c), notes.get(id(e))) for c, e in page], len(ranked)

@@ -22,6 +22,23 @@ whose relevance to the query is at least `RELEVANCE` (both must answer the quest
    above the match it supersedes (if it was below) and carries its key (`supersedes`); the
    older stays in the reply, just below it. Without the mutual nearest, a long turn of a
    conversation that says "now" superseded dozens (LoCoMo recall@10 0.78 -> 0.73).
+3. **a fact that holds now before one that does not** (with `supersede`, when the read gives
+   its instant `now`: a retrieve's `as_of`, else the time of the read). A match whose bounds
+   (`valid_from` / `valid_until`, [from, until)) do not hold `now` (its fact has ended, or not
+   begun yet) is superseded by a match that holds now (or has no bounds) when they are step
+   2's pair across that line: each the other's most similar on the other side (the current
+   match's nearest among those not valid now, and theirs among the current ones) and their
+   cosine at least `SUPERSEDE`. That match ranks right above it, as in step 2, and carries
+   its key. The bounds are the agent's word that the fact is over, so no word of change is
+   asked for, nor that the current match be the newer (a fact written after its successor,
+   to record the past, is still the past). A match not valid now without such a counterpart
+   keeps its place: it may be the only answer ("where did I live before?"; without the
+   mutual nearest, a third of such answers lost their first place to a current fact merely
+   near them, `scripts/bench/eval_judgement.py`'s ended facts). Step 2 does not let a match
+   not valid now supersede one valid now, and step 1 does not group the two (a fact that
+   ended is not a saying of one that holds), so the order has no cycle. With `as_of` every
+   match holds then (the stores filter the others out), so this step moves nothing; with
+   every match valid now (no bounds), nothing here runs.
 
 Nothing else moves: a match that no newer one supersedes keeps the place its relevance gave
 it. A newer fact that does not say it changed ("My favourite food is ramen." after "... is
@@ -46,6 +63,7 @@ from msgspec import Raw
 from host.text.keyword import COMMON_WORDS, STOP_WORDS
 from host.text.searchable import searchable_text
 from protocol.messages import Collapsed, EntryOut
+from protocol.validity import valid_at
 
 __all__ = ["CHANGE_WORDS", "DEPTH", "DUPLICATE", "MORE_WORDS", "SUPERSEDE", "Judged",
            "Thresholds", "VectorsOf", "conflict", "content_text", "judge", "mark", "plan",
@@ -223,14 +241,18 @@ class _Texts(Sequence[str]):
 def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, int]],
          th: Thresholds = Thresholds(), relevance: Sequence[float] | None = None,
          supersede: bool = True, collapse: bool = True,
+         current: Sequence[bool] | None = None,
          ) -> list[tuple[int, list[int], list[int]]]:
     """The judged order of `n` ranked matches (best first) from their pairwise cosines `sims`
     (`(n, n)`, NaN for a match without a vector), their texts and their newness (`updated_at`,
     row id) and `relevance` to the query (a match below `th.relevance` is not judged): a list
     of (match index, indices it supersedes, indices it stands for), each index in exactly
     one row as the first item or among those it stands for. Steps 1 and 2 of the module's
-    docstring, each when asked (`collapse`, `supersede`)."""
+    docstring, each when asked (`collapse`, `supersede`), and step 3 with `current` (whether
+    each match's bounds hold at the read's instant; None: every match holds)."""
     n = len(texts)
+    if current is not None and all(current):
+        current = None  # nothing ended or to come: steps 1 and 2 exactly
     ok = np.isfinite(np.diag(sims)) if n else np.zeros(0, dtype=bool)
     if relevance is not None:
         ok = ok & (np.asarray(relevance, dtype=np.float64) >= th.relevance)
@@ -244,7 +266,8 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
         if ok[i] and collapse and True in dup[i][:i]:
             for g in groups:
                 near = [dup[i][j] for j in g]
-                if ok[g[0]] and (any(near) if th.single else all(near)) and not any(
+                if ok[g[0]] and (current is None or current[i] == current[g[0]]) and (
+                        any(near) if th.single else all(near)) and not any(
                         _conflict(said[i], said[j]) or _says_change(said[i], said[j])
                         or _says_change(said[j], said[i]) for j in g):
                     g.append(i)
@@ -266,18 +289,54 @@ def plan(sims: np.ndarray, texts: Sequence[str], newness: Sequence[tuple[float, 
             b = judged[y]
             ra, rb = reps[a], reps[b]
             if (nearest[y] == x and newness[ra] > newness[rb] and sims[ra, rb] >= th.supersede
+                    and (current is None or current[ra] or not current[rb])
                     and _says_change(said[ra], said[rb])):
                 sup[a].append(b)
+        if current is not None:  # step 3: each match not valid now, after its nearest that is
+            holding = [y for y, a in enumerate(judged) if current[reps[a]]]
+            over = [y for y, a in enumerate(judged) if not current[reps[a]]]
+            if holding and over:
+                for x in over:
+                    y = holding[int(close[x, holding].argmax())]
+                    if over[int(close[y, over].argmax())] != x:
+                        continue
+                    a, b = judged[y], judged[x]
+                    if close[x, y] >= th.supersede and b not in sup[a]:
+                        sup[a].append(b)
     # a superseding match takes the place of the best-ranked match it supersedes, just
     # above it (the newest first among those that share a place); nothing else moves (no
-    # supersession: the groups' own order)
+    # supersession: the groups' own order). A place is taken through a chain too (a current
+    # match above an ended one that supersedes an older one: step 3 over step 2), and among
+    # superseding matches that share it, one valid now comes first.
     order: Sequence[int] = range(len(groups))
     if any(sup):
+        place = _places(sup)
+        late = [0] * len(groups) if current is None else [
+            0 if current[r] else 1 for r in reps]
         order = sorted(order, key=lambda a: (
-            min([a] + sup[a]), 0 if sup[a] else 1, tuple(-x for x in newness[reps[a]]), a))
+            place[a], 0 if sup[a] else 1, late[a], tuple(-x for x in newness[reps[a]]), a))
     return [(reps[a], [reps[b] for b in sorted(sup[a])] if sup[a] else [],
              [j for j in g if j != reps[a]] if len(g := groups[a]) > 1 else [])
             for a in order]
+
+
+def _places(sup: list[list[int]]) -> list[int]:
+    """The place each group takes: the best (lowest) of its own and of the places of those it
+    supersedes. The supersessions have no cycle: none goes from a match not valid now to one
+    that is (step 2 refuses it, step 3's go the other way), and among matches alike in that,
+    only step 2's, from newer to older."""
+    place = list(range(len(sup)))
+    done = [False] * len(sup)
+
+    def of(a: int) -> int:
+        if not done[a]:
+            done[a] = True  # set first: a cycle, which the rule cannot make, would end here
+            place[a] = min([a] + [of(b) for b in sup[a]])
+        return place[a]
+
+    for a in range(len(sup)):
+        of(a)
+    return place
 
 
 def content_text(e: _Entry) -> str:
@@ -329,10 +388,14 @@ async def judge(
     ranked: list[tuple[float, E]], store: VectorsOf | None, dim: int,
     th: Thresholds = Thresholds(),
     text: Any = None, supersede: bool = True, collapse: bool = True,
+    now: float | None = None,
 ) -> tuple[list[tuple[float, E]], dict[int, Judged]]:
     """The ranked matches judged (first `th.depth` of them; the rest follow as they were) and,
     by `id()` of the entries that carry something, what they carry. `text(entry)` gives the
-    text compared for names, numbers and words of change (default: the content, decoded)."""
+    text compared for names, numbers and words of change (default: the content, decoded).
+    `now`: the read's instant (its `as_of`, else the time of the read), at which each entry's
+    `valid_from` / `valid_until` are read (step 3 of the module's docstring); None reads no
+    bounds."""
     head = ranked[: th.depth]
     # only the matches that answer the question are judged: the others' vectors are not read
     ids = [e.id for _c, e in head
@@ -355,7 +418,10 @@ async def judge(
     out: list[tuple[float, E]] = []
     notes: dict[int, Judged] = {}
     rel = [getattr(e, "relevance", None) or 0.0 for _c, e in head]
-    for k, sup, coll in plan(sims, texts, newness, th, rel, supersede, collapse):
+    current = None if now is None else [
+        valid_at(getattr(e, "valid_from", None), getattr(e, "valid_until", None), now)
+        for _c, e in head]
+    for k, sup, coll in plan(sims, texts, newness, th, rel, supersede, collapse, current):
         c, e = head[k]
         if sup or coll:
             notes[id(e)] = Judged([head[j][1].key for j in sup], [head[j][1].key for j in coll])
