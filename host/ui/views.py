@@ -251,9 +251,12 @@ def entry_card(
 
 def _as_of_input(text: str, now: float) -> str:
     """The `as_of` field of a filter form: an instant, as a retrieve's `as_of` takes it."""
-    example = fmt_instant(now).split('"', 2)[1]  # now, in the ISO-8601 form it takes
-    return _input("as_of", text, "as of (ISO-8601 with a zone, or epoch seconds)",
-                  extra=f' placeholder="{esc(example)}" maxlength="64" spellcheck="false"')
+    example = fmt_instant(math.floor(now)).split('"', 2)[1]  # now, in an ISO-8601 form it takes
+    why = ("only the entries valid at this instant: ISO-8601 with a zone (2026-03-01T09:00:00Z,"
+           " 2026-03-01T10:00:00+01:00) or epoch seconds")
+    return _input("as_of", text, "as of (instant)",
+                  extra=f' placeholder="{esc(example)}" title="{esc(why)}" maxlength="64"'
+                        ' spellcheck="false"')
 
 
 def as_of_line(as_of: float | None) -> str:

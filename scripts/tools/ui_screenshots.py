@@ -7,8 +7,9 @@ memory over the wire, makes some uneven traffic for the Health charts (busy and 
 intervals), signs in with the admin token and saves `ui-<page>.png` for each page at a
 desktop's width (1200 CSS pixels, the whole page up to 1800 tall), then `ui-phone.png` (the
 Entries page), `ui-phone-namespaces.png` and `ui-phone-health.png` at a phone's (390). The
-Live page is shot after an entry was stored while it was open (the change on top). Takes
-about half a minute. Needs Debian's `chromium` and `chromium-driver`.
+Live page is shot after an entry was stored while it was open (the change on top);
+`ui-as-of.png` is a Search as of a time, over two facts with bounds (FACTS). Takes about half
+a minute. Needs Debian's `chromium` and `chromium-driver`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from support.browser import BrowsedHost, chromium, demo_entries  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
 
+# two facts with the time they hold (docs/ui.md "The time of a fact"): one ended, one since
+FACTS = [
+    {"key": {"fact": "office"}, "content": "The team's office is on Canal Street.",
+     "tier": "semantic", "tags": ["work"], "valid_until": "2026-09-01T00:00:00Z"},
+    {"key": {"fact": "office", "since": "2026-09"}, "tier": "semantic", "tags": ["work"],
+     "content": "The team's office moved to Harbour Road.", "valid_from": "2026-09-01T00:00:00Z"},
+]
 INTERVAL = 0.5  # the host's ui.health_interval here: a chart spans about 15 s of traffic
 DESKTOP, PHONE = 1200, 390
 
@@ -47,7 +55,7 @@ async def _wire(host: BrowsedHost, ns: str, entries: list[dict[str, Any]]) -> Me
 async def _fill(host: BrowsedHost) -> None:
     """The demo memory, then 30 health intervals of uneven traffic: bursts of retrieves and
     stores, some intervals idle (no p99 for them)."""
-    c = await _wire(host, "demo", demo_entries())
+    c = await _wire(host, "demo", demo_entries() + FACTS)
     try:
         await c.init("support-bot", {"agent": "a1"})
         await c.store([{"key": {"ticket": 4121}, "content": "Asked how to change the invoice"
@@ -107,6 +115,8 @@ def main() -> int:
                     "namespaces": "/ui/namespaces",
                     "entries": "/ui/entries?ns=demo",
                     "search": "/ui/search?ns=demo&q=food+allergy+or+garden+vegetables",
+                    "as-of": "/ui/search?ns=demo&q=where+is+the+office"
+                             "&as_of=2026-06-01T09%3A00%3A00%2B02%3A00",
                     "health": "/ui/health",
                 }
                 for name, path in pages.items():
