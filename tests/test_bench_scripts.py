@@ -134,6 +134,16 @@ def test_bench_embedding_drains_a_postgresql_backlog_on_a_tiny_run() -> None:
     assert 0 <= counted <= 48 and secs > 0
 
 
+def test_bench_embed_tenants_probes_another_tenants_backlog_on_a_tiny_run() -> None:
+    """scripts/bench/bench_embed_tenants.py with a small backlog: a host of an empty database
+    and one of tenant A's backlog, each probed by tenant B (store, then a paraphrase); with no
+    backlog every probe finds its fact, and the backlog's host still had it queued."""
+    figures = _load("bench_embed_tenants").main(["--backlog", "2000", "--probes", "2"])
+    idle, busy = figures["hosts"]
+    assert idle["found"] == 2 and idle["backlog"] == (0, 0) and len(idle["seconds"]) == 2
+    assert busy["backlog"][0] > 0 and len(busy["seconds"]) == 2
+
+
 def test_bench_host_drives_http_sessions_without_errors() -> None:
     """bench_host.py --transport http runs a short case over HTTP + SSE sessions (POSTs and
     the event stream of its own load client) and counts replies, none an error."""
