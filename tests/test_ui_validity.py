@@ -253,3 +253,43 @@ async def test_live_and_export_carry_the_bounds(host: Host) -> None:
     assert read[BOSTON].valid_until == MARCH and read[DENVER].valid_from == MARCH
     assert (read[TRIP].valid_from, read[TRIP].valid_until) == SUMMER
     assert "valid_from" not in json.loads(next(x for x in body.splitlines() if b'"pet"' in x))
+
+
+def judged(page: str) -> list[tuple[str, str]]:
+    """A Search page's hits in rank order: each key and the keys it supersedes ("" none)."""
+    out = []
+    for key, card in cards(page.split('id="hits"', 1)[1]).items():
+        sup = re.search(r"<dt>supersedes</dt><dd>(.*?)</dd>", card)
+        out.append((key, " ".join(html.unescape(k) for k in re.findall(
+            r"<code>([^<]*)</code>", sup.group(1))) if sup else ""))
+    return out
+
+
+async def test_search_judges_at_its_as_of_as_a_retrieve_does(store_db: str) -> None:
+    """With an embedder, Search judges its hits as a retrieve's reply, at the read's instant:
+    `as_of` when given, else now. Now, Boston's fact has ended and Denver's (no bounds) holds,
+    so Denver supersedes Boston; as of January both hold and nothing supersedes, on the wire
+    as on the page."""
+    q = "Where do I live?"
+    async with running_host(make_config(store_db)) as h:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{h.port}") as c:
+            await c.init("proj", {"agent": "a1"})
+            await c.store([
+                {"key": {"fact": "home", "v": 1}, "content": "I live in Boston.",
+                 "tier": "semantic", "valid_until": MARCH},
+                {"key": {"fact": "home", "v": 2}, "content": "I live in Denver.",
+                 "tier": "semantic"}])
+            await h.search.drain()
+            b = Browser(h.port)
+            for as_of in ("", "2026-01-15T00:00:00Z"):
+                extra = {"as_of": as_of} if as_of else {}
+                reply = await c.retrieve(query=q, supersede=True, **extra)
+                wire = [(wire_key(e), " ".join(json.dumps(k, separators=(", ", ": "))
+                                               for k in e.get("supersedes", [])))
+                        for e in reply.entries]
+                _, page = await b.get("/ui/search", ns="proj", q=q, agent="a1", **extra)
+                assert judged(page) == wire, (as_of, wire)
+                if as_of:
+                    assert all(not sup for _, sup in wire)
+                else:
+                    assert wire[0] == (DENVER, BOSTON)

@@ -365,7 +365,8 @@ class UiApp:
             engine = self.deps.memory.search
             if engine.embedder is not None:  # judged as a retrieve's reply is
                 ranked, notes = await judgement.judge(ranked, engine.store, engine.embedder.dim,
-                                                      collapse=collapse, now=now)
+                                                      collapse=collapse,
+                                                      now=now if as_of is None else as_of)
             total = len(ranked)
             hits = [(e, score_parts(e.relevance or 0.0, e.score, e.updated_at, now,
                                     self.weights, keyword=e.keyword, vector=e.similarity,
