@@ -20,7 +20,8 @@ The same `EntryStore` contract as `SQLiteEntryStore`, over an asyncpg pool:
 - TTL: reads hide expired rows; `collect_garbage` deletes them on one host at a time
   (`pg_try_advisory_lock`), namespace by namespace under each namespace's lock.
 - Vectors (`host.store.interface.VectorSearch`): the hosts' embedding workers claim queued entries
-  (`claim_vectors`, `FOR UPDATE SKIP LOCKED` and a lease) and write their vectors
+  (`claim_vectors`, `FOR UPDATE SKIP LOCKED` and a lease; `claim_namespace_vectors` those of
+  a namespace a query waits for) and write their vectors
   (`put_vectors`) into `a2e_vectors`; the search engine asks `nearest_vectors` for a query's
   neighbours within the reader's visibility (an HNSW index per dimension when pgvector is
   present: `vectors_available`), so every host searches every vector at once.
