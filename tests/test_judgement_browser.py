@@ -42,6 +42,30 @@ async def host(store_db: str) -> AsyncIterator[Host]:
         yield h
 
 
+# a fact that ended in 2023, unrelated texts, its successor since then (not saying it
+# changed), an ended fact with no successor (docs/protocol.md, "Time of a fact")
+ENDED = [("Alice works at Acme.", None, "2023-01-01T00:00:00Z"),
+         ("The office printer is out of toner.", None, None),
+         ("Lunch on Friday is pizza.", None, None),
+         ("Alice is a senior engineer at Globex.", "2023-01-01T00:00:00Z", None),
+         ("Bob lived in a flat in Paris near the river.", None, "2023-01-01T00:00:00Z")]
+
+
+@pytest.fixture
+async def ended_host(store_db: str) -> AsyncIterator[Host]:
+    """A host whose namespace "proj" holds the `ENDED` facts with their bounds, keyed
+    {"k": i} in the order written, their vectors written."""
+    async with running_host(make_config(store_db)) as h:
+        async with await MemoryClient.connect(f"ws://127.0.0.1:{h.port}") as c:
+            await c.init("proj", {"agent": "a1"})
+            for i, (t, start, end) in enumerate(ENDED):
+                e = {"key": {"k": i}, "content": t, "tier": "semantic"}
+                e.update({k: v for k, v in (("valid_from", start), ("valid_until", end)) if v})
+                await c.store([e])
+        await h.search.drain()
+        yield h
+
+
 async def hits(host: Host, **query: str) -> list[tuple[str, dict[str, str]]]:
     """The Search page's hits for `query`: each card's key and what its judgement says
     (`supersedes`, `stands for N`: the keys shown), in rank order."""
@@ -64,6 +88,16 @@ async def test_a_hit_names_what_it_supersedes_and_ranks_above_it(host: Host) -> 
     got = await hits(host, q="Which climbing gym do I go to?")
     assert got[0] == ('{"k": 3}', {"supersedes": '{"k": 0}'}), got
     assert '{"k": 0}' in [k for k, _j in got[1:]]
+
+
+async def test_the_fact_that_holds_ranks_above_the_one_that_ended(ended_host: Host) -> None:
+    """The Search page reads the bounds at the time of the search, as a retrieve does: the
+    current fact first, naming the ended one under "supersedes", which is still listed; an
+    ended fact with no successor comes first for its question."""
+    got = await hits(ended_host, q="Where does Alice work?")
+    assert got[0] == ('{"k": 3}', {"supersedes": '{"k": 0}'}), got
+    assert '{"k": 0}' in [k for k, _j in got[1:]]
+    assert (await hits(ended_host, q="Where did Bob live?"))[0] == ('{"k": 4}', {})
 
 
 async def test_collapse_near_duplicates_names_what_a_hit_stands_for(host: Host) -> None:
