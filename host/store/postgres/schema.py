@@ -44,7 +44,8 @@ baseline with their comments:
   created, `ensure_vector_index` adds an HNSW index per dimension in use, on the vectors cast
   to `halfvec`.
 - `a2e_embed_queue`: entries waiting for a vector, filled by triggers, claimed by the hosts'
-  embedding workers; `a2e_search_meta`: the embedder's name and dimension.
+  embedding workers (oldest first, or those of one namespace: each row keeps its entry's
+  namespace, migration 24); `a2e_search_meta`: the embedder's name and dimension.
 
 `a2e_put_group(...)` is a host's group of store requests (its group commit,
 `host.store.postgres.batch`) in one statement and one transaction, set-based: it takes the
@@ -141,7 +142,7 @@ FUNCTIONS_DIR = "functions"  # beside this module: <concern>.sql, package data i
 # left below it is refused; one at 19 is at the baseline.
 BASELINE = 19
 # The version of `functions/` (a2e_functions.version): raised by one with every change there.
-FUNCTIONS_VERSION = 15
+FUNCTIONS_VERSION = 16
 # The files of `functions/`, by concern, in the order they are applied (bodies are not checked
 # at creation, so the order is for the reader).
 FUNCTION_FILES = ("usage", "puts", "evict", "forgets", "touches", "keyword", "vectors", "changes",

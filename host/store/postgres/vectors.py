@@ -60,7 +60,8 @@ class Vectors(StoreState):
     @staticmethod
     async def _requeue(conn: Any) -> None:
         await conn.execute(
-            f"INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM a2e_entries e"
+            f"INSERT INTO a2e_embed_queue AS q (entry_id, namespace) SELECT id, namespace"
+            f" FROM a2e_entries e"
             f" WHERE {_HOST_EMBEDS}"
             f" ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0")
 
@@ -103,23 +104,20 @@ class Vectors(StoreState):
         entry the namespace had queued when the statement began is now claimed by this call
         (or in `skip`).
 
-        One statement, one snapshot for the claim and the count. The namespace's queued
-        entries are found through its entries (`a2e_entries_rank` leads with the namespace)
-        or through the queue, whichever the planner finds fewer: a backlog of another
-        namespace is not read row by row when this one's entries are fewer."""
+        One statement, one snapshot for the claim and the count, both on the queue's index of
+        (namespace, entry id) (migration 24): another namespace's backlog is not read."""
         rows = await self.pool.fetch(
             "WITH t AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS now),"
-            " n AS MATERIALIZED (SELECT q.entry_id, q.claimed_until FROM a2e_embed_queue q"
-            "       JOIN a2e_entries e ON e.id = q.entry_id WHERE e.namespace = $3),"
-            " c AS (SELECT q.entry_id FROM a2e_embed_queue q, t, n"
-            "       WHERE q.entry_id = n.entry_id AND q.claimed_until <= t.now"
+            " c AS (SELECT q.entry_id FROM a2e_embed_queue q, t WHERE q.namespace = $3"
+            "       AND q.claimed_until <= t.now"
             "       ORDER BY q.entry_id LIMIT $1 FOR UPDATE OF q SKIP LOCKED),"
             " u AS (UPDATE a2e_embed_queue q SET claimed_until = t.now + $2 FROM c, t"
             "       WHERE q.entry_id = c.entry_id RETURNING q.entry_id, q.seq)"
             " SELECT u.entry_id, u.seq, e.namespace, e.tier, e.owner, e.expires_at, e.key,"
             " e.content, e.tags, NULL::bigint FROM u JOIN a2e_entries e ON e.id = u.entry_id"
             " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-            " (SELECT count(*) FROM n WHERE n.entry_id <> ALL($4::bigint[]))"
+            " (SELECT count(*) FROM a2e_embed_queue q WHERE q.namespace = $3"
+            "  AND q.entry_id <> ALL($4::bigint[]))"
             " ORDER BY 1 NULLS LAST", limit, lease, namespace, [int(i) for i in skip])
         claimed = [(Pending(r[0], r[2], r[3], r[4], r[5],
                             stored_text(r[7], list(r[8]), r[6])), r[1])

@@ -103,8 +103,8 @@ BEGIN
                  WHERE v.namespace = p_namespace AND v.tier = p_tier[i]
                    AND v.owner = p_owner[i] AND v.key_hash = a2e_key_hash(p_key[i])
                 RETURNING 1)
-            INSERT INTO a2e_embed_queue AS q (entry_id, seq)
-            SELECT r.id, a2e_queue_seq() WHERE EXISTS (SELECT 1 FROM d)
+            INSERT INTO a2e_embed_queue AS q (entry_id, seq, namespace)
+            SELECT r.id, a2e_queue_seq(), p_namespace WHERE EXISTS (SELECT 1 FROM d)
             ON CONFLICT (entry_id) DO UPDATE
             SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
         END IF;
@@ -210,9 +210,9 @@ BEGIN
                          WHERE e.id = m.id AND NOT m.expired AND v.namespace = e.namespace
                            AND v.tier = e.tier AND v.owner = e.owner
                            AND v.key_hash = a2e_key_hash(e.key)
-                        RETURNING e.id)
-                    INSERT INTO a2e_embed_queue AS q (entry_id, seq)
-                    SELECT DISTINCT id, a2e_queue_seq() FROM d ORDER BY id
+                        RETURNING e.id, e.namespace)
+                    INSERT INTO a2e_embed_queue AS q (entry_id, seq, namespace)
+                    SELECT DISTINCT id, a2e_queue_seq(), namespace FROM d ORDER BY id
                     ON CONFLICT (entry_id) DO UPDATE
                     SET seq = greatest(q.seq + 1, excluded.seq), claimed_until = 0;
                 END IF;

@@ -5,7 +5,8 @@
 -- New entries are queued for a vector, once an INSERT statement.
 CREATE OR REPLACE FUNCTION a2e_entries_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM new_rows ORDER BY id
+    INSERT INTO a2e_embed_queue AS q (entry_id, namespace)
+    SELECT id, namespace FROM new_rows ORDER BY id
     ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0;
     RETURN NULL;
 END $$;
@@ -15,12 +16,21 @@ END $$;
 CREATE OR REPLACE FUNCTION a2e_entries_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     WITH c AS MATERIALIZED (
-        SELECT n.id FROM new_rows n JOIN old_rows o ON o.id = n.id
+        SELECT n.id, n.namespace FROM new_rows n JOIN old_rows o ON o.id = n.id
          WHERE o.content IS DISTINCT FROM n.content OR o.tags IS DISTINCT FROM n.tags),
     d AS (DELETE FROM a2e_vectors v USING c WHERE v.entry_id = c.id)
-    INSERT INTO a2e_embed_queue AS q (entry_id) SELECT id FROM c ORDER BY id
+    INSERT INTO a2e_embed_queue AS q (entry_id, namespace) SELECT id, namespace FROM c ORDER BY id
     ON CONFLICT (entry_id) DO UPDATE SET seq = q.seq + 1, claimed_until = 0;
     RETURN NULL;
+END $$;
+
+-- A queue row written without its namespace (by a host of a version before the queue kept it,
+-- beside this one: its re-queueing of every entry) takes its entry's (migration 24; the
+-- trigger runs only for such a row).
+CREATE OR REPLACE FUNCTION a2e_embed_queue_namespace() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.namespace := (SELECT e.namespace FROM a2e_entries e WHERE e.id = NEW.entry_id);
+    RETURN NEW;
 END $$;
 
 CREATE OR REPLACE FUNCTION a2e_client_vectors_gone() RETURNS trigger LANGUAGE plpgsql AS $$
