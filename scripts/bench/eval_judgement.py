@@ -15,7 +15,15 @@ conversation memory (each turn an episodic entry keyed by its turn number, in th
 - **far updates**: 10 updates that share no word with the question and are far from it by
   meaning ("I rent a flat in Glasgow..." ... "We relocated to Lisbon in March; the new
   apartment overlooks the river.", asked "Where do I live?"): what a person means, which the
-  embedder must know (reported as "far update above / first").
+  embedder must know (reported as "far update above / first");
+- **ended facts** (one memory, a second table): 20 facts stored with a `valid_until` that has
+  passed and their successors with that `valid_from`, neither saying it changed ("My phone is
+  an iPhone 11." ... "My phone is a Pixel 8.", asked "What phone do I have?"), and 12 ended
+  facts with no successor, asked about the past ("My first mobile phone was a Nokia 3310.",
+  "What was my first mobile phone?"), several near a successor of the pairs. Reported: how
+  often the current fact ranks above the ended one and first, and where each ended-only
+  answer lands (first, top 5, top 10; "lost" when out of the top 10), beside the same memory
+  stored without bounds (the order before the judgement read them).
 
 Each family is a namespace of an in-process host (real WebSocket, SQLite, or PostgreSQL with
 `--postgres`), small (the family alone) and large (among `--fill` unrelated generated turns).
@@ -95,6 +103,7 @@ class Memory:
     name: str
     turns: list[tuple[str, Label | None]]
     questions: list[tuple[str, Label]]  # question, the label of the fact it asks for
+    bounds: dict[str, dict[str, str]] = field(default_factory=dict)  # text: its valid_*
 
 
 def _half(i: int) -> str:
@@ -142,6 +151,36 @@ def memories(data: dict[str, Any], filler: list[str], seed: int = 3) -> list[Mem
     # last, so that the other families' places among the filler stay as they were
     out.append(updates("far_updates"))
     return out
+
+
+# the instant the ended facts' successors began (and the ended facts stopped holding)
+CHANGED = "2025-01-01T00:00:00Z"
+
+
+def ended_memories(data: dict[str, Any], filler: list[str], seed: int = 5) -> list[Memory]:
+    """The ended facts' memory (each pair's older fact before the filler's middle, its
+    successor after, the ended-only facts at random) and the same turns stored without
+    bounds ("ended_plain")."""
+    rng = random.Random(seed)
+    half = len(filler) // 2
+    a: list[tuple[str, Label | None]] = [(t, None) for t in filler[:half]]
+    b: list[tuple[str, Label | None]] = [(t, None) for t in filler[half:]]
+    bounds: dict[str, dict[str, str]] = {}
+    fam, only = "ended_updates", "ended_only"
+    for i, c in enumerate(data[fam]):
+        a.insert(rng.randrange(len(a) + 1), (c["old"], Label(fam, i, "old", _half(i))))
+        b.insert(rng.randrange(len(b) + 1), (c["new"], Label(fam, i, "new", _half(i))))
+        bounds[c["old"]] = {"valid_until": CHANGED}
+        bounds[c["new"]] = {"valid_from": CHANGED}
+    for i, c in enumerate(data[only]):
+        side = a if rng.random() < 0.5 else b
+        side.insert(rng.randrange(len(side) + 1), (c["fact"], Label(only, i, "old", _half(i))))
+        bounds[c["fact"]] = {"valid_until": CHANGED}
+    questions = [(c["question"], Label(fam, i, "new", _half(i)))
+                 for i, c in enumerate(data[fam])]
+    questions += [(c["question"], Label(only, i, "old", _half(i)))
+                  for i, c in enumerate(data[only])]
+    return [Memory("ended", a + b, questions, bounds), Memory("ended_plain", a + b, questions)]
 
 
 @dataclass
@@ -193,6 +232,7 @@ class Tally:
     supersede: set[tuple[int, int]] = field(default_factory=set)
     false_supersede: set[tuple[int, int]] = field(default_factory=set)
     similar_ranks: list[int] = field(default_factory=list)  # rank of the asked fact (11: absent)
+    ended_ranks: list[int] = field(default_factory=list)  # of an ended-only fact (11: absent)
 
 
 def tally(t: Tally, reply: list[Shown], asked: Label, labels: dict[int, Label | None]) -> None:
@@ -235,13 +275,14 @@ def tally(t: Tally, reply: list[Shown], asked: Label, labels: dict[int, Label | 
         t.distinct10.append(len({f for f in facts if f is not None}))
     else:
         ranks = [k for k, s in enumerate(top) if labels[s.turn] == asked]
-        t.similar_ranks.append(ranks[0] + 1 if ranks else 11)
+        (t.ended_ranks if asked.family == "ended_only" else t.similar_ranks).append(
+            ranks[0] + 1 if ranks else 11)
 
 
 async def ask(c: MemoryClient, q: str, limit: int, judge: bool | None) -> list[dict[str, Any]]:
     """One retrieve's entries: the ranking alone (`judge` False), judged as the host judges
     when asked to collapse too (True), or a plain request (None: a host before judgement)."""
-    extra = {} if judge is None else {"supersede": judge, "collapse": judge}
+    extra: dict[str, Any] = {} if judge is None else {"supersede": judge, "collapse": judge}
     return list((await c.retrieve(query=q, limit=limit, **extra)).entries)
 
 
@@ -274,12 +315,12 @@ async def run(args: argparse.Namespace) -> None:
         async with cached_host(cfg, args.cache) as (host, emb):
             judges = True
             for size, filler in (("small", []), ("large", generated_filler(args.fill))):
-                for m in memories(data, filler):
+                for m in memories(data, filler) + ended_memories(data, filler):
                     ns = f"{m.name}-{size}"
                     c = await MemoryClient.connect(f"ws://127.0.0.1:{host.port}")
                     await c.init(ns, {"agent": "eval"})
-                    entries = [{"key": {"turn": i}, "content": t, "tier": "episodic"}
-                               for i, (t, _lab) in enumerate(m.turns)]
+                    entries = [{"key": {"turn": i}, "content": t, "tier": "episodic",
+                                **m.bounds.get(t, {})} for i, (t, _lab) in enumerate(m.turns)]
                     for i in range(0, len(entries), 100):
                         await c.store(entries[i:i + 100])
                     await host.search.drain()
@@ -314,6 +355,7 @@ async def run(args: argparse.Namespace) -> None:
                                 judged_offline(base, vec, th))
                     await c.close()
     report(results, args)
+    report_ended(results, args.show)
 
 
 def report(results: dict[tuple[str, str, str, str], Tally], args: argparse.Namespace) -> None:
@@ -353,6 +395,36 @@ def report(results: dict[tuple[str, str, str, str], Tally], args: argparse.Names
                       f"{fu.asked} | {su.update_above}/{su.asked} | {d5:.2f} |"
                       f" {d10:.2f} | {len(merges)} | {len(false)} | {len(missed)} | {len(sup)} |"
                       f" {len(fsup)} | {sr:.2f} |")
+
+
+def report_ended(results: dict[tuple[str, str, str, str], Tally], show: str = "") -> None:
+    """The ended facts' table: one row per memory size, half and method ("bounds not stored":
+    the same turns without bounds, as every reply was ordered before the judgement read
+    them); with `show` a method, its false supersessions."""
+    print("\n| memory | half | method | current above ended | current first |"
+          " ended-only first / top 5 / top 10 / lost | ended-only mean rank |"
+          " supersessions | false supersessions |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for size in ("small", "large"):
+        for half in HALVES:
+            for name, meth in (("ended", "ranking alone"), ("ended_plain", "host default"),
+                               ("ended", "host default"), ("ended", "host, collapse")):
+                t = results.get((size, half, meth, name))
+                if t is None:
+                    continue
+                label = meth + (", bounds not stored" if name == "ended_plain" else "")
+                if meth == show and name == "ended":
+                    for a, b in sorted(t.false_supersede):
+                        print(f"  {size} {half} false supersession: {TEXTS[name, size][a]!r}"
+                              f" / {TEXTS[name, size][b]!r}")
+                r = t.ended_ranks
+                n = len(r)
+                print(f"| {size} | {half} | {label} | {t.update_above}/{t.asked - n} |"
+                      f" {t.update_first}/{t.asked - n} |"
+                      f" {sum(x == 1 for x in r)}/{sum(x <= 5 for x in r)}/"
+                      f"{sum(x <= 10 for x in r)}/{sum(x > 10 for x in r)} of {n} |"
+                      f" {np.mean(r) if r else float('nan'):.2f} | {len(t.supersede)} |"
+                      f" {len(t.false_supersede)} |")
 
 
 def main() -> None:
