@@ -86,8 +86,8 @@ async def test_writer_bench_measures_full_groups_of_puts_and_forgets(tmp_path: P
 async def test_bench_ui_measures_every_read_of_the_browser() -> None:
     """scripts/bench/bench_ui.py times the wire baseline and each browser read on a small store."""
     figures = await _load("bench_ui").bench(300)
-    assert len(figures) == 7 and all(v > 0 for v in figures.values())
-    assert "wire find, one agent, 25 (baseline)" in figures
+    assert len(figures) == 8 and all(v > 0 for v in figures.values())
+    assert "wire find, one agent, 25 (baseline)" in figures and "browse, as of now" in figures
 
 
 def test_bench_watch_delivers_every_event_it_counts(capsys: pytest.CaptureFixture[str]) -> None:

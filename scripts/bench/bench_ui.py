@@ -7,9 +7,12 @@ The Entries page lists a namespace newest first across its agents (no index is m
 the rows are sorted); the wire's retrieve without a query reads one agent's page in the rank
 index's order. For each size this prints milliseconds per call (median of a few) of: the wire's
 `find` (the baseline, same store, same data), the browser's first page, a page deep in the list,
-a tag filter, a key-text filter, the namespace overview and the Live page's poll. Every browser
-read runs on a worker thread with its own connection (the figures include that hop), so none
-of them holds the event loop. Bounded: well under a minute at 100k on 2 cores.
+a tag filter, a key-text filter, an `as of` filter (a quarter of the entries have bounds, half
+of those over by now: the first page of the entries valid now), the namespace overview and the
+Live page's poll. Every browser read runs on a worker thread with its own connection (the
+figures include that hop), so none of them holds the event loop. Bounded: well under a minute
+at 100k on 2 cores. `--no-as-of` leaves the `as of` read out (to run this script against a
+tree from before the browser had it).
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ async def _fill(store: SQLiteEntryStore, n: int, t0: float) -> None:
         by_agent: dict[int, list[NewEntry]] = {}
         for i in range(start, min(start + BATCH, n)):
             tier = "semantic" if i % 4 == 0 else "episodic"
+            # a quarter bounded: valid until its own write plus 0 or n seconds (half over now)
+            until = t0 + start + (n if i % 8 == 1 else 0) if i % 4 == 1 else None
             by_agent.setdefault(i % AGENTS, []).append(NewEntry(
                 tier=tier, key=canonical_key({"id": i}),
                 content=f'"entry {i}: some remembered text about topic {i % 97}"'.encode(),
-                tags=[f"t{i % 13}", f"g{i % 7}"], score=(i % 10) / 10))
+                tags=[f"t{i % 13}", f"g{i % 7}"], score=(i % 10) / 10, valid_until=until))
         for agent, entries in by_agent.items():
             await store.put(Scope("ns", f"agent{agent}"), entries, t0 + start)
 
@@ -56,8 +61,8 @@ async def _time(fn: Callable[[], Awaitable[object]], runs: int = 5) -> float:
     return statistics.median(times) * 1000
 
 
-async def bench(n: int) -> dict[str, float]:
-    """Milliseconds per call of each read at `n` entries."""
+async def bench(n: int, as_of: bool = True) -> dict[str, float]:
+    """Milliseconds per call of each read at `n` entries (`as_of`: with the `as of` read)."""
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteEntryStore(Path(folder) / "bench.db", max_term_docs=0)
         await store.open()
@@ -67,7 +72,7 @@ async def bench(n: int) -> dict[str, float]:
             now = time.time()
             scope = Scope("ns", "agent3")
             q = Query(tiers=("episodic", "semantic"), limit=25)
-            return {
+            reads = {
                 "wire find, one agent, 25 (baseline)": await _time(
                     lambda: store.find(scope, q, now)),
                 "browse, first page of 25": await _time(
@@ -83,6 +88,10 @@ async def bench(n: int) -> dict[str, float]:
                 "change log after the head (Live poll)": await _time(
                     lambda: store.changes_after("ns", 10**12, 100)),
             }
+            if as_of:
+                reads["browse, as of now"] = await _time(
+                    lambda: store.browse("ns", BrowseFilter(limit=25, as_of=now), now))
+            return reads
         finally:
             await store.close()
 
@@ -91,8 +100,9 @@ def main() -> int:
     """Run and print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--no-as-of", action="store_true", help="leave the as-of read out")
     args = parser.parse_args()
-    results = {n: asyncio.run(bench(n)) for n in args.sizes}
+    results = {n: asyncio.run(bench(n, not args.no_as_of)) for n in args.sizes}
     names = list(next(iter(results.values())))
     print("| read | " + " | ".join(f"{n:,} entries" for n in args.sizes) + " |")
     print("|---|" + "---:|" * len(args.sizes))
