@@ -18,7 +18,7 @@ from support.hosts import make_config, running_host, url_of
 
 from host.client import MemoryClient
 from host.config import SearchConfig
-from host.library import InMemoryStore, Memory, RetrievalResult, SQLiteStore
+from host.library import InMemoryStore, JSONFileStore, Memory, RetrievalResult, SQLiteStore
 from host.library.entry_store import EntryStoreMemories
 from host.mcp.app import McpApp
 from host.store.records import Scope
@@ -188,10 +188,12 @@ def check_ended(search: Any) -> None:
 
 
 def test_library_stores_put_the_current_fact_above_the_ended_one(tmp_path: Path) -> None:
-    """`SQLiteStore.search` and `InMemoryStore.search` read the memories' bounds at the time
-    of the search: the fact that holds first, naming the one that ended."""
-    with SQLiteStore(tmp_path / "m.db", search=WAIT) as s, InMemoryStore(search=WAIT) as mem:
-        for store in (s, mem):
+    """`SQLiteStore.search`, `InMemoryStore.search` and `JSONFileStore.search` read the
+    memories' bounds at the time of the search: the fact that holds first, naming the one
+    that ended."""
+    with SQLiteStore(tmp_path / "m.db", search=WAIT) as s, InMemoryStore(search=WAIT) as mem, \
+            JSONFileStore(tmp_path / "m.json", search=WAIT) as js:
+        for store in (s, mem, js):
             for m in ended_memories():
                 store.set(m.id, m)
             check_ended(store.search)
