@@ -95,3 +95,35 @@ async def test_overview_entry_changes_and_export(store: EntryStore) -> None:
     first = await store.export_namespace("ns", now, 0, 2)
     rest = await store.export_namespace("ns", now, first[-1].id, 2)
     assert _keys(first + rest) == _keys(every) and len(first) == 2
+
+
+async def test_browse_reads_the_bounds_and_keeps_those_valid_as_of(store: EntryStore) -> None:
+    """Every browse read returns an entry's `valid_from` / `valid_until` (None when open), and
+    `as_of` keeps the entries valid then by the rule of a read's `as_of`: `valid_from`
+    included, `valid_until` excluded, an entry without bounds always."""
+    now, start, end = T0 + 10, T0 + 100, T0 + 200
+    await store.put(Scope("ns", "alice"), [
+        NewEntry(tier="semantic", key=canonical_key({"k": "t1"}), content=b'"c"',
+                 valid_from=start, valid_until=end),
+        NewEntry(tier="semantic", key=canonical_key({"k": "t2"}), content=b'"c"',
+                 valid_until=start)], now)
+
+    async def keys(at: float | None) -> set[str]:
+        page, total = await store.browse("ns", BrowseFilter(as_of=at), now)
+        assert total == len(page)
+        return set(_keys(page))
+
+    plain = {'{"k":"a1"}', '{"k":"b1"}', '{"k":"s_1"}'}
+    assert await keys(None) == plain | {'{"k":"t1"}', '{"k":"t2"}'}
+    assert await keys(start - 1) == plain | {'{"k":"t2"}'}
+    assert await keys(start) == plain | {'{"k":"t1"}'}
+    assert await keys(end - 0.5) == plain | {'{"k":"t1"}'}
+    assert await keys(end) == plain
+    page, _ = await store.browse("ns", BrowseFilter(key_text="t"), now)
+    bounds = {e.key.decode(): (e.valid_from, e.valid_until) for e in page}
+    assert bounds == {'{"k":"t1"}': (start, end), '{"k":"t2"}': (None, start)}
+    one = await store.browse_entry("ns", page[0].id, now)
+    assert one is not None and (one.valid_from, one.valid_until) == bounds[one.key.decode()]
+    exported = {e.key.decode(): (e.valid_from, e.valid_until)
+                for e in await store.export_namespace("ns", now)}
+    assert exported['{"k":"t1"}'] == (start, end) and exported['{"k":"a1"}'] == (None, None)
