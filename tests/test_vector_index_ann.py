@@ -14,6 +14,7 @@ from host.search.index import ExactIndex, VectorIndexes, group_of
 from host.search.index.ann import AnnIndex
 from host.search.index.builds import build_ann
 from host.search.index.graph import estimate_graph_nbytes
+from host.search.index.persist import unread
 
 DIM, N = 64, 12_000
 ALICE, BOB, SHARED = group_of("episodic", "alice"), group_of("episodic", "bob"), group_of("semantic", "")
@@ -190,6 +191,22 @@ def test_reopen_uses_saved_index_and_rebuilds_a_corrupt_one(tmp_path: Path) -> N
         assert ix4 is not None and len(ix4) == n and vi4.stats()["saved_hits"] == 0
 
     asyncio.run(run())
+
+
+def test_unread_is_the_saved_ids_the_store_no_longer_has() -> None:
+    # what a saved graph's reconcile removes: its ids that no batch of the store's rows held
+    # (client spaces' row ids are negative and far apart), in the graph's order
+    rng = np.random.default_rng(3)
+    kept = -(rng.permutation(np.arange(1, 5001, dtype=np.int64)) * 64) - 1
+    gone = set(kept[rng.choice(kept.size, 300, replace=False)].tolist())
+    still = [i for i in kept.tolist() if i not in gone] + [-7, 5, 10**12]  # and rows it lacks
+    rng.shuffle(still)
+    read = [np.asarray(still[a: a + 700], dtype=np.int64) for a in range(0, len(still), 700)]
+    assert unread(kept, read).tolist() == [i for i in kept.tolist() if i in gone]
+    assert unread(kept, []).tolist() == kept.tolist()  # nothing read: every row goes
+    assert unread(kept, [kept[::-1]]).size == 0
+    assert unread(np.zeros(0, dtype=np.int64), read).size == 0
+    assert unread(kept[:3], [np.asarray([kept[1]])]).tolist() == [kept[0], kept[2]]
 
 
 def test_promotion_keeps_results_and_writes_during_the_build() -> None:
