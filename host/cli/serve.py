@@ -14,6 +14,7 @@ import asyncio
 import gc
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from host.ops.logs import setup_logging
 __all__ = ["register"]
 
 log = logging.getLogger("a2e_host")
+
+SWITCH_INTERVAL = 0.001  # seconds a thread holds the GIL while another waits for it
 
 
 async def _serve(
@@ -39,6 +42,14 @@ async def _serve(
     # cyclic collector tracks) is left out of its full passes, which otherwise walked it every
     # second or two under load and held every connection 30-45 ms (the p99 of queries)
     gc.freeze()
+    # a thread running Python (a vector space's read: a million rows' row map, their checks)
+    # hands the GIL to the loop only once the loop has waited a switch interval for it, and
+    # the loop takes the GIL anew for each of uvloop's callbacks (a request is several): at
+    # the default 5 ms a /healthz waited 140-410 ms behind a restart's read of a million rows
+    # whose longest step held the GIL ~40 ms; at 1 ms, 28-41 ms (docs/benchmarks.md, "A host
+    # that is building stays fast")
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     stop = asyncio.Event()
 
     def reload() -> None:
@@ -64,6 +75,7 @@ async def _serve(
     finally:
         await host.stop()
         gc.unfreeze()
+        sys.setswitchinterval(switch)
     return 0
 
 
