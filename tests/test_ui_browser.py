@@ -174,6 +174,47 @@ def test_search_shows_the_expected_entry_first_with_its_score_parts(
     assert parts["vector"] != "cosine —" and parts["importance"] == "1.000"
 
 
+def test_search_as_of_a_time_through_the_form(browser: Any, served: BrowsedHost) -> None:
+    """The Search form's "as of" field: typed with an offset, the hits are the facts valid
+    then, each card showing its bounds in UTC (the ended one marked); a date without a zone
+    is refused with the rule's message, and no hit is shown."""
+    _signed_in(browser, served)
+    wire(served, ("store", {"entries": [
+        {"key": {"fact": "home", "v": 1}, "content": "I live in Boston.", "tier": "semantic",
+         "valid_until": "2026-03-01T00:00:00Z"},
+        {"key": {"fact": "home", "v": 2}, "content": "I live in Denver.", "tier": "semantic",
+         "valid_from": "2026-03-01T00:00:00Z"}]}))
+
+    def search(as_of: str) -> None:
+        browser.get(f"{served.base}/ui/search?ns={NS}")
+        browser.find_element(By.NAME, "q").send_keys("Where do I live?")
+        field = browser.find_element(By.NAME, "as_of")
+        field.send_keys(as_of)
+        _submit(browser, field)
+
+    def hits() -> dict[str, Any]:  # the hits about the facts, by key
+        _shown(browser, "#hits .entry")
+        cards = browser.find_elements(By.CSS_SELECTOR, "#hits .entry")
+        return {k: c for c in cards
+                if (k := c.find_element(By.CSS_SELECTOR, ".key").text).startswith('{"fact"')}
+
+    boston, denver = as_json({"fact": "home", "v": 1}), as_json({"fact": "home", "v": 2})
+    search("2026-02-28T23:30:00-01:00")  # 00:30 UTC on 1 March: Denver's fact, not Boston's
+    found = hits()
+    assert list(found) == [denver]
+    assert "2026-03-01 00:30:00 UTC" in browser.find_element(By.ID, "as-of").text
+    assert "valid from\n2026-03-01 00:00:00 UTC" in found[denver].text
+    assert browser.find_element(By.NAME, "as_of").get_attribute("value") == \
+        "2026-02-28T23:30:00-01:00"
+    search("2026-02-28T23:30:00+00:00")
+    found = hits()
+    assert list(found) == [boston]
+    assert found[boston].find_element(By.CSS_SELECTOR, ".validity").text == "no longer valid"
+    search("2026-02-28")
+    assert "needs a zone" in _shown(browser, ".error").text
+    assert not browser.find_elements(By.CSS_SELECTOR, "#hits .entry")
+
+
 def test_forget_an_entry_and_see_it_gone_through_the_wire(
         browser: Any, served: BrowsedHost) -> None:
     """Forget asks for a confirmation, then the entry is gone for a wire client too."""
