@@ -356,7 +356,7 @@ class UiApp:
         try:  # the rule of a retrieve's `as_of` (protocol.validity); a bad one reads nothing
             as_of = instant_of(as_of_text, "as_of")
         except ValueError as e:
-            as_of, error = None, " ".join(filter(None, (error, _instant_error(e))))
+            as_of, error = None, ". ".join(filter(None, (error, _instant_error(e))))
         tiers = self._tier_filter(viewer, tier)
         if q and not error:
             query = Query(tiers=tiers, tags=tags_of(tags), min_score=min_score, limit=limit,
