@@ -16,6 +16,18 @@ A store's policy is its request's `consolidate`, else the namespace's configured
   it changed), is retired: deleted, its content kept in the history (`memory/history`, reason
   `superseded`, with the new key and the similarity).
 
+Both read the time of a fact (`valid_from` / `valid_until`, docs/protocol.md "Time of a
+fact"), at the instant of the store, by the rule of a read (`protocol.validity.valid_at`, as
+the judgement's step 3): `mergeable`. Entries with the same bounds (none, or equal ones) merge
+as above, whatever their time. With other bounds, `skip` stores the new entry (its bounds are
+a told fact the stored one lacks, and a skip never changes what is stored), and `supersede`
+retires the stored entry only when the new one holds at the store and the stored one has
+begun by then: a current fact retires the ended one it updates (whose history version keeps
+its bounds), a current saying with an end to come its unbounded saying; a record of the past
+(its `valid_until` passed, its window ending before the stored one begins) or a fact still to
+come never retires what holds, and a fact still to come is never retired. Without bounds every
+decision is the one made before the bounds existed.
+
 The new entry is compared with the stored entries of its own tier the session may read (the
 same tenant's: its agent's episodic entries, the namespace's semantic ones; never another
 key's working entries, never its own key), found by a search for its text (the query path:
@@ -46,8 +58,9 @@ from host.store.interface import EntryStore
 from host.store.records import NewEntry, Query, Scope, StoredEntry
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import Consolidated
+from protocol.validity import valid_at
 
-__all__ = ["Consolidator", "Merge"]
+__all__ = ["Consolidator", "Merge", "decide", "mergeable"]
 
 _CANDIDATES = 20  # stored entries a new one is compared with, the best of its own search
 _THRESHOLDS = judgement.Thresholds()  # the read-time judgement's
@@ -71,14 +84,40 @@ class Merge:
                             similarity=self.similarity)
 
 
+Window = tuple[float | None, float | None]  # [valid_from, valid_until), None: open
+_OPEN: Window = (None, None)
+
+
+def mergeable(policy: str, new: Window, old: Window, now: float) -> bool:
+    """Whether `policy` may merge a new entry valid over `new` with a stored one valid over
+    `old`, at the write's instant `now` (the time of a fact, `protocol.validity`): always
+    when the two have the same bounds (the same time told again, as entries without bounds);
+    otherwise never for `skip` (the new bounds are a told fact the stored entry lacks), and
+    for `supersede` only when the new entry holds at `now` and the stored one has begun by
+    then (the present takes over from what it follows: a record of the past or a fact still
+    to come never retires what holds now, and a fact still to come is never retired)."""
+    if new == old:
+        return True
+    if policy != "supersede":
+        return False
+    return valid_at(new[0], new[1], now) and valid_at(old[0], None, now)
+
+
 def decide(new_text: str, new_vec: np.ndarray, old_texts: Sequence[str], old_vecs: np.ndarray,
-           policy: str, th: judgement.Thresholds = _THRESHOLDS) -> tuple[int, float] | None:
+           policy: str, th: judgement.Thresholds = _THRESHOLDS, new_window: Window = _OPEN,
+           old_windows: Sequence[Window] | None = None, now: float = 0.0
+           ) -> tuple[int, float] | None:
     """The stored entry (index into `old_*`, similarity) that `policy` merges the new one with,
     if any: for `skip` and `supersede` the most similar near-duplicate (collapse rule), for
     `supersede` otherwise the entry the new one updates (the mutual nearest at `th.supersede`
-    or more, the new text saying it changed)."""
+    or more, the new text saying it changed). Each only when `mergeable` at `now` with the
+    bounds of the two (`new_window`, `old_windows`; None: none has bounds)."""
     if not len(old_texts):
         return None
+
+    def ok(j: int) -> bool:
+        return old_windows is None or mergeable(policy, new_window, old_windows[j], now)
+
     sims = old_vecs @ new_vec
     order = np.argsort(-sims, kind="stable")
     for j in order.tolist():
@@ -87,13 +126,13 @@ def decide(new_text: str, new_vec: np.ndarray, old_texts: Sequence[str], old_vec
             break
         old = old_texts[j]
         if not (judgement.conflict(new_text, old) or judgement.says_change(new_text, old)
-                or judgement.says_change(old, new_text)):
+                or judgement.says_change(old, new_text)) and ok(j):
             return j, s
     if policy != "supersede":
         return None
     j = int(order[0])
     s = float(sims[j])
-    if s < th.supersede or not judgement.says_change(new_text, old_texts[j]):
+    if s < th.supersede or not judgement.says_change(new_text, old_texts[j]) or not ok(j):
         return None
     # each other's nearest: no other stored candidate is closer to the old entry than the new
     others = old_vecs @ old_vecs[j]
@@ -169,7 +208,9 @@ class Consolidator:
                              dtype=np.float64)
         mat = np.stack([vecs[c.id] for c in have if c.id is not None])
         got = decide(judgement.content_text(cast(Any, e)), new_vec,
-                     [judgement.content_text(c) for c in have], mat, policy)
+                     [judgement.content_text(c) for c in have], mat, policy,
+                     new_window=(e.valid_from, e.valid_until),
+                     old_windows=[(c.valid_from, c.valid_until) for c in have], now=now)
         return (have[got[0]], got[1]) if got is not None else None
 
     async def commit(self, scope: Scope, put: asyncio.Future[Any] | None,
