@@ -25,6 +25,7 @@ from host.store.sqlite.scan_index import prefix_range
 from host.store.sqlite.writes import removed_records
 
 __all__ = [
+    "CLIENT_ROWS_ON_LOOP",
     "client_changes",
     "client_rows_of",
     "client_space_dims",
@@ -53,6 +54,10 @@ def client_vectors(conn: sqlite3.Connection, scope: Scope, q: Query, space: str,
     return dims, [(r[0], np.frombuffer(r[1], dtype=np.float32).reshape(-1, dims))
                   for r in rows]
 
+
+# entries whose client vectors `client_rows_of` reads on the loop (~2 ms for 512 of 384
+# numbers: a rescoring's); more in a thread (`SQLiteEntryStore.client_rows_of`)
+CLIENT_ROWS_ON_LOOP = 512
 
 # A batch of a space's rows as the search's index loads them (`client_space_rows`): the entry
 # ids, how many vectors each has, their vectors one after the other (float32, (sum, dims)),
