@@ -110,7 +110,11 @@ async def test_a_postgres_database_at_migration_21_migrates_with_open_windows(pg
     async with PostgresEntryStore(pg_url, pool_max=1) as store:
         await store.put(s, [entry("old")], T0)
     conn = await asyncpg.connect(pg_url)
-    try:  # back to 21: the columns (the history's of 23 too), the ledger's rows, the functions'
+    try:  # back to 21: the columns (the history's of 23 too, the queue's of 24), the ledger's
+        # rows, the functions'
+        await conn.execute("DROP TRIGGER a2e_embed_queue_namespace_bi ON a2e_embed_queue;"
+                           " DROP FUNCTION a2e_embed_queue_namespace();"
+                           " ALTER TABLE a2e_embed_queue DROP COLUMN namespace")
         await conn.execute("ALTER TABLE a2e_entries DROP COLUMN valid_from,"
                            " DROP COLUMN valid_until")
         await conn.execute("ALTER TABLE a2e_entry_history DROP COLUMN valid_from,"
