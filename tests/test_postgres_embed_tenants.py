@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
 from support.hosts import make_config, running_host, url_of
 
 from host.client import MemoryClient
+from host.config import Config
+from host.search.worker import SharedWorker
 from host.store.postgres.store import PostgresEntryStore
 from host.store.records import NewEntry, Scope
 
@@ -95,6 +98,28 @@ async def test_claims_by_namespace_and_oldest_first_at_once_are_disjoint(
                for p, _seq in (batch[0] if isinstance(batch, tuple) else batch)]
     assert len(claimed) == len(set(claimed)) == len(ids)
     assert set(claimed) == set(ids)
+
+
+async def test_a_namespace_another_host_holds_is_not_caught_up_until_written(
+    stores: list[PostgresEntryStore], embedder: Any,
+) -> None:
+    """The worker's window of a waiting namespace embeds that namespace's entries alone, and
+    is not complete while another host holds one of them: once that claim is released (or
+    written), the next window takes it and is complete; the other namespace's backlog is
+    left queued throughout."""
+    a, b = stores
+    await a.set_vector_model(embedder.name, embedder.dim)  # (a new model re-queues: first)
+    await _put(a, "bulk", 20)
+    mine = await _put(a, "mine", 2)
+    held, _left = await b.claim_namespace_vectors("mine", 1, 60.0)
+    assert [p.id for p, _seq in held] == mine[:1]
+    worker = SharedWorker(a, embedder, Config().search)
+    assert await worker.embed_pending("mine") == (1, False)
+    assert await _embedded(a, "mine") == 1 and await _queued(a, "bulk") == 20
+    await b.release_vectors([(p.id, seq) for p, seq in held])
+    assert await worker.embed_pending("mine") == (1, True)
+    assert await _embedded(a, "mine") == 2 and await _queued(a, "mine") == 0
+    assert await _queued(a, "bulk") == 20
 
 
 async def test_a_queue_of_migration_23_gets_its_namespaces(pg_url: str) -> None:
