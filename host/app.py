@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from host import __version__
 from host.config import Config, mask_value
+from host.config.search import SearchConfig, wait_within
 from host.core.auth import Authenticator
 from host.core.handshake import CoreHandlers
 from host.core.router import Router
@@ -151,8 +152,13 @@ class Host:
         self.auth = Authenticator(config.auth, config_path)
         self.router = Router()
         CoreHandlers(self.router, self.auth).register(self.router)
+        # the engine's own copy: a query waits for its vectors inside its request's deadline
+        search = config.search.model_copy()
+        self._wait_within_deadline(config, search)
+        self.reload_hooks: list[Callable[[Config], None]] = [
+            lambda c: self._wait_within_deadline(c, search)]
         self.search = SearchEngine(
-            self.store, make_embedder(config.search), config.search,
+            self.store, make_embedder(config.search), search,
             busy=self._requests_waiting, on_batch=self.metrics.embedded)
         self.memory = MemoryPlugin(self.store, config, Access(self.auth), self.search, clock)
         self.memory.register(self.router)
@@ -163,7 +169,6 @@ class Host:
         self.usage = QuotaUsage(self.store, lambda: quotas_of(self.config))
         self.gc.after.append(self.usage.check)
         self.metrics.registry.register(self.usage.collector())
-        self.reload_hooks: list[Callable[[Config], None]] = []
         self._entry_counts = EntryCounts(self._count_entries)
         self.metrics.add_gauges(HostGauges(
             connections_open=self._connections_by_transport,
@@ -262,6 +267,18 @@ class Host:
             await self.search.count_backlog()
         return HttpReply(HTTPStatus.OK, self.metrics.render().decode(),
                          {"Content-Type": CONTENT_TYPE})
+
+    @staticmethod
+    def _wait_within_deadline(config: Config, search: SearchConfig) -> None:
+        """`search.vector_wait` from `config`'s, at most half its request deadline (limits
+        reload: at a reload too), with a warning when that is less."""
+        search.vector_wait = wait_within(config.search.vector_wait,
+                                         config.limits.request_timeout)
+        if search.vector_wait < config.search.vector_wait:
+            log.warning("search.vector_wait %.1f s is over half limits.request_timeout (%.1f s):"
+                        " a query waits %.1f s at most for its vectors",
+                        config.search.vector_wait, config.limits.request_timeout,
+                        search.vector_wait)
 
     def reload(self, new: Config) -> list[str]:
         """Apply `new`'s limits and log sections to the running host, in place, so open

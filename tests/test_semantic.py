@@ -129,6 +129,20 @@ async def test_a_query_waits_no_longer_than_vector_wait(db_path: Path) -> None:
         assert await asyncio.to_thread(backlog_of, h.port) > 1000
 
 
+async def test_a_query_waits_for_its_vectors_within_its_request_deadline(db_path: Path) -> None:
+    """A `vector_wait` longer than the request deadline (120 s against 2 s) is cut to half the
+    deadline: a query whose own entries are queued behind thousands more answers with what is
+    embedded, never the deadline's `internal_error` (the backlog still there)."""
+    await queue_backlog(db_path, 3000, namespace="mine")
+    cfg = make_config(db_path, search={"vector_wait": 120.0}, limits={"request_timeout": 2.0})
+    async with running_host(cfg) as h, await MemoryClient.connect(url_of(h)) as c:
+        await c.init("mine", {"agent": "bulk"})
+        await c.store([{"key": {"k": "x"}, "content": "zebra " + FACT, "tier": "episodic"}])
+        found = await c.retrieve(query="zebra", limit=1)
+        assert [e["key"] for e in found.entries] == [{"k": "x"}]
+        assert await asyncio.to_thread(backlog_of, h.port) > 1000
+
+
 async def test_a_short_query_is_not_queued_behind_another_connections_long_ones(
     embedder: Any,
 ) -> None:

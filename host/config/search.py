@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from host.config.sections import _Section
 
-__all__ = ["SearchConfig"]
+__all__ = ["SearchConfig", "wait_within"]
 
 
 class SearchConfig(_Section):
@@ -63,7 +63,8 @@ class SearchConfig(_Section):
     )
     vector_wait: float = Field(
         1.0, ge=0, description="Seconds a similarity query waits for the vectors of its own"
-        " connection's earlier writes (read-your-writes; then it answers with what is embedded)."
+        " connection's earlier writes (read-your-writes; then it answers with what is embedded);"
+        " at most half of limits.request_timeout."
     )
     max_query_terms: int = Field(
         64, ge=1, description="Distinct words of a query (stop words aside) that keyword search"
@@ -163,3 +164,15 @@ class SearchConfig(_Section):
             raise ValueError("calibration is a bias and 5 weights (cosine, reference, coverage,"
                              " no vector, coverage without a vector)")
         return v
+
+
+# Share of a request's deadline (`limits.request_timeout`) a similarity query may spend waiting
+# for its writes' vectors (`vector_wait`): the rest is the query's own work
+_WAIT_SHARE = 0.5
+
+
+def wait_within(vector_wait: float, request_timeout: float) -> float:
+    """`vector_wait`, at most half of `request_timeout`: a query waits for its vectors inside
+    its request, and a wait that outlasts the deadline would make the reply the deadline's
+    `internal_error` instead of the answer with what is embedded by then."""
+    return min(vector_wait, request_timeout * _WAIT_SHARE)
