@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.hosts import (
@@ -47,6 +47,9 @@ from host.app import Host
 from host.client import MemoryClient
 from host.config import load_config
 from protocol.clock import ShiftedClock
+
+if TYPE_CHECKING:
+    from host.store.postgres.store import PostgresEntryStore
 
 pytest_plugins = ["hang_watchdog"]  # a hung test fails with its stacks (tests/hang_watchdog.py)
 
@@ -95,6 +98,20 @@ def pg_url(pg_server: EmbeddedPostgres) -> Iterator[str]:
         yield url
     finally:
         pg_server.drop_database(name)
+
+
+@pytest.fixture
+async def pg_stores(pg_url: str) -> AsyncIterator[list[PostgresEntryStore]]:
+    """Two PostgreSQL stores with their own pools on one database: two hosts, as far as it
+    knows."""
+    from host.store.postgres.store import PostgresEntryStore
+
+    opened = [PostgresEntryStore(pg_url, pool_max=4) for _ in range(2)]
+    for s in opened:
+        await s.open()
+    yield opened
+    for s in opened:
+        await s.close()
 
 
 @pytest.fixture

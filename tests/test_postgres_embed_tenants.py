@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import pytest
 from support.hosts import make_config, running_host, url_of
 
 from host.client import MemoryClient
@@ -23,17 +21,6 @@ from host.store.records import NewEntry, Scope
 
 FACT = "Caroline adopted a puppy from the animal shelter last weekend."
 PARAPHRASE = "Who got a new dog recently?"
-
-
-@pytest.fixture
-async def stores(pg_url: str) -> AsyncIterator[list[PostgresEntryStore]]:
-    """Two stores with their own pools on one database: two hosts, as far as it knows."""
-    opened = [PostgresEntryStore(pg_url, pool_max=4) for _ in range(2)]
-    for s in opened:
-        await s.open()
-    yield opened
-    for s in opened:
-        await s.close()
 
 
 async def _put(store: PostgresEntryStore, namespace: str, n: int, words: int = 12) -> list[int]:
@@ -61,12 +48,12 @@ async def _embedded(store: PostgresEntryStore, namespace: str) -> int:
 
 
 async def test_a_claim_of_one_namespace_is_leased_and_counts_what_it_left(
-    stores: list[PostgresEntryStore],
+    pg_stores: list[PostgresEntryStore],
 ) -> None:
     """A claim by namespace takes that namespace's entries alone, oldest first, and says how
     many it left (past its limit, or held by another host); what one host claims, by
     namespace or not, the other skips until it is released."""
-    a, b = stores
+    a, b = pg_stores
     bulk = await _put(a, "bulk", 40)
     mine = await _put(a, "mine", 3)
     got, left = await b.claim_namespace_vectors("mine", 2, 60.0)
@@ -85,11 +72,11 @@ async def test_a_claim_of_one_namespace_is_leased_and_counts_what_it_left(
 
 
 async def test_claims_by_namespace_and_oldest_first_at_once_are_disjoint(
-    stores: list[PostgresEntryStore],
+    pg_stores: list[PostgresEntryStore],
 ) -> None:
     """Two hosts claiming at once, one by namespace, the other oldest first, in small claims:
     every queued entry goes to exactly one of them."""
-    a, b = stores
+    a, b = pg_stores
     ids = await _put(a, "bulk", 30) + await _put(a, "mine", 30)
     got = await asyncio.gather(*(
         s.claim_namespace_vectors("mine", 4, 60.0) if k % 2 else s.claim_vectors(4, 60.0)
@@ -101,13 +88,13 @@ async def test_claims_by_namespace_and_oldest_first_at_once_are_disjoint(
 
 
 async def test_a_namespace_another_host_holds_is_not_caught_up_until_written(
-    stores: list[PostgresEntryStore], embedder: Any,
+    pg_stores: list[PostgresEntryStore], embedder: Any,
 ) -> None:
     """The worker's window of a waiting namespace embeds that namespace's entries alone, and
     is not complete while another host holds one of them: once that claim is released (or
     written), the next window takes it and is complete; the other namespace's backlog is
     left queued throughout."""
-    a, b = stores
+    a, b = pg_stores
     await a.set_vector_model(embedder.name, embedder.dim)  # (a new model re-queues: first)
     await _put(a, "bulk", 20)
     mine = await _put(a, "mine", 2)

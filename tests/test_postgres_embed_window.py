@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 from host.config import Config
 from host.search.embed_calls import WINDOW
@@ -58,17 +56,6 @@ class _Recorded:
         return _hash8(texts)
 
 
-@pytest.fixture
-async def stores(pg_url: str) -> AsyncIterator[list[PostgresEntryStore]]:
-    """Two stores with their own pools on one database: two hosts, as far as it knows."""
-    opened = [PostgresEntryStore(pg_url, pool_max=4) for _ in range(2)]
-    for s in opened:
-        await s.open()
-    yield opened
-    for s in opened:
-        await s.close()
-
-
 async def _put(store: PostgresEntryStore, contents: list[str]) -> list[int]:
     """Store `contents` as semantic entries of one namespace; their ids, in that order."""
     await store.put(Scope("ns", "a1"), [
@@ -94,12 +81,12 @@ async def _held(store: PostgresEntryStore) -> int:
 
 
 async def test_a_window_in_short_sorted_calls_gives_each_text_its_own_vector(
-    stores: list[PostgresEntryStore], embedder: Any,
+    pg_stores: list[PostgresEntryStore], embedder: Any,
 ) -> None:
     """150 texts of 1 to 150 words, claimed in windows of 64 (batches of 4), embedded sorted
     by length in calls of at most 600 characters on two threads and written 4 at a time: every
     stored vector is the one the embedder gives the text alone."""
-    store, _ = stores
+    store, _ = pg_stores
     words = "the lease on the flat by the river ends in September when Mel moves".split()
     await _put(store, [" ".join(words[(i + j) % len(words)] for j in range(1 + (i * 37) % 150))
                        + f" {i}" for i in range(150)])
@@ -113,11 +100,11 @@ async def test_a_window_in_short_sorted_calls_gives_each_text_its_own_vector(
     np.testing.assert_allclose(vecs, alone, atol=1e-6)
 
 
-async def test_the_worker_claims_a_window_not_a_batch(stores: list[PostgresEntryStore]) -> None:
+async def test_the_worker_claims_a_window_not_a_batch(pg_stores: list[PostgresEntryStore]) -> None:
     """Of 100 queued entries, each shorter than the one before, the worker's first call holds
     the shortest of the first window (`WINDOW` batches of 4, oldest first): a worker claiming a
     batch at a time would start with the shortest of the first four."""
-    store, _ = stores
+    store, _ = pg_stores
     ids = await _put(store, ["x" * (200 - i) for i in range(100)])
     emb = _Recorded()
     worker = await _worker(store, emb, batch_size=4, embed_call_chars=400)
@@ -128,16 +115,16 @@ async def test_the_worker_claims_a_window_not_a_batch(stores: list[PostgresEntry
 
 
 async def test_two_hosts_on_one_database_embed_each_entry_once(
-    stores: list[PostgresEntryStore],
+    pg_stores: list[PostgresEntryStore],
 ) -> None:
     """Two hosts' workers drain one queue of 150 entries at once, each having claimed its
     window before either embeds: every entry is embedded by one of them, once."""
-    a, b = stores
+    a, b = pg_stores
     ids = await _put(a, [f"note number {i}" for i in range(150)])
     barrier = threading.Barrier(2)
     embs = [_Recorded(barrier), _Recorded(barrier)]
     workers = [await _worker(s, e, batch_size=4, embed_call_chars=200)
-               for s, e in zip(stores, embs, strict=True)]
+               for s, e in zip(pg_stores, embs, strict=True)]
     done = await asyncio.gather(*(w.drain() for w in workers))
     embedded = [t for e in embs for call in e.calls for t in call]
     assert len(embedded) == len(set(embedded)) == 150
@@ -146,12 +133,12 @@ async def test_two_hosts_on_one_database_embed_each_entry_once(
 
 
 async def test_a_stop_mid_window_leaves_the_rest_claimable_after_the_lease(
-    stores: list[PostgresEntryStore],
+    pg_stores: list[PostgresEntryStore],
 ) -> None:
     """A host stopped while its window of 40 entries is half embedded keeps the vectors it
     wrote; the rest stay claimed (another host gets none of them) until the lease ends, then
     another host claims exactly them."""
-    a, b = stores
+    a, b = pg_stores
     ids = await _put(a, [f"bulk {i:02d}" for i in range(40)])
     emb = _Recorded(free=6)
     worker = await _worker(a, emb, batch_size=4, embed_call_chars=8, embed_lease=5.0)
@@ -179,12 +166,12 @@ async def test_a_stop_mid_window_leaves_the_rest_claimable_after_the_lease(
 
 
 async def test_a_window_past_half_its_lease_releases_the_calls_not_started(
-    stores: list[PostgresEntryStore],
+    pg_stores: list[PostgresEntryStore],
 ) -> None:
     """A window whose first call returns after half its lease (4 s) has passed starts no other
     call: that call's vector is written and the other claims released (not left to lapse), so
     another host claims them at once."""
-    a, b = stores
+    a, b = pg_stores
     ids = await _put(a, [f"slow {i:02d}" for i in range(20)])
     emb = _Recorded(free=0)
     worker = await _worker(a, emb, batch_size=4, embed_call_chars=8, embed_lease=4.0)

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.hosts import make_config, run_cli, running_host, url_of
 
 from host.client import MemoryClient
@@ -116,25 +117,19 @@ async def test_a_query_during_a_large_backlog_answers_and_reads_its_writes(
         assert await asyncio.to_thread(backlog_of, h.port) > 1000  # the backlog is not done
 
 
-async def test_a_query_waits_no_longer_than_vector_wait(db_path: Path) -> None:
-    """With `vector_wait = 0` a query never waits for vectors: asked while its own entries
-    are queued behind a backlog, it answers by keywords at once (the backlog still there)."""
+@pytest.mark.parametrize("settings", [
+    {"search": {"vector_wait": 0.0}},
+    {"search": {"vector_wait": 120.0}, "limits": {"request_timeout": 2.0}},
+], ids=["no-wait", "wait-past-the-deadline"])
+async def test_a_query_waits_no_longer_than_vector_wait_nor_half_its_deadline(
+    db_path: Path, settings: dict[str, dict[str, float]],
+) -> None:
+    """With `vector_wait = 0` a query never waits for vectors; a `vector_wait` longer than the
+    request deadline (120 s against 2 s) is cut to half the deadline. Either way a query whose
+    own entries are queued behind thousands more answers with what is embedded, by keywords
+    (never the deadline's `internal_error`), the backlog still there."""
     await queue_backlog(db_path, 3000, namespace="mine")
-    cfg = make_config(db_path, search={"vector_wait": 0.0})
-    async with running_host(cfg) as h, await MemoryClient.connect(url_of(h)) as c:
-        await c.init("mine", {"agent": "bulk"})
-        await c.store([{"key": {"k": "x"}, "content": "zebra " + FACT, "tier": "episodic"}])
-        found = await c.retrieve(query="zebra", limit=1)
-        assert [e["key"] for e in found.entries] == [{"k": "x"}]
-        assert await asyncio.to_thread(backlog_of, h.port) > 1000
-
-
-async def test_a_query_waits_for_its_vectors_within_its_request_deadline(db_path: Path) -> None:
-    """A `vector_wait` longer than the request deadline (120 s against 2 s) is cut to half the
-    deadline: a query whose own entries are queued behind thousands more answers with what is
-    embedded, never the deadline's `internal_error` (the backlog still there)."""
-    await queue_backlog(db_path, 3000, namespace="mine")
-    cfg = make_config(db_path, search={"vector_wait": 120.0}, limits={"request_timeout": 2.0})
+    cfg = make_config(db_path, **settings)
     async with running_host(cfg) as h, await MemoryClient.connect(url_of(h)) as c:
         await c.init("mine", {"agent": "bulk"})
         await c.store([{"key": {"k": "x"}, "content": "zebra " + FACT, "tier": "episodic"}])
