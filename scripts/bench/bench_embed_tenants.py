@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # tests/support
 from support.procs import HostProcess  # noqa: E402
 
 from host.client import MemoryClient  # noqa: E402
+from scripts.bench.bench_embedding import backlog, served  # noqa: E402
 
 # (fact, a paraphrase asking for it that shares no keyword with it): each found first by a
 # host with no backlog
@@ -80,19 +79,6 @@ def uptime() -> str:
 
 def load_average() -> str:
     return uptime().rsplit("load average:", 1)[-1].strip()
-
-
-def served(db: str, tree: Path, embedder: str | None = None) -> HostProcess:
-    """`a2e-host serve` of checkout `tree` on `db` (its `host` package: run from there)."""
-    env = {"A2E_HOST_SEARCH_EMBEDDER": embedder} if embedder else {}
-    return HostProcess(db, log_level="WARNING", cwd=tree, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-
-
-def backlog(port: int) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=30) as r:
-        m = re.search(r"^embed_backlog (\d+)$", r.read().decode(), re.M)
-    return int(m.group(1)) if m else 0
 
 
 async def fill(db: str, n: int) -> None:
